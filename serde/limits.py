@@ -1,0 +1,35 @@
+"""Limits on untrusted input, each with the reason it is what it is.
+
+They bound memory and time spent on a hostile file before anything is decoded.
+"""
+
+MAX_JSON_BYTES = 1 << 30
+"""1 GiB of JSON per member: a 12-layer encoder's decomposed graph is ~2 MB; 500x headroom."""
+
+MAX_JSON_DEPTH = 200
+"""Nesting depth of JSON values. torch's deepest real nesting (nested control flow
+subgraphs inside node arguments) is ~10 levels per graph level; 200 allows ~15 nested
+subgraphs and stays far below Python's recursion limit, so no RecursionError."""
+
+MAX_MEMBERS = 1_000_000
+"""Zip members: far past any real archive (one member per weight tensor)."""
+
+MAX_COMPRESSION_RATIO = 200
+"""Deflated members may expand at most 200x (zip bombs reach 1000x+; JSON text ~5-20x)."""
+
+MAX_UNCOMPRESSED_MEMBER = 4 << 30
+"""4 GiB for a compressed member once inflated: torch itself never compresses weights,
+so only JSON or small files are ever deflated; stored (uncompressed) members are
+memory-mapped and bounded by the file size instead."""
+
+MAX_EXPR_CHARS = 100_000
+"""Characters in one symbolic shape expression (real ones are < 200)."""
+
+MAX_EXPR_DEPTH = 100
+"""Nesting depth of a symbolic expression tree."""
+
+MAX_TENSOR_RANK = 64
+"""Dimensions of one tensor (torch's own limit is 64 for most kernels)."""
+
+MAX_PICKLE_OPS = 10_000_000
+"""Opcodes read from one legacy weights pickle before it is refused."""
