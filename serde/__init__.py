@@ -1,1 +1,55 @@
-"""placeholder"""
+"""pt2x.serde: .pt2 bytes <-> schema objects <-> torch.
+
+Torch-free: ``load`` (zip -> checked models with numpy weights), the JSON codec, the
+restricted symbolic-expression parser, the data-only unpickler for older layouts.
+Needs torch (imported lazily, only by ``bridge``): ``save``, ``load_exported_program``,
+``to_schema``, ``from_schema``.
+"""
+
+from __future__ import annotations
+
+from .archive import NotLoaded, Pt2Archive, Pt2Model, load
+from .errors import (
+    ArchiveError,
+    LimitExceededError,
+    Pt2Error,
+    Pt2FormatError,
+    Pt2UsageError,
+    SchemaError,
+    SchemaVersionError,
+    SymbolicExprError,
+    TensorDataError,
+    UnsafeContentError,
+)
+
+__all__ = [
+    "load",
+    "save",
+    "load_exported_program",
+    "to_schema",
+    "from_schema",
+    "Pt2Archive",
+    "Pt2Model",
+    "NotLoaded",
+    "Pt2Error",
+    "Pt2FormatError",
+    "Pt2UsageError",
+    "ArchiveError",
+    "LimitExceededError",
+    "SchemaError",
+    "SchemaVersionError",
+    "SymbolicExprError",
+    "TensorDataError",
+    "UnsafeContentError",
+]
+
+_BRIDGE = ("save", "load_exported_program", "to_schema", "from_schema")
+
+
+def __getattr__(name: str):
+    # The torch bridge is imported on first use, so `import pt2x.serde` never imports torch.
+    if name in _BRIDGE:
+        from . import bridge
+
+        return getattr(bridge, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
