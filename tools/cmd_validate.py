@@ -1,0 +1,63 @@
+"""``pt2x validate FILE [--json] [--target torch==X.Y | --target-schema M.N]``.
+
+Structural and referential checks (``serde.validate``); with a target, also whether
+that torch release can read the file (``serde.compat``). Exit 0 valid (warnings
+allowed), 1 findings, 2 unreadable. ``--json`` prints ``{"file", "valid", "target",
+"findings": [Finding.as_dict()...]}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check a .pt2 is well-formed (and readable by a given torch release)")
+    p.add_argument("file", nargs="+")
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable; see README)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--target", help="a torch release that must read the file, e.g. torch==2.10")
+    g.add_argument("--target-schema", help="a schema version that must read the file, e.g. 8.15")
+    p.add_argument("--no-crc", action="store_true", help="skip the CRC-32 check of every member")
+    p.set_defaults(func=run)
+
+
+def _check_one(path: str, args: argparse.Namespace) -> dict:
+    from ..serde import load
+    from ..serde.errors import Pt2Error
+    from ..serde.validate import validate_archive
+
+    target = args.target or args.target_schema
+    try:
+        with load(path) as archive:
+            findings = validate_archive(archive, check_crc=not args.no_crc)
+            if target:
+                from ..serde.compat import check_target, parse_target
+
+                findings += check_target(archive, parse_target(target))
+    except Pt2Error as e:
+        return {"file": path, "valid": False, "readable": False, "target": target, "error": str(e), "findings": []}
+    valid = not any(f.severity == "error" for f in findings)
+    return {"file": path, "valid": valid, "readable": True, "target": target, "findings": [f.as_dict() for f in findings]}
+
+
+def run(args: argparse.Namespace) -> int:
+    results = [_check_one(p, args) for p in args.file]
+    if args.json:
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    else:
+        for r in results:
+            if not r["readable"]:
+                print(f"{r['file']}: unreadable: {r['error']}", file=sys.stderr)
+                continue
+            for f in r["findings"]:
+                where = ": ".join(x for x in (f["member"], f["path"]) if x)
+                print(f"{r['file']}: {f['severity']}: {where + ': ' if where else ''}{f['message']} [{f['code']}]")
+            verdict = "valid" if r["valid"] else "INVALID"
+            tgt = f" for {r['target']}" if r["target"] else ""
+            print(f"{r['file']}: {verdict}{tgt}")
+    if any(not r["readable"] for r in results):
+        return 2
+    return 0 if all(r["valid"] for r in results) else 1

@@ -1,0 +1,114 @@
+"""A loaded archive as a plain, JSON-able summary: what ``pt2x inspect`` prints.
+
+The ``--json`` output is this dict; its keys are documented in the README and stable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from ..schema import definitions as d
+from ..serde.archive import Pt2Archive, Pt2Model
+from ..serde.graph_refs import subgraphs
+
+_SYMBOL = re.compile(r"Symbol\('([^']*)'[^)]*\)")
+
+
+def dim_text(s: d.SymInt) -> int | str:
+    """A size as an int, or its expression's text (``s77``, ``2*s0 + 1``)."""
+    if s.type == "as_int":
+        return s.value
+    text = s.value.expr_str
+    try:
+        from ..serde.symbolic import parse_cached
+
+        return str(parse_cached(text))
+    except Exception:  # summary only: fall back to the raw text, shortened
+        return _SYMBOL.sub(r"\1", text)
+
+
+def _tensor(meta: d.TensorMeta | None) -> dict:
+    if meta is None:
+        return {}
+    return {"dtype": meta.dtype.name.lower(), "shape": [dim_text(s) for s in meta.sizes]}
+
+
+def _op_counts(graph: d.Graph, counts: Counter) -> int:
+    n = 0
+    for node in graph.nodes:
+        counts[node.target] += 1
+        n += 1
+        for named in node.inputs:
+            for sub in subgraphs(named.arg):
+                n += _op_counts(sub.graph, counts)
+    return n
+
+
+def _spec_arg_name(arg) -> str | None:
+    if isinstance(arg, d.Argument):
+        v = arg.value
+        return getattr(v, "name", None) if not isinstance(v, (int, float, str, bool)) else None
+    return getattr(arg, "name", None)
+
+
+def model_summary(model: Pt2Model) -> dict:
+    p = model.program
+    g = p.graph_module.graph
+    counts: Counter = Counter()
+    total = _op_counts(g, counts)
+    inputs = []
+    for spec in p.graph_module.signature.input_specs:
+        v = spec.value
+        entry = {"kind": spec.type}
+        if spec.type == "constant_input":
+            entry.update(name=v.name, value=v.value.value)
+        else:
+            name = _spec_arg_name(v.arg)
+            entry["name"] = name
+            target = getattr(v, "parameter_name", None) or getattr(v, "buffer_name", None) or getattr(v, "tensor_constant_name", None) or getattr(v, "custom_obj_name", None)
+            if target:
+                entry["target"] = target
+            entry.update(_tensor(g.tensor_values.get(name)) if name else {})
+        inputs.append(entry)
+    outputs = []
+    for spec in p.graph_module.signature.output_specs:
+        v = spec.value
+        name = _spec_arg_name(v.arg)
+        entry = {"kind": spec.type, "name": name}
+        target = getattr(v, "buffer_name", None) or getattr(v, "user_input_name", None) or getattr(v, "parameter_name", None)
+        if target:
+            entry["target"] = target
+        entry.update(_tensor(g.tensor_values.get(name)) if name else {})
+        outputs.append(entry)
+    return {
+        "schema_version": "%d.%d" % model.schema_version,
+        "torch_version": p.torch_version,
+        "verifiers": list(p.verifiers),
+        "opset_version": dict(p.opset_version),
+        "node_count": total,
+        "ops": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "inputs": inputs,
+        "outputs": outputs,
+        "range_constraints": {k: [r.min_val, r.max_val] for k, r in p.range_constraints.items()},
+        "module_call_graph": [
+            {"fqn": e.fqn, "forward_arg_names": e.signature.forward_arg_names if e.signature else None}
+            for e in p.graph_module.module_call_graph
+        ],
+        "weights": {"count": len(model.state_dict), "bytes": sum(a.nbytes for a in model.state_dict.values())},
+        "constants": {"count": len(model.constants), "bytes": sum(a.nbytes for a in model.constants.values())},
+        "not_loaded": [x.as_dict() for x in model.pickled],
+        "unknown_fields": list(model.unknown_fields),
+    }
+
+
+def archive_summary(archive: Pt2Archive) -> dict:
+    return {
+        "file": archive.source,
+        "layout": archive.layout,
+        "archive_version": archive.archive_version,
+        "models": {name: model_summary(m) for name, m in archive.models.items()},
+        "extra_files": sorted(archive.extra),
+        "not_loaded": [x.as_dict() for x in archive.unloaded],
+        "unrecognized_members": list(archive.unrecognized),
+    }
