@@ -33,3 +33,12 @@ MAX_TENSOR_RANK = 64
 
 MAX_PICKLE_OPS = 10_000_000
 """Opcodes read from one legacy weights pickle before it is refused."""
+
+MAX_TENSOR_ELEMENTS = 1 << 40
+"""Elements in one tensor view read from a pickle (~1.1e12; the largest real weight
+matrices are ~1e9-1e10). Stride-0 (expanded) views can claim any size over a tiny
+storage, so the product of sizes is bounded on its own, before numpy is asked."""
+
+MAX_PICKLE_DEPTH = 100
+"""Nesting of containers in a pickled value tree (sample inputs are (args, kwargs) pytrees,
+a few levels deep); bounds the recursive walk that turns records into arrays."""
