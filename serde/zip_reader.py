@@ -29,6 +29,12 @@ from .limits import MAX_COMPRESSION_RATIO, MAX_MEMBERS, MAX_UNCOMPRESSED_MEMBER
 __all__ = ["ZipReader", "open_buffer", "check_member_name"]
 
 _LOCAL_SIG = b"PK\x03\x04"
+# What zipfile raises on a corrupt directory (NotImplementedError: a bogus "version needed";
+# UnicodeDecodeError: a name flagged UTF-8 that isn't). All mean "unreadable archive".
+_ZIPFILE_ERRORS = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, struct.error,
+    IndexError, KeyError, OverflowError, NotImplementedError, UnicodeDecodeError,
+)
 _LOCAL_LEN = 30
 
 
@@ -91,7 +97,7 @@ class ZipReader:
         try:
             zf = zipfile.ZipFile(_ViewFile(buffer))
             infos = zf.infolist()
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, struct.error, IndexError) as e:
+        except _ZIPFILE_ERRORS as e:
             raise ArchiveError(f"not a readable zip archive ({e})", member=whole) from None
         if len(infos) > MAX_MEMBERS:
             raise LimitExceededError(f"{len(infos)} members exceed {MAX_MEMBERS}", member=whole)
