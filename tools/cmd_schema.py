@@ -47,7 +47,8 @@ def _resolve(spec: str):
         raise Pt2UsageError(str(e)) from None
 
 
-def _print(result, out=sys.stdout) -> None:
+def _print(result, out=None) -> None:
+    out = out or sys.stdout
     ov, nv = result.old_version, result.new_version
     print(f"{result.old_label} ({ov[0]}.{ov[1]}) -> {result.new_label} ({nv[0]}.{nv[1]})", file=out)
     if not result.changes:
