@@ -23,7 +23,7 @@ import numpy as np
 
 from ..schema import definitions as d
 from ..schema.version import READ_MAJOR, SCHEMA_VERSION
-from .errors import ArchiveError, SchemaVersionError
+from .errors import ArchiveError, Pt2FormatError, SchemaVersionError
 from .json_codec import DecodeReport, decode, parse_json
 from .payload import NotLoaded, read_payloads
 from .zip_reader import ZipReader, open_buffer
@@ -179,9 +179,21 @@ def _program(zr: ZipReader, member: str, report: DecodeReport) -> d.ExportedProg
 
 
 def _pickled(zr: ZipReader, member: str) -> dict[str, np.ndarray]:
-    from .pickle_reader import read_torch_save
+    """Tensors of a torch.save zip stored as ``member`` (older layouts), read data-only."""
+    from .pickle_reader import find_data_pkl, read_tensor_pickle
 
-    return read_torch_save(zr, member)
+    inner = ZipReader(zr.view(member), label=member)
+
+    def open_member(name: str) -> memoryview:
+        if name not in inner:
+            raise KeyError(name)
+        return inner.view(name)
+
+    try:
+        pkl = find_data_pkl(inner.names)
+    except Pt2FormatError as e:
+        raise type(e)(e.reason, member=member) from None
+    return read_tensor_pickle(open_member, pkl, where=member)
 
 
 def _load_pt2(archive: Pt2Archive) -> None:
