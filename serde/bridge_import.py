@@ -1,0 +1,461 @@
+"""Schema program (+ numpy weights) -> ``torch.export.ExportedProgram``: pt2x's loader.
+
+``load_exported_program(f)`` reads the archive with pt2x's torch-free reader
+(``pt2x.serde.load``: every safety check, no pickle) and hands the model to
+``from_schema``, which builds:
+  * the FX graph with fake-tensor ``val`` metadata under a ShapeEnv carrying the
+    program's symbols, hints and range constraints (``bridge_import_graph``,
+    ``bridge_import_symbolic``; operators resolved by ``bridge_import_ops``);
+  * the graph signature and module call graph (this module);
+  * parameters/buffers/constants as torch tensors over the archive's memory map (no
+    copy where the bytes allow it), with torch's exact sizes, strides and dtypes.
+
+Pickled members (sample inputs, ``use_pickle`` payloads, custom objects) are never
+unpickled unless ``allow_pickle=True``, and then only by ``torch.load(weights_only=True)``.
+Every failure is a ``Pt2Error`` naming the member and the field path or node.
+Imported lazily (imports torch); re-exported by ``pt2x.serde.bridge``.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..schema import definitions as d
+from .errors import Pt2Error, Pt2FormatError, SchemaError, UnsafeContentError
+
+__all__ = ["from_schema", "load_exported_program", "tensors_from_numpy"]
+
+
+# --------------------------------------------------------------------------- tensors
+
+
+def _np_root(a: np.ndarray):
+    b = a
+    while isinstance(b, np.ndarray) and b.base is not None:
+        b = b.base
+    return b
+
+
+def _addr(obj) -> tuple[int, int]:
+    """(address, nbytes) of a buffer-like object."""
+    if isinstance(obj, np.ndarray):
+        return obj.__array_interface__["data"][0], obj.nbytes
+    arr = np.frombuffer(obj, dtype=np.uint8)
+    return arr.__array_interface__["data"][0], arr.nbytes
+
+
+def _torch_dtype(a: np.ndarray, want: torch.dtype | None, name: str, member):
+    from .bridge_import_ops import DTYPES
+    from .tensor_data import numpy_dtype
+
+    if want is not None:
+        return want
+    for st, td in DTYPES.items():
+        try:
+            if numpy_dtype(st) == a.dtype:
+                return td
+        except Exception:
+            continue
+    raise Pt2FormatError(f"array dtype {a.dtype} has no torch dtype", member=member, path=name)
+
+
+class _Storages:
+    """One torch storage per distinct memory region the arrays view, so aliasing survives."""
+
+    def __init__(self):
+        self.flat: dict[tuple, torch.Tensor] = {}
+
+    def view(self, a: np.ndarray, dtype: torch.dtype) -> torch.Tensor | None:
+        """A zero-copy torch tensor with ``a``'s layout, or None when the bytes don't allow it."""
+        isz = a.dtype.itemsize
+        if isz != torch.empty((), dtype=dtype).element_size() or any(s < 0 or s % isz for s in a.strides):
+            return None
+        size, stride = a.shape, tuple(s // isz for s in a.strides)
+        if a.size == 0:
+            return None
+        root = _np_root(a)
+        try:
+            rptr, rlen = _addr(root)
+        except (TypeError, ValueError, BufferError):
+            return None
+        aptr = a.__array_interface__["data"][0]
+        if rlen % isz or (aptr - rptr) % isz or aptr < rptr:
+            return None
+        extent = (aptr - rptr) // isz + sum((n - 1) * s for n, s in zip(size, stride)) + 1
+        if extent * isz > rlen:
+            return None
+        key = (rptr, rlen, dtype)
+        flat = self.flat.get(key)
+        if flat is None:
+            if isinstance(root, np.ndarray):
+                if not root.flags.c_contiguous:
+                    return None
+                buf = root.reshape(-1).view(np.uint8)
+            else:
+                buf = root
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "non-writable buffer": these tensors are read-only views
+                flat = torch.frombuffer(buf, dtype=dtype, count=rlen // isz)
+            self.flat[key] = flat
+        return flat.as_strided(size, stride, (aptr - rptr) // isz)
+
+
+def _copy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    isz = a.dtype.itemsize
+    stride = tuple(s // isz for s in a.strides) if all(s >= 0 and s % isz == 0 for s in a.strides) else None
+    raw = np.ascontiguousarray(a)
+    if raw.size:
+        src = torch.frombuffer(bytearray(raw.view(np.uint8).tobytes()), dtype=dtype).reshape(a.shape)
+    else:
+        src = torch.empty(a.shape, dtype=dtype)
+    if stride is None:
+        return src
+    out = torch.empty_strided(a.shape, stride, dtype=dtype)
+    out.copy_(src)
+    return out
+
+
+def tensors_from_numpy(
+    arrays: dict[str, Any],
+    *,
+    dtypes: dict[str, torch.dtype] | None = None,
+    copy: bool | set[str] = False,
+    member: str | None = None,
+    storages: _Storages | None = None,
+) -> dict[str, torch.Tensor]:
+    """numpy arrays (as ``pt2x.serde.load`` gives them) -> torch tensors sharing their memory.
+
+    Layout (shape, strides, dtype, incl. bfloat16/float8 through their bytes) is kept;
+    arrays viewing one memory region become tensors on one storage. Read-only memory
+    stays read-only: names in ``copy`` (or all, ``copy=True``) get private writable copies.
+    Values that are already torch tensors pass through.
+    """
+    storages = storages or _Storages()
+    out: dict[str, torch.Tensor] = {}
+    for name, a in arrays.items():
+        if isinstance(a, torch.Tensor) or not isinstance(a, np.ndarray):
+            out[name] = a
+            continue
+        dtype = _torch_dtype(a, (dtypes or {}).get(name), name, member)
+        want_copy = copy is True or (isinstance(copy, set) and name in copy)
+        t = None if want_copy else storages.view(a, dtype)
+        if t is None:
+            t = _copy(a, dtype) if a.size else torch.empty_strided(a.shape, tuple(s // max(a.dtype.itemsize, 1) for s in a.strides), dtype=dtype)
+        out[name] = t
+    return out
+
+
+# ------------------------------------------------------------------------- signature
+
+
+def _arg_spec(a: d.Argument, graph_builder, path: str):
+    from torch.export import graph_signature as gs
+
+    t, v = a.type, a.value
+    if t == "as_tensor":
+        return gs.TensorArgument(name=v.name)
+    if t == "as_sym_int":
+        return gs.SymIntArgument(name=v.value) if v.type == "as_name" else gs.ConstantArgument(name="", value=v.value)
+    if t == "as_sym_float":
+        return gs.SymFloatArgument(name=v.value) if v.type == "as_name" else gs.ConstantArgument(name="", value=v.value)
+    if t == "as_sym_bool":
+        return gs.SymBoolArgument(name=v.value) if v.type == "as_name" else gs.ConstantArgument(name="", value=v.value)
+    if t == "as_custom_obj":
+        return gs.CustomObjArgument(name=v.name, class_fqn=v.class_fqn)
+    if t == "as_token":
+        return gs.TokenArgument(name=v.name)
+    if t in ("as_none", "as_int", "as_float", "as_bool", "as_string", "as_ints", "as_floats", "as_bools", "as_strings"):
+        val = None if t == "as_none" else (list(v) if isinstance(v, list) else v)
+        return gs.ConstantArgument(name="", value=val)
+    raise Pt2FormatError(f"argument of kind {t} cannot appear in a signature", member=graph_builder.member, path=path)
+
+
+def _constant_value(c: d.ConstantValue):
+    return None if c.type == "as_none" else c.value
+
+
+def _signature(sig: d.GraphSignature, gb, path: str):
+    from torch.export import graph_signature as gs
+
+    IK, OK = gs.InputKind, gs.OutputKind
+    ins = []
+    for i, s in enumerate(sig.input_specs):
+        p = f"{path}.input_specs[{i}]"
+        t, v = s.type, s.value
+        if t == "user_input":
+            ins.append(gs.InputSpec(IK.USER_INPUT, _arg_spec(v.arg, gb, p + ".arg"), None))
+        elif t == "parameter":
+            ins.append(gs.InputSpec(IK.PARAMETER, gs.TensorArgument(v.arg.name), v.parameter_name))
+        elif t == "buffer":
+            ins.append(gs.InputSpec(IK.BUFFER, gs.TensorArgument(v.arg.name), v.buffer_name, persistent=v.persistent))
+        elif t == "tensor_constant":
+            ins.append(gs.InputSpec(IK.CONSTANT_TENSOR, gs.TensorArgument(v.arg.name), v.tensor_constant_name))
+        elif t == "custom_obj":
+            ins.append(gs.InputSpec(IK.CUSTOM_OBJ, gs.CustomObjArgument(v.arg.name, v.arg.class_fqn), v.custom_obj_name))
+        elif t == "token":
+            ins.append(gs.InputSpec(IK.TOKEN, gs.TokenArgument(v.arg.name), None))
+        elif t == "constant_input":
+            ins.append(gs.InputSpec(IK.USER_INPUT, gs.ConstantArgument(v.name, _constant_value(v.value)), None))
+        else:
+            raise Pt2FormatError(f"input spec kind {t} is not supported", member=gb.member, path=p)
+    outs = []
+    kinds = {
+        "loss_output": (OK.LOSS_OUTPUT, None),
+        "buffer_mutation": (OK.BUFFER_MUTATION, "buffer_name"),
+        "parameter_mutation": (OK.PARAMETER_MUTATION, "parameter_name"),
+        "gradient_to_parameter": (OK.GRADIENT_TO_PARAMETER, "parameter_name"),
+        "gradient_to_user_input": (OK.GRADIENT_TO_USER_INPUT, "user_input_name"),
+        "user_input_mutation": (OK.USER_INPUT_MUTATION, "user_input_name"),
+    }
+    for i, s in enumerate(sig.output_specs):
+        p = f"{path}.output_specs[{i}]"
+        t, v = s.type, s.value
+        if t == "user_output":
+            outs.append(gs.OutputSpec(OK.USER_OUTPUT, _arg_spec(v.arg, gb, p + ".arg"), None))
+        elif t == "token":
+            outs.append(gs.OutputSpec(OK.TOKEN, gs.TokenArgument(v.arg.name), None))
+        elif t in kinds:
+            kind, field = kinds[t]
+            outs.append(gs.OutputSpec(kind, gs.TensorArgument(v.arg.name), getattr(v, field) if field else None))
+        else:
+            raise Pt2FormatError(f"output spec kind {t} is not supported", member=gb.member, path=p)
+    return gs.ExportGraphSignature(input_specs=ins, output_specs=outs)
+
+
+def _treespec(s: str, member, path):
+    from torch.utils._pytree import treespec_loads
+
+    try:
+        return treespec_loads(s)
+    except Exception as e:  # torch raises NotImplementedError/KeyError/ValueError/json errors
+        raise Pt2FormatError(f"pytree spec: {type(e).__name__}: {e}", member=member, path=path) from None
+
+
+def _module_call_graph(entries: list[d.ModuleCallEntry], gb, path: str):
+    from torch.export.exported_program import ModuleCallEntry, ModuleCallSignature
+
+    out = []
+    for i, e in enumerate(entries):
+        p = f"{path}[{i}]"
+        sig = None
+        if e.signature is not None:
+            s = e.signature
+            sig = ModuleCallSignature(
+                inputs=[_arg_spec(a, gb, f"{p}.signature.inputs[{j}]") for j, a in enumerate(s.inputs)],
+                outputs=[_arg_spec(a, gb, f"{p}.signature.outputs[{j}]") for j, a in enumerate(s.outputs)],
+                in_spec=_treespec(s.in_spec, gb.member, f"{p}.signature.in_spec"),
+                out_spec=_treespec(s.out_spec, gb.member, f"{p}.signature.out_spec"),
+                forward_arg_names=s.forward_arg_names or None,
+            )
+        out.append(ModuleCallEntry(fqn=e.fqn, signature=sig))
+    return out
+
+
+# -------------------------------------------------------------------------- program
+
+
+def _release(program: d.ExportedProgram) -> str:
+    v = program.schema_version
+    return f"torch {program.torch_version} (schema {v.major}.{v.minor})"
+
+
+def from_schema(
+    program: d.ExportedProgram,
+    state_dict: dict[str, Any],
+    constants: dict[str, Any],
+    *,
+    example_inputs=None,
+    member: str | None = None,
+    copy: bool = False,
+    _not_loaded: dict[str, str] | None = None,
+) -> "torch.export.ExportedProgram":
+    """Build a ``torch.export.ExportedProgram`` from a schema program and its weights.
+
+    ``state_dict`` / ``constants`` map FQNs to numpy arrays (as ``pt2x.serde.load`` gives
+    them) or torch tensors. Parameters (per the signature) become ``nn.Parameter`` with
+    the graph's ``requires_grad``. Arrays are shared, not copied, except buffers and
+    parameters the program mutates when their memory is read-only (``copy=True``
+    copies everything into writable memory).
+    """
+    from torch.export.exported_program import ExportedProgram, _create_graph_module_for_export
+
+    from .bridge_import_graph import GraphBuilder
+    from .bridge_import_symbolic import SymbolicContext
+
+    gm_s = program.graph_module
+    g = gm_s.graph
+    not_loaded = _not_loaded or {}
+
+    # which state the graph needs, as what
+    params: dict[str, str] = {}  # fqn -> placeholder name
+    needed: dict[str, tuple[str, str]] = {}  # fqn -> (kind, placeholder)
+    for s in gm_s.signature.input_specs:
+        t, v = s.type, s.value
+        if t == "parameter":
+            params[v.parameter_name] = v.arg.name
+            needed[v.parameter_name] = ("parameter", v.arg.name)
+        elif t == "buffer":
+            needed[v.buffer_name] = ("buffer", v.arg.name)
+        elif t == "tensor_constant":
+            needed[v.tensor_constant_name] = ("tensor constant", v.arg.name)
+        elif t == "custom_obj":
+            needed[v.custom_obj_name] = ("custom object", v.arg.name)
+    mutated = {s.value.buffer_name for s in gm_s.signature.output_specs if s.type == "buffer_mutation"}
+    mutated |= {s.value.parameter_name for s in gm_s.signature.output_specs if s.type == "parameter_mutation"}
+
+    for fqn, (kind, _) in needed.items():
+        where = state_dict if kind in ("parameter", "buffer") else constants
+        if fqn not in where:
+            alt = constants if where is state_dict else state_dict
+            if fqn in alt:
+                continue
+            if fqn in not_loaded:
+                raise UnsafeContentError(
+                    f"{kind} {fqn!r} is a pickled payload ({not_loaded[fqn]}); it is not loaded without "
+                    f"allow_pickle=True (then only with torch.load(weights_only=True))",
+                    member=not_loaded[fqn].split(" ", 1)[0],
+                )
+            raise Pt2FormatError(f"{kind} {fqn!r} has no data in the archive", member=member, path="graph_module.signature")
+
+    # tensors: dtypes/requires_grad from the graph's metadata of the placeholders
+    tv = g.tensor_values
+    from .bridge_import_ops import DTYPES
+
+    def dtypes_for(names):
+        out = {}
+        for fqn in names:
+            ph = needed.get(fqn, (None, None))[1]
+            tm = tv.get(ph) if ph else None
+            if tm is not None and tm.dtype in DTYPES:
+                out[fqn] = DTYPES[tm.dtype]
+        return out
+
+    storages = _Storages()
+    copy_set: bool | set[str] = True if copy else mutated
+    sd = tensors_from_numpy(state_dict, dtypes=dtypes_for(state_dict), copy=copy_set, member=member, storages=storages)
+    consts = tensors_from_numpy(constants, dtypes=dtypes_for(constants), copy=copy, member=member, storages=storages)
+    for fqn, ph in params.items():
+        t = sd.get(fqn)
+        if t is None or isinstance(t, torch.nn.Parameter):
+            continue
+        tm = tv.get(ph)
+        rg = bool(tm.requires_grad) if tm is not None else True
+        sd[fqn] = torch.nn.Parameter(t, requires_grad=rg and (t.dtype.is_floating_point or t.dtype.is_complex))
+
+    sym = SymbolicContext(program.range_constraints, member=member)
+    gb = GraphBuilder(sym, gm_s.signature, consts, member=member)
+    try:
+        graph = gb.build_graph(g, "graph_module.graph")
+        st = gb.st
+        signature = _signature(gm_s.signature, gb, "graph_module.signature")
+        mcg = _module_call_graph(gm_s.module_call_graph, gb, "graph_module.module_call_graph")
+        gm = _create_graph_module_for_export(st.module, graph)
+    except Pt2Error as e:
+        raise _with_release(e, program) from None
+    meta: dict[str, Any] = {}
+    if custom := gm_s.metadata.get("custom"):
+        from .json_codec import parse_json
+
+        meta["custom"] = parse_json(custom, member=member)
+    meta["treespec_namedtuple_fields"] = {k: v.field_names for k, v in gm_s.treespec_namedtuple_fields.items()}
+    gm.meta = meta
+
+    from torch._export.verifier import load_verifier
+
+    verifiers = []
+    for i, v in enumerate(program.verifiers):
+        try:
+            verifiers.append(load_verifier(v))
+        except KeyError:
+            raise Pt2FormatError(
+                f"verifier/dialect {v!r} is not known to this torch ({torch.__version__}); file from {_release(program)}",
+                member=member,
+                path=f"verifiers[{i}]",
+            ) from None
+    try:
+        ep = ExportedProgram(
+            root=gm,
+            graph=gm.graph,
+            graph_signature=signature,
+            state_dict=sd,
+            range_constraints=sym.range_constraints(),
+            module_call_graph=mcg,
+            example_inputs=example_inputs,
+            constants=consts,
+            verifiers=verifiers,
+        )
+    except Pt2Error:
+        raise
+    except Exception as e:  # torch's own consistency checks (signature vs graph vs state)
+        raise Pt2FormatError(
+            f"torch rejected the program ({type(e).__name__}: {str(e)[:500]}); file from {_release(program)}",
+            member=member,
+        ) from None
+    ep._guards_code = list(program.guards_code)
+    return ep
+
+
+def _with_release(e: Pt2Error, program: d.ExportedProgram) -> Pt2Error:
+    """Add which release wrote the file to an error, once."""
+    if not isinstance(e, Pt2FormatError) or "written by" in e.reason:
+        return e
+    msg = f"{e.reason} [file written by {_release(program)}]"
+    new = type(e).__new__(type(e))
+    Pt2FormatError.__init__(new, msg, member=e.member, path=e.path)
+    return new
+
+
+def _torch_load_safe(data: bytes, what: str, member: str):
+    try:
+        return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except Exception as e:
+        raise UnsafeContentError(
+            f"{what}: torch.load(weights_only=True) refused it ({type(e).__name__}: {str(e)[:300]})", member=member
+        ) from None
+
+
+def load_exported_program(
+    f,
+    *,
+    model: str = "model",
+    allow_pickle: bool = False,
+    copy: bool = False,
+) -> "torch.export.ExportedProgram":
+    """Load one model of a .pt2 file as a ``torch.export.ExportedProgram``, safely.
+
+    ``f``: path, binary file or bytes. Reads with ``pt2x.serde.load`` (no pickle, all
+    checks). Pickled members are loaded only with ``allow_pickle=True`` and only via
+    ``torch.load(weights_only=True)``: sample inputs become ``example_inputs``, pickled
+    tensors join the state. Without it, a program that needs one raises
+    ``UnsafeContentError`` naming the member. Weights share the file's read-only memory
+    map (the archive stays open as long as they live); ``copy=True`` gives writable copies.
+    """
+    from . import load as pt2_load
+
+    archive = pt2_load(f)
+    m = archive.model(model)
+    sd, consts = dict(m.state_dict), dict(m.constants)
+    not_loaded: dict[str, str] = {}
+    example_inputs = None
+    for nl in m.pickled:
+        if nl.kind == "sample_inputs":
+            if allow_pickle:
+                example_inputs = _torch_load_safe(archive.zip.read(nl.member), "sample inputs", nl.member)
+            continue
+        if nl.fqn is None:
+            continue
+        if not allow_pickle:
+            not_loaded[nl.fqn] = f"{nl.member} ({nl.kind})"
+            continue
+        val = _torch_load_safe(archive.zip.read(nl.member), f"{nl.kind} {nl.fqn!r}", nl.member)
+        in_weights = m.weights_config is not None and nl.fqn in m.weights_config.config
+        (sd if in_weights else consts)[nl.fqn] = val
+    ep = from_schema(
+        m.program, sd, consts, example_inputs=example_inputs, member=m.json_member, copy=copy, _not_loaded=not_loaded
+    )
+    return ep  # the tensors hold the memory map's buffer alive
