@@ -346,3 +346,22 @@ def test_reader_upgrades_a_7x_archive(tmp_path):
     with serde.load(path) as a:
         assert a.schema_version == (8, 0)
         assert a.model().program.graph_module.graph.nodes
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_flat_2_6_file_reads_everywhere(case):
+    # torch 2.6's flat zip: readable by 2.6 itself and by every later 8.x release.
+    with serde.load(fixture("2.6.0", case)) as a:
+        assert a.layout == "flat"
+        for target in ("2.6", "2.8", "torch==2.10", "2.14"):
+            assert compat.check_target(a, target) == [], target
+
+
+def test_rewrite_flat_archive_keeps_layout(tmp_path):
+    src, dst = fixture("2.6.0", "mlp_dynamic"), tmp_path / "flat.pt2"
+    assert rewrite_for_target(src, dst, "torch==2.6") == 0
+    with zipfile.ZipFile(src) as zs, zipfile.ZipFile(dst) as zd:
+        assert zs.namelist() == zd.namelist()
+        assert [n for n in zs.namelist() if zs.read(n) != zd.read(n)] == []  # already 8.2 content
+    with serde.load(dst) as a:
+        assert a.layout == "flat" and compat.check_target(a, "2.6") == []
