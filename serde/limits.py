@@ -42,3 +42,7 @@ storage, so the product of sizes is bounded on its own, before numpy is asked.""
 MAX_PICKLE_DEPTH = 100
 """Nesting of containers in a pickled value tree (sample inputs are (args, kwargs) pytrees,
 a few levels deep); bounds the recursive walk that turns records into arrays."""
+
+MAX_EXPR_INT_BITS = 4096
+"""Bits of an integer computed while evaluating a symbolic expression (Pow, LShift, Mul).
+Sizes fit in 64 bits; the bound stops ``2**2**2**...`` from taking unbounded time and memory."""
