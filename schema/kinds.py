@@ -23,8 +23,24 @@ class SchemaEnum(enum.IntEnum):
     """Base of every schema enum: serialized as its integer value."""
 
 
+def _struct_eq(self, other):
+    if type(other) is not type(self):
+        return NotImplemented
+    a, b = self.__dict__, other.__dict__
+    return all(a[k] == b[k] for k in self.__field_names__)
+
+
+def _struct_repr(self):
+    args = ", ".join(f"{k}={self.__dict__[k]!r}" for k in self.__field_names__)
+    return f"{type(self).__name__}({args})"
+
+
 def struct(cls):
-    """Declare a schema struct: a dataclass plus a slot for unknown (newer) fields."""
+    """Declare a schema struct: a dataclass plus a slot for unknown (newer) fields.
+
+    ``__eq__`` and ``__repr__`` are shared functions rather than generated per class:
+    importing the schema is on the torch-free loader's cold path.
+    """
     cls.__annotations__ = dict(cls.__annotations__)
     cls.__annotations__[UNKNOWN_FIELDS] = "dict"
     setattr(
@@ -32,7 +48,11 @@ def struct(cls):
         UNKNOWN_FIELDS,
         dataclasses.field(default_factory=dict, kw_only=True, repr=False, compare=False),
     )
-    cls = dataclasses.dataclass(cls)
+    cls = dataclasses.dataclass(cls, eq=False, repr=False)
+    cls.__field_names__ = tuple(f.name for f in dataclasses.fields(cls) if f.name != UNKNOWN_FIELDS)
+    cls.__eq__ = _struct_eq
+    cls.__hash__ = None
+    cls.__repr__ = _struct_repr
     cls.__schema_kind__ = "struct"
     return cls
 

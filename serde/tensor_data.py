@@ -23,34 +23,44 @@ MAX_DIM = 1 << 62
 """Largest size, stride or offset accepted: past it products overflow int64 in any reader."""
 
 
-@functools.cache
-def _dtype_table() -> dict[ScalarType, np.dtype]:
-    import ml_dtypes
+_NUMPY_NATIVE = {
+    ScalarType.BYTE: np.uint8,
+    ScalarType.CHAR: np.int8,
+    ScalarType.SHORT: np.int16,
+    ScalarType.INT: np.int32,
+    ScalarType.LONG: np.int64,
+    ScalarType.HALF: np.float16,
+    ScalarType.FLOAT: np.float32,
+    ScalarType.DOUBLE: np.float64,
+    ScalarType.COMPLEXFLOAT: np.complex64,
+    ScalarType.COMPLEXDOUBLE: np.complex128,
+    ScalarType.BOOL: np.bool_,
+    ScalarType.UINT16: np.uint16,
+    ScalarType.UINT32: np.uint32,
+    ScalarType.UINT64: np.uint64,
+}
+# Types numpy lacks, by ml_dtypes attribute name. ml_dtypes is imported only when a file
+# holds one of them: its import costs more than the rest of a cold load of an fp32 model.
+_ML_DTYPES = {
+    ScalarType.BFLOAT16: "bfloat16",
+    ScalarType.FLOAT8E4M3FN: "float8_e4m3fn",
+    ScalarType.FLOAT8E5M2: "float8_e5m2",
+    ScalarType.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    ScalarType.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    ScalarType.FLOAT8E8M0FNU: "float8_e8m0fnu",
+}
 
-    table = {
-        ScalarType.BYTE: np.uint8,
-        ScalarType.CHAR: np.int8,
-        ScalarType.SHORT: np.int16,
-        ScalarType.INT: np.int32,
-        ScalarType.LONG: np.int64,
-        ScalarType.HALF: np.float16,
-        ScalarType.FLOAT: np.float32,
-        ScalarType.DOUBLE: np.float64,
-        ScalarType.COMPLEXFLOAT: np.complex64,
-        ScalarType.COMPLEXDOUBLE: np.complex128,
-        ScalarType.BOOL: np.bool_,
-        ScalarType.BFLOAT16: ml_dtypes.bfloat16,
-        ScalarType.UINT16: np.uint16,
-        ScalarType.UINT32: np.uint32,
-        ScalarType.UINT64: np.uint64,
-        ScalarType.FLOAT8E4M3FN: ml_dtypes.float8_e4m3fn,
-        ScalarType.FLOAT8E5M2: ml_dtypes.float8_e5m2,
-        ScalarType.FLOAT8E4M3FNUZ: ml_dtypes.float8_e4m3fnuz,
-        ScalarType.FLOAT8E5M2FNUZ: ml_dtypes.float8_e5m2fnuz,
-    }
-    if hasattr(ml_dtypes, "float8_e8m0fnu"):
-        table[ScalarType.FLOAT8E8M0FNU] = ml_dtypes.float8_e8m0fnu
-    return {k: np.dtype(v) for k, v in table.items()}
+
+@functools.cache
+def _dtype(st: ScalarType) -> np.dtype | None:
+    if st in _NUMPY_NATIVE:
+        return np.dtype(_NUMPY_NATIVE[st])
+    if st in _ML_DTYPES:
+        import ml_dtypes
+
+        t = getattr(ml_dtypes, _ML_DTYPES[st], None)
+        return None if t is None else np.dtype(t)
+    return None  # UNKNOWN, COMPLEXHALF: no numpy equivalent
 
 
 def numpy_dtype(dtype: ScalarType | int, *, member: str | None = None, path: str | None = None) -> np.dtype:
@@ -59,7 +69,7 @@ def numpy_dtype(dtype: ScalarType | int, *, member: str | None = None, path: str
         st = ScalarType(dtype)
     except ValueError:
         raise TensorDataError(f"unknown dtype {dtype}", member=member, path=path) from None
-    np_dtype = _dtype_table().get(st)
+    np_dtype = _dtype(st)
     if np_dtype is None:
         raise TensorDataError(f"dtype {st.name} has no numpy equivalent", member=member, path=path)
     return np_dtype
