@@ -1,0 +1,131 @@
+"""Bind a node's ``NamedArgument``s to Python values by argument name.
+
+torch writes each argument's schema name (``self``, ``other``, ``alpha``) into
+``NamedArgument.name`` and leaves out arguments equal to their defaults, so a lowering
+states the defaults it needs and reads the rest by name::
+
+    a = bind(node, alpha=1)          # a.self, a.other, a.alpha
+    a = bind(node, "self", "dim")    # also a[0], a[1] by schema position
+
+Values are decoded from the ``Argument`` union: tensors as ``TensorRef``, symbolic ints
+and bools as ``SymRef`` (or a plain int/bool when static), lists element-wise, graphs as the
+schema ``GraphArgument``, ``as_none`` as ``None``. No torch schemas are consulted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..schema import definitions as d
+from .errors import Unsupported
+
+__all__ = ["TensorRef", "SymRef", "decode", "bind", "Bound", "MISSING"]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorRef:
+    """A tensor value of the graph, by name."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SymRef:
+    """A symbolic int/bool/float value of the graph, by name (``kind`` "int"|"bool"|"float")."""
+
+    name: str
+    kind: str = "int"
+
+
+class _Missing:
+    def __repr__(self):
+        return "MISSING"
+
+
+MISSING = _Missing()
+
+
+def _sym(u, kind: str):
+    return SymRef(u.value, kind) if u.type == "as_name" else u.value
+
+
+def _opt_tensor(o: d.OptionalTensorArgument):
+    return TensorRef(o.value.name) if o.type == "as_tensor" else None
+
+
+def decode(arg: d.Argument) -> Any:
+    """One ``Argument`` as a Python value (see the module docstring)."""
+    t, v = arg.type, arg.value
+    if t == "as_none":
+        return None
+    if t == "as_tensor":
+        return TensorRef(v.name)
+    if t == "as_tensors":
+        return [TensorRef(x.name) for x in v]
+    if t == "as_optional_tensors":
+        return [_opt_tensor(x) for x in v]
+    if t == "as_optional_tensor":
+        return _opt_tensor(v)
+    if t == "as_sym_int":
+        return _sym(v, "int")
+    if t == "as_sym_ints":
+        return [_sym(x, "int") for x in v]
+    if t == "as_sym_bool":
+        return _sym(v, "bool")
+    if t == "as_sym_bools":
+        return [_sym(x, "bool") for x in v]
+    if t == "as_sym_float":
+        return _sym(v, "float")
+    if t == "as_sym_floats":
+        return [_sym(x, "float") for x in v]
+    if t == "as_complex":
+        return complex(v.real, v.imag)
+    if t == "as_string_to_argument":
+        return {k: decode(a) for k, a in v.items()}
+    # as_int(s), as_float(s), as_bool(s), as_string(s), as_scalar_type, as_memory_format,
+    # as_layout, as_device, as_graph, as_custom_obj, as_operator, as_int_lists, ...
+    return v
+
+
+class Bound:
+    """A node's arguments by name (attribute or ``[]``), with the lowering's defaults."""
+
+    __slots__ = ("_node", "_values", "_order")
+
+    def __init__(self, node: d.Node, values: dict, order: tuple):
+        self._node, self._values, self._order = node, values, order
+
+    def __getattr__(self, name: str):
+        try:
+            return self._values[name]
+        except KeyError:
+            raise Unsupported(f"{self._node.target}: argument {name!r} missing and has no default") from None
+
+    def __getitem__(self, key):
+        if isinstance(key, int):
+            return getattr(self, self._order[key])
+        return getattr(self, key)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
+
+    def get(self, name: str, default=None):
+        return self._values.get(name, default)
+
+    def items(self):
+        return self._values.items()
+
+    def __repr__(self):
+        return f"Bound({self._values})"
+
+
+def bind(node: d.Node, *order: str, **defaults) -> Bound:
+    """The node's arguments by name. ``order`` names the schema's positional arguments (for
+    ``[i]`` access, and for old files that wrote positional names empty); ``defaults`` fill
+    what torch left out. Unnamed arguments take the name at their position in ``order``."""
+    values = dict(defaults)
+    for i, na in enumerate(node.inputs):
+        name = na.name or (order[i] if i < len(order) else f"arg{i}")
+        values[name] = decode(na.arg)
+    return Bound(node, values, order)

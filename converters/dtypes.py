@@ -1,0 +1,149 @@
+"""Scalar types: schema ``ScalarType`` <-> numpy, and torch's type promotion.
+
+Lowerings need promotion where the program does not spell the result type out: the
+inputs of a comparison or of ``where`` are promoted before the op, but only the (bool)
+output carries a dtype in ``tensor_values``. The rules are torch's (``c10::promoteTypes``
+and ``at::native::result_type``): categories bool < integer < floating < complex; inside a
+category the wider type wins, uint8 with int8 gives int16, float16 with bfloat16 gives
+float32; zero-dim tensors and Python scalars only decide the result when they are of a
+higher category than the dimensioned tensors (a Python float then means the default
+dtype, float32; a Python int means int64).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from ..schema.definitions import ScalarType as ST
+
+__all__ = [
+    "ST", "to_numpy", "from_numpy", "category", "is_floating", "is_integral", "is_complex",
+    "itemsize", "promote_types", "result_type", "DEFAULT_FLOAT",
+]
+
+DEFAULT_FLOAT = ST.FLOAT
+
+_NUMPY: dict[ST, np.dtype] = {
+    ST.BYTE: np.dtype(np.uint8), ST.CHAR: np.dtype(np.int8), ST.SHORT: np.dtype(np.int16),
+    ST.INT: np.dtype(np.int32), ST.LONG: np.dtype(np.int64), ST.HALF: np.dtype(np.float16),
+    ST.FLOAT: np.dtype(np.float32), ST.DOUBLE: np.dtype(np.float64),
+    ST.COMPLEXFLOAT: np.dtype(np.complex64), ST.COMPLEXDOUBLE: np.dtype(np.complex128),
+    ST.BOOL: np.dtype(np.bool_), ST.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
+    ST.UINT16: np.dtype(np.uint16), ST.UINT32: np.dtype(np.uint32), ST.UINT64: np.dtype(np.uint64),
+    ST.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn), ST.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+    ST.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    ST.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    ST.FLOAT8E8M0FNU: np.dtype(ml_dtypes.float8_e8m0fnu),
+}
+_FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
+
+_INTS = (ST.BYTE, ST.CHAR, ST.SHORT, ST.INT, ST.LONG, ST.UINT16, ST.UINT32, ST.UINT64)
+_FLOATS = (ST.HALF, ST.BFLOAT16, ST.FLOAT, ST.DOUBLE, ST.FLOAT8E4M3FN, ST.FLOAT8E5M2,
+           ST.FLOAT8E4M3FNUZ, ST.FLOAT8E5M2FNUZ, ST.FLOAT8E8M0FNU)
+_COMPLEX = (ST.COMPLEXHALF, ST.COMPLEXFLOAT, ST.COMPLEXDOUBLE)
+
+
+def to_numpy(st: ST) -> np.dtype:
+    try:
+        return _NUMPY[ST(st)]
+    except KeyError:
+        raise ValueError(f"no numpy dtype for {ST(st).name}") from None
+
+
+def from_numpy(dt) -> ST:
+    try:
+        return _FROM_NUMPY[np.dtype(dt)]
+    except KeyError:
+        raise ValueError(f"no ScalarType for numpy dtype {np.dtype(dt)}") from None
+
+
+def category(st: ST) -> int:
+    """0 bool, 1 integer, 2 floating, 3 complex."""
+    if st == ST.BOOL:
+        return 0
+    if st in _INTS:
+        return 1
+    if st in _FLOATS:
+        return 2
+    if st in _COMPLEX:
+        return 3
+    raise ValueError(f"no category for {ST(st).name}")
+
+
+def is_floating(st: ST) -> bool:
+    return st in _FLOATS
+
+
+def is_integral(st: ST, include_bool: bool = False) -> bool:
+    return st in _INTS or (include_bool and st == ST.BOOL)
+
+
+def is_complex(st: ST) -> bool:
+    return st in _COMPLEX
+
+
+def itemsize(st: ST) -> int:
+    return 4 if st == ST.COMPLEXHALF else to_numpy(st).itemsize
+
+
+def promote_types(a: ST, b: ST) -> ST:
+    """``torch.promote_types`` for the types torch promotes (not the float8s)."""
+    a, b = ST(a), ST(b)
+    if a == b:
+        return a
+    ca, cb = category(a), category(b)
+    if ca != cb:
+        hi, lo = (a, b) if ca > cb else (b, a)
+        if category(hi) == 3 and lo == ST.DOUBLE:
+            return ST.COMPLEXDOUBLE
+        return hi
+    if ca == 2:
+        if {a, b} == {ST.HALF, ST.BFLOAT16}:
+            return ST.FLOAT
+        return a if itemsize(a) > itemsize(b) else b
+    if ca == 1:
+        return from_numpy(np.promote_types(to_numpy(a), to_numpy(b)))
+    return a if itemsize(a) > itemsize(b) else b
+
+
+def _scalar_type(v) -> ST:
+    if isinstance(v, (bool, np.bool_)):
+        return ST.BOOL
+    if isinstance(v, (int, np.integer)):
+        return ST.LONG
+    if isinstance(v, (float, np.floating)):
+        return DEFAULT_FLOAT
+    if isinstance(v, complex):
+        return ST.COMPLEXFLOAT
+    raise TypeError(f"not a scalar: {v!r}")
+
+
+def result_type(*operands) -> ST:
+    """``torch.result_type`` over operands: a ``ScalarType`` (a dimensioned tensor), a
+    ``(ScalarType, rank)`` pair (rank 0 means a zero-dim tensor), or a Python number."""
+    dims = zero = wrapped = None
+    for op in operands:
+        if isinstance(op, tuple):
+            st, rank = ST(op[0]), op[1]
+            if rank == 0:
+                zero = st if zero is None else promote_types(zero, st)
+                continue
+        elif isinstance(op, ST):
+            st = op
+        else:
+            st = _scalar_type(op)
+            wrapped = st if wrapped is None else promote_types(wrapped, st)
+            continue
+        dims = st if dims is None else promote_types(dims, st)
+    out = dims
+    for other in (zero, wrapped):
+        if other is None:
+            continue
+        if out is None:
+            out = other
+        elif category(other) > category(out):
+            out = other  # only a higher category overrides the dimensioned tensors
+    if out is None:
+        raise ValueError("result_type of no operands")
+    return out

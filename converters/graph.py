@@ -1,0 +1,260 @@
+"""A light read-only view over a schema program, shared by the converters.
+
+``ProgramView`` answers what every lowering asks: a value's dtype and symbolic shape
+(from ``tensor_values``; dims are ``int`` or a parsed ``symbolic.Expr``), who produces and
+who consumes a value, the user inputs and outputs in order, which placeholders are
+parameters/buffers/constants and their numpy arrays, what the program mutates, and the
+range of each shape symbol. Subgraphs of ``cond``/``while_loop``/``map`` get a
+``GraphView`` of their own (``view.subgraph(graph)``).
+
+``open_program(src, model)`` accepts a path, a file object, a loaded ``Pt2Archive`` or a
+``Pt2Model`` and never imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Union
+
+import numpy as np
+
+from ..schema import definitions as d
+from ..serde.symbolic import Expr, Integer, Symbol, parse_cached
+from .errors import ConversionError
+
+__all__ = [
+    "Dim", "TensorInfo", "GraphView", "ProgramView", "UserInput", "Weight", "Mutation",
+    "open_program", "sym_dim",
+]
+
+Dim = Union[int, Expr]
+
+
+def sym_dim(s: d.SymInt) -> Dim:
+    """A schema ``SymInt`` as an int, or a parsed expression (a bare integer expression
+    becomes an int)."""
+    if s.type == "as_int":
+        return s.value
+    e = parse_cached(s.value.expr_str)
+    return e.value if isinstance(e, Integer) else e
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    dtype: d.ScalarType
+    shape: tuple  # of Dim
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(isinstance(s, int) for s in self.shape)
+
+    def numel(self) -> int | None:
+        if not self.is_static:
+            return None
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class UserInput:
+    name: str  # placeholder name (also the converted model's input name)
+    kind: str  # "tensor" | "sym_int" | "sym_float" | "sym_bool" | "constant" | "custom_obj"
+    value: object = None  # the constant for kind "constant"
+
+
+@dataclass(frozen=True)
+class Weight:
+    name: str  # placeholder name in the graph (b_steps, p_fc1_weight, c_table)
+    fqn: str  # parameter/buffer/constant name in the module (fc1.weight)
+    kind: str  # "parameter" | "buffer" | "tensor_constant"
+    array: np.ndarray
+    persistent: bool = True
+
+
+@dataclass(frozen=True)
+class Mutation:
+    kind: str  # "buffer" | "user_input" | "parameter"
+    value: str  # the graph value holding the new contents
+    target: str  # buffer FQN or user input placeholder name
+
+
+class GraphView:
+    """One graph: its nodes, values with metadata, producers and consumers."""
+
+    def __init__(self, graph: d.Graph, parent: "GraphView | None" = None):
+        self.graph = graph
+        self.parent = parent
+        self.nodes: list[d.Node] = graph.nodes
+        self.tensors: dict[str, TensorInfo] = {
+            k: TensorInfo(m.dtype, tuple(sym_dim(s) for s in m.sizes)) for k, m in graph.tensor_values.items()
+        }
+        self.sym_ints: dict[str, Dim] = {k: sym_dim(v) for k, v in graph.sym_int_values.items()}
+        self.producer: dict[str, d.Node] = {}
+        self.consumers: dict[str, list[d.Node]] = {}
+        for n in self.nodes:
+            for name in output_names(n):
+                self.producer[name] = n
+            for name in input_names(n):
+                self.consumers.setdefault(name, []).append(n)
+        self.input_names: list[str] = [_arg_name(a) for a in graph.inputs]
+        self.output_args: list[d.Argument] = graph.outputs
+
+    def tensor(self, name: str) -> TensorInfo:
+        v = self
+        while v is not None:
+            t = v.tensors.get(name)
+            if t is not None:
+                return t
+            v = v.parent
+        raise ConversionError(f"no tensor metadata for value {name!r}")
+
+    def has_tensor(self, name: str) -> bool:
+        return name in self.tensors or (self.parent is not None and self.parent.has_tensor(name))
+
+    def subgraph(self, graph: d.Graph) -> "GraphView":
+        return GraphView(graph, parent=self)
+
+    def walk(self) -> Iterator[d.Node]:
+        """Every node, subgraphs included (depth first, in program order)."""
+        for n in self.nodes:
+            yield n
+            for na in n.inputs:
+                if na.arg.type == "as_graph":
+                    yield from self.subgraph(na.arg.value.graph).walk()
+
+
+def _arg_name(a: d.Argument) -> str | None:
+    v = a.value
+    if a.type in ("as_tensor", "as_custom_obj"):
+        return v.name
+    if a.type in ("as_sym_int", "as_sym_bool", "as_sym_float"):
+        return v.value if v.type == "as_name" else None
+    if a.type == "as_token" or hasattr(v, "name"):
+        return getattr(v, "name", None)
+    return None
+
+
+def output_names(n: d.Node) -> list[str]:
+    out = []
+    for a in n.outputs:
+        if a.type == "as_tensors":
+            out.extend(t.name for t in a.value)
+        elif a.type == "as_optional_tensors":
+            out.extend(t.value.name for t in a.value if t.type == "as_tensor")
+        else:
+            name = _arg_name(a)
+            if name is not None:
+                out.append(name)
+    return out
+
+
+def input_names(n: d.Node) -> list[str]:
+    out = []
+    for na in n.inputs:
+        a = na.arg
+        if a.type in ("as_tensors",):
+            out.extend(t.name for t in a.value)
+        elif a.type in ("as_optional_tensors",):
+            out.extend(t.value.name for t in a.value if t.type == "as_tensor")
+        elif a.type == "as_optional_tensor":
+            if a.value.type == "as_tensor":
+                out.append(a.value.value.name)
+        elif a.type in ("as_sym_ints", "as_sym_bools", "as_sym_floats"):
+            out.extend(x.value for x in a.value if x.type == "as_name")
+        elif a.type != "as_graph":
+            name = _arg_name(a)
+            if name is not None:
+                out.append(name)
+    return out
+
+
+class ProgramView(GraphView):
+    """The top-level graph plus the program's signature, weights and ranges."""
+
+    def __init__(self, program: d.ExportedProgram, state_dict: dict, constants: dict, name: str = "model"):
+        gm = program.graph_module
+        super().__init__(gm.graph)
+        self.program = program
+        self.name = name
+        self.user_inputs: list[UserInput] = []
+        self.weights: dict[str, Weight] = {}
+        self.tokens: list[str] = []
+        for spec in gm.signature.input_specs:
+            t, v = spec.type, spec.value
+            if t == "user_input":
+                a = v.arg
+                kind = {"as_tensor": "tensor", "as_sym_int": "sym_int", "as_sym_float": "sym_float",
+                        "as_sym_bool": "sym_bool", "as_custom_obj": "custom_obj"}.get(a.type, "constant")
+                name = _arg_name(a) if kind != "constant" else None
+                self.user_inputs.append(UserInput(name or "", kind, None if kind != "constant" else a.value))
+            elif t == "constant_input":
+                self.user_inputs.append(UserInput(v.name, "constant", v.value.value))
+            elif t in ("parameter", "buffer", "tensor_constant"):
+                fqn = {"parameter": "parameter_name", "buffer": "buffer_name",
+                       "tensor_constant": "tensor_constant_name"}[t]
+                fqn = getattr(v, fqn)
+                arr = state_dict.get(fqn) if fqn in state_dict else constants.get(fqn)
+                if arr is None:
+                    raise ConversionError(f"{t} {fqn!r} (input {v.arg.name!r}) has no data in the archive")
+                self.weights[v.arg.name] = Weight(v.arg.name, fqn, t, arr, getattr(v, "persistent", True))
+            elif t == "token":
+                self.tokens.append(v.arg.name)
+            else:  # custom_obj
+                self.user_inputs.append(UserInput(v.arg.name, "custom_obj"))
+        self.user_outputs: list[d.Argument] = []
+        self.mutations: list[Mutation] = []
+        for spec in gm.signature.output_specs:
+            t, v = spec.type, spec.value
+            if t == "user_output":
+                self.user_outputs.append(v.arg)
+            elif t == "buffer_mutation":
+                self.mutations.append(Mutation("buffer", v.arg.name, v.buffer_name))
+            elif t == "user_input_mutation":
+                self.mutations.append(Mutation("user_input", v.arg.name, v.user_input_name))
+            elif t == "parameter_mutation":
+                self.mutations.append(Mutation("parameter", v.arg.name, v.parameter_name))
+            elif t == "loss_output":
+                self.user_outputs.append(d.Argument(as_tensor=v.arg))
+            # gradients and tokens have no meaning at inference
+        self.ranges: dict[str, tuple[int | None, int | None]] = {
+            k: (r.min_val, r.max_val) for k, r in program.range_constraints.items()
+        }
+
+    @property
+    def tensor_user_inputs(self) -> list[UserInput]:
+        return [u for u in self.user_inputs if u.kind == "tensor"]
+
+    def symbol_sources(self) -> dict[str, tuple[str, int]]:
+        """Each shape symbol -> (user input, axis) where it first appears as a whole dim."""
+        out: dict[str, tuple[str, int]] = {}
+        for u in self.user_inputs:
+            if u.kind != "tensor":
+                continue
+            for axis, s in enumerate(self.tensor(u.name).shape):
+                if isinstance(s, Symbol) and s.name not in out:
+                    out[s.name] = (u.name, axis)
+        return out
+
+    def weight_by_fqn(self, fqn: str) -> Weight | None:
+        return next((w for w in self.weights.values() if w.fqn == fqn), None)
+
+
+def open_program(src, model: str | None = "model"):
+    """``(ProgramView, keepalive)`` from a path, file object, ``Pt2Archive`` or ``Pt2Model``.
+    Keep ``keepalive`` (the archive) referenced while the weight arrays are in use."""
+    from ..serde.archive import Pt2Archive, Pt2Model, load
+
+    if isinstance(src, Pt2Model):
+        archive, m = None, src
+    else:
+        archive = src if isinstance(src, Pt2Archive) else load(src)
+        if model not in archive.models and len(archive.models) == 1 and model == "model":
+            model = None
+        m = archive.model(model)
+    return ProgramView(m.program, m.state_dict, m.constants, name=m.name), archive
