@@ -64,6 +64,8 @@ class Tables:
 
         self.srepr = sympy.srepr
         self.SymInt, self.SymFloat, self.SymBool = torch.SymInt, torch.SymFloat, torch.SymBool
+        # (expr, hint) -> SymInt; schema objects are never mutated after creation
+        self.sym_int_cache: dict = {}
 
 
 @functools.cache
@@ -81,10 +83,19 @@ def _expr_str(s, T: Tables) -> str:
 def sym_int(s, T: Tables) -> d.SymInt:
     if type(s) is int:
         return d.SymInt(as_int=s)
+    node = getattr(s, "node", None)
+    key = None if node is None else (node.expr, node.hint)
+    hit = T.sym_int_cache.get(key) if key is not None else None
+    if hit is not None:  # the same symbolic size recurs across most tensors of a graph
+        return hit
     if T.is_concrete_int(s):
-        return d.SymInt(as_int=int(s))
-    hint = s.node.hint
-    return d.SymInt(as_expr=d.SymExpr(_expr_str(s, T), None if hint is None else d.SymExprHint(as_int=hint)))
+        out = d.SymInt(as_int=int(s))
+    else:
+        hint = s.node.hint
+        out = d.SymInt(as_expr=d.SymExpr(_expr_str(s, T), None if hint is None else d.SymExprHint(as_int=hint)))
+    if key is not None:
+        T.sym_int_cache[key] = out
+    return out
 
 
 def sym_float(s, T: Tables) -> d.SymFloat:

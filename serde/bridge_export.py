@@ -448,6 +448,7 @@ def schema_and_constants(ep, opset_version: dict[str, int] | None = None) -> tup
     import torch
 
     w = _GraphWriter()
+    w.T.sym_int_cache.clear()  # per program: bounded, and no sharing across calls
     graph = w.graph(ep.graph_module)
     constant_arg = w.arg
     signature = bm.graph_signature(ep.graph_signature, constant_arg)
