@@ -115,7 +115,11 @@ def strided_view(
             f"tensor extent {extent + 1} elements (offset {storage_offset}, sizes {list(sizes)}, strides {list(strides)}) "
             f"exceeds the {numel}-element storage"
         )
-    base = np.frombuffer(storage, dtype=dtype, count=extent + 1 - storage_offset, offset=storage_offset * itemsize)
-    return np.lib.stride_tricks.as_strided(
+    # as_strided goes through __array_interface__, which loses ml_dtypes types (bfloat16
+    # comes back as '<f2'... or fails): stride a same-width raw view, then reinterpret.
+    raw_dtype = dtype if dtype.type.__module__ == "numpy" else np.dtype(f"V{itemsize}")
+    base = np.frombuffer(storage, dtype=raw_dtype, count=extent + 1 - storage_offset, offset=storage_offset * itemsize)
+    view = np.lib.stride_tricks.as_strided(
         base, shape=tuple(sizes), strides=tuple(s * itemsize for s in strides), writeable=False
     )
+    return view if raw_dtype is dtype else view.view(dtype)

@@ -360,3 +360,33 @@ def test_every_error_is_in_the_family(mlp_bytes):
             validate_archive(serde.load(bytes(raw)))
         except Pt2Error:
             pass
+
+
+def _legacy_with_state_dict_pickle(payload: bytes) -> bytes:
+    """A torch 2.6 flat archive whose serialized_state_dict.pt carries ``payload`` as data.pkl."""
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "pt2", "torch-2.6.0", "mlp_dynamic.pt2")
+    outer = _members(open(path, "rb").read())
+    inner = dict(outer)["serialized_state_dict.pt"]
+    inner = _zip([(n, payload if n.endswith("data.pkl") else b) for n, b in _members(inner)])
+    return _zip([(n, inner if n == "serialized_state_dict.pt" else b) for n, b in outer])
+
+
+def test_legacy_pickle_global_refused_by_name(tmp_path):
+    from pt2x.serde.errors import UnsafeContentError
+
+    marker = tmp_path / "MARKER"
+    e = _load_error(_legacy_with_state_dict_pickle(pickle.dumps(_Boom(marker))), UnsafeContentError)
+    assert "system" in str(e) and "serialized_state_dict.pt" in str(e)
+    assert not marker.exists()
+
+
+def test_legacy_pickle_eval_refused(tmp_path):
+    from pt2x.serde.errors import UnsafeContentError
+
+    class Eval:
+        def __reduce__(self):
+            return (eval, ("__import__('os').system('touch %s')" % (tmp_path / "MARKER"),))
+
+    e = _load_error(_legacy_with_state_dict_pickle(pickle.dumps(Eval())), UnsafeContentError)
+    assert "eval" in str(e)
+    assert not (tmp_path / "MARKER").exists()

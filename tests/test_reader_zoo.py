@@ -110,3 +110,24 @@ def test_weights_are_views_over_the_file(tmp_path):
     assert not emb.flags.writeable and not emb.flags.owndata
     # tied weights: torch stores one storage, so both FQNs view the same bytes
     assert emb.__array_interface__["data"][0] == head.__array_interface__["data"][0]
+
+
+def test_float8_and_exotic_dtypes():
+    """float8 (ml_dtypes), uint16/uint32 and complex weights read with their dtypes and bits."""
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("e4m3", torch.randn(3, 4).to(torch.float8_e4m3fn))
+            self.register_buffer("e5m2", torch.randn(5).to(torch.float8_e5m2))
+            self.register_buffer("u16", torch.arange(6).to(torch.uint16))
+            self.register_buffer("c64", torch.randn(2, dtype=torch.complex64))
+
+        def forward(self, x):
+            return x + self.e4m3.float().sum() + self.e5m2.float().sum()
+
+    ep = torch.export.export(M(), (torch.randn(2),))
+    model = serde.load(_saved(ep)).models["model"]
+    for fqn, t in ep.state_dict.items():
+        assert_array_equals_tensor(model.state_dict[fqn], t, fqn)
+    assert str(model.state_dict["e4m3"].dtype) == "float8_e4m3fn"
