@@ -38,6 +38,8 @@ __all__ = [
     "target_snapshot",
     "check_target",
     "check_program_json",
+    "layout_findings",
+    "archive_documents",
     "downgrade",
     "upgrade_to_current",
     "LENIENT_SINCE",
@@ -373,7 +375,8 @@ def check_program_json(program_json: Any, target, *, root: str = "ExportedProgra
     return findings
 
 
-def _layout_findings(archive, version: tuple[int, int], label: str) -> list[Finding]:
+def layout_findings(archive, version: tuple[int, int], label: str) -> list[Finding]:
+    """Blockers from the archive's layout alone: which layouts release ``label`` (schema ``version``) reads."""
     layout = getattr(archive, "layout", "pt2")
     raw = any(getattr(m, "weights_config", None) is not None or getattr(m, "constants_config", None) is not None
               for m in archive.models.values())
@@ -390,7 +393,7 @@ def _layout_findings(archive, version: tuple[int, int], label: str) -> list[Find
     return []
 
 
-def _model_documents(archive) -> Iterator[tuple[str, str, Any]]:
+def archive_documents(archive) -> Iterator[tuple[str, str, Any]]:
     """(root type, member, parsed JSON) for every model program and payload config, as stored."""
     from .json_codec import encode, parse_json
 
@@ -414,8 +417,8 @@ def check_target(archive, target) -> list[Finding]:
     release reads but ignores. An empty list means it loads as is.
     """
     version, label, snap = target_snapshot(target)
-    findings = _layout_findings(archive, version, label)
-    for root, member, doc in _model_documents(archive):
+    findings = layout_findings(archive, version, label)
+    for root, member, doc in archive_documents(archive):
         if root == "PayloadConfig" and "PayloadConfig" not in snap["types"]:
             continue  # already a layout blocker
         findings.extend(check_program_json(doc, version, root=root, member=member))

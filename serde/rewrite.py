@@ -28,9 +28,9 @@ def _dump(doc) -> bytes:
 def plan_rewrite(archive, target) -> tuple[list[tuple[str, bytes]], list[Finding]]:
     """(members in the archive's order with rewritten JSON documents, findings) for ``target``."""
     version, label, snap = compat.target_snapshot(target)
-    findings = list(compat._layout_findings(archive, version, label))
+    findings = list(compat.layout_findings(archive, version, label))
     documents = {}
-    for root, member, doc in compat._model_documents(archive):
+    for root, member, doc in compat.archive_documents(archive):
         if root == "PayloadConfig" and "PayloadConfig" not in snap["types"]:
             continue
         new, found = compat.downgrade(doc, version, root=root, member=member)
