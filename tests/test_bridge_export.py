@@ -9,7 +9,7 @@ For every zoo program, as exported and after run_decompositions():
     the example inputs and, where dynamic, on the second input set.
 Plus programs the zoo lacks (auto_functionalized, wrap_with_set_grad_enabled,
 preserve_module_call_signature, effect tokens, sym floats, derived dims, dtype/device/
-layout/memory-format arguments, complex scalars), several models in one archive with
+layout/memory-format arguments, complex scalars, opaque custom objects), several models in one archive with
 extra files, determinism, atomicity, and the torch-free packaging layer.
 """
 
@@ -184,6 +184,39 @@ class Effects(torch.nn.Module):
         return y + 1
 
 
+from torch._library.opaque_object import register_opaque_type  # noqa: E402
+from torch._opaque_base import OpaqueBase  # noqa: E402
+
+
+class Scale(OpaqueBase):
+    """An opaque (plain-pickle) custom object: a CUSTOM_OBJ input, stored as opaque_obj_<i>."""
+
+    def __init__(self, k):
+        self.k = k
+
+
+register_opaque_type(Scale, typ="reference")
+
+
+@torch.library.custom_op("pt2x_test::apply_scale", mutates_args=())
+def apply_scale(x: torch.Tensor, s: Scale) -> torch.Tensor:
+    return x * s.k
+
+
+@apply_scale.register_fake
+def _(x, s):
+    return torch.empty_like(x)
+
+
+class OpaqueObj(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.s = Scale(3.0)
+
+    def forward(self, x):
+        return torch.ops.pt2x_test.apply_scale(x, self.s) + 1
+
+
 def _extra_cases():
     dx = Dim("dx", min=2, max=32)
     b = Dim("b", max=16)
@@ -200,6 +233,7 @@ def _extra_cases():
                          (torch.randn(5, 6), torch.randn(5, 3))),
         "complex_scalar": (ComplexScalar, (torch.randn(3, 2),), {}, None),
         "tokens": (Effects, (torch.randn(3),), {}, None),
+        "opaque_custom_obj": (OpaqueObj, (torch.randn(3),), {}, None),
     }
 
 
