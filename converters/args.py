@@ -91,10 +91,10 @@ def decode(arg: d.Argument) -> Any:
 class Bound:
     """A node's arguments by name (attribute or ``[]``), with the lowering's defaults."""
 
-    __slots__ = ("_node", "_values", "_order")
+    __slots__ = ("_node", "_values", "_order", "_positional")
 
-    def __init__(self, node: d.Node, values: dict, order: tuple):
-        self._node, self._values, self._order = node, values, order
+    def __init__(self, node: d.Node, values: dict, order: tuple, positional: list):
+        self._node, self._values, self._order, self._positional = node, values, order, positional
 
     def __getattr__(self, name: str):
         try:
@@ -104,6 +104,9 @@ class Bound:
 
     def __getitem__(self, key):
         if isinstance(key, int):
+            # torch writes positional arguments first, in schema order, omitting only trailing defaults
+            if key < len(self._positional):
+                return self._positional[key]
             return getattr(self, self._order[key])
         return getattr(self, key)
 
@@ -122,10 +125,14 @@ class Bound:
 
 def bind(node: d.Node, *order: str, **defaults) -> Bound:
     """The node's arguments by name. ``order`` names the schema's positional arguments (for
-    ``[i]`` access, and for old files that wrote positional names empty); ``defaults`` fill
+    ``[i]`` access falls back to them; ``[i]`` is the i-th positional argument as written, which
+    is what higher-order ops with empty names need); ``defaults`` fill
     what torch left out. Unnamed arguments take the name at their position in ``order``."""
     values = dict(defaults)
+    positional = []
     for i, na in enumerate(node.inputs):
         name = na.name or (order[i] if i < len(order) else f"arg{i}")
-        values[name] = decode(na.arg)
-    return Bound(node, values, order)
+        v = values[name] = decode(na.arg)
+        if na.kind != d.ArgumentKind.KEYWORD:
+            positional.append(v)
+    return Bound(node, values, order, positional)

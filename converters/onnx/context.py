@@ -1,0 +1,257 @@
+"""``Ctx``: what an ONNX lowering sees while one graph is being emitted.
+
+Invariant: every program tensor value lives in ONNX with exactly its metadata dtype and
+is reached through ``ctx.t(ref)``; symbolic ints are 0-d int64 tensors. Lowerings build
+nodes with ``ctx.op`` and return the ONNX name(s) of the node's outputs; the converter
+then renames the last-made value after the program's value so graphs stay readable.
+bfloat16/float16 arithmetic is computed in float32 and rounded back per op (ONNX Runtime
+CPU lacks most bf16 kernels; torch CPU also accumulates these in float32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+from .. import dtypes
+from ..args import SymRef, TensorRef
+from ..dtypes import ST
+from ..errors import ConversionError, Unsupported
+from ..graph import GraphView, TensorInfo
+
+__all__ = ["Ctx", "ONNX_TYPE", "Names"]
+
+ONNX_TYPE = {
+    ST.FLOAT: TensorProto.FLOAT, ST.BYTE: TensorProto.UINT8, ST.CHAR: TensorProto.INT8,
+    ST.UINT16: TensorProto.UINT16, ST.SHORT: TensorProto.INT16, ST.INT: TensorProto.INT32,
+    ST.LONG: TensorProto.INT64, ST.BOOL: TensorProto.BOOL, ST.HALF: TensorProto.FLOAT16,
+    ST.DOUBLE: TensorProto.DOUBLE, ST.UINT32: TensorProto.UINT32, ST.UINT64: TensorProto.UINT64,
+    ST.COMPLEXFLOAT: TensorProto.COMPLEX64, ST.COMPLEXDOUBLE: TensorProto.COMPLEX128,
+    ST.BFLOAT16: TensorProto.BFLOAT16, ST.FLOAT8E4M3FN: TensorProto.FLOAT8E4M3FN,
+    ST.FLOAT8E4M3FNUZ: TensorProto.FLOAT8E4M3FNUZ, ST.FLOAT8E5M2: TensorProto.FLOAT8E5M2,
+    ST.FLOAT8E5M2FNUZ: TensorProto.FLOAT8E5M2FNUZ,
+}
+
+_LOW_FLOAT = (ST.HALF, ST.BFLOAT16)
+_SMALL_INT = (ST.BYTE, ST.CHAR, ST.SHORT, ST.UINT16)
+
+
+def onnx_type(st: ST) -> int:
+    try:
+        return ONNX_TYPE[st]
+    except KeyError:
+        raise Unsupported(f"dtype {ST(st).name} has no ONNX type") from None
+
+
+class Names:
+    """Unique value names across the main graph and every subgraph (ONNX forbids shadowing)."""
+
+    def __init__(self, reserved=()):
+        self.reserved = set(reserved)
+        self.taken: set[str] = set()
+        self._next: dict[str, int] = {}
+
+    def claim(self, name: str) -> str:
+        """``name`` itself the first time, a fresh variant afterwards."""
+        if name not in self.taken:
+            self.taken.add(name)
+            return name
+        return self.fresh(name)
+
+    def fresh(self, base: str) -> str:
+        base = base or "v"
+        if base not in self.taken and base not in self.reserved:
+            self.taken.add(base)
+            return base
+        i = self._next.get(base, 1)
+        while f"{base}_{i}" in self.taken or f"{base}_{i}" in self.reserved:
+            i += 1
+        self._next[base] = i + 1
+        name = f"{base}_{i}"
+        self.taken.add(name)
+        return name
+
+
+class Ctx:
+    """Emission state for one graph (``root`` holds initializers shared by all graphs)."""
+
+    def __init__(self, view: GraphView, opset: int, names: Names, root: "Ctx | None" = None,
+                 weights: dict | None = None, problems=None):
+        self.view = view
+        self.opset = opset
+        self.names = names
+        self.root = root or self
+        self.nodes: list = []
+        self.env: dict[str, str] = {}
+        self.node = None  # the program node being lowered
+        if root is None:
+            self.initializers: list = []
+            self.consts: dict[str, np.ndarray] = {}  # ONNX name -> value, for folding
+            self._const_cache: dict = {}
+            self.weights = weights or {}
+            self.problems = problems
+            self.mutated: dict[str, str] = {}  # placeholder -> ONNX value after in-place ops
+
+    # ---------------------------------------------------------------- values
+
+    def info(self, ref) -> TensorInfo:
+        return self.view.tensor(ref.name if isinstance(ref, TensorRef) else ref)
+
+    def dtype(self, ref) -> ST:
+        if isinstance(ref, SymRef):
+            return {"int": ST.LONG, "bool": ST.BOOL, "float": ST.DOUBLE}[ref.kind]
+        return self.info(ref).dtype
+
+    def rank(self, ref) -> int:
+        return self.info(ref).rank
+
+    def out_info(self, i: int = 0) -> TensorInfo:
+        from ..graph import output_names
+
+        return self.view.tensor(output_names(self.node)[i])
+
+    def t(self, ref, st: ST | None = None) -> str:
+        """ONNX name of a ``TensorRef``/``SymRef``/number, cast to ``st`` when given."""
+        if isinstance(ref, (TensorRef, SymRef)):
+            name = self.lookup(ref.name)
+            if st is not None:
+                name = self.cast(name, self.dtype(ref), st)
+            return name
+        if isinstance(ref, str):
+            return self.lookup(ref)
+        if ref is None:
+            raise Unsupported("a required tensor argument is None")
+        return self.const(ref, st if st is not None else dtypes.result_type(ref))
+
+    def lookup(self, name: str) -> str:
+        if name in self.env:
+            return self.env[name]
+        r = self.root
+        if name in r.weights:
+            if name in r.env:
+                return r.env[name]
+            w = r.weights[name]
+            onnx_name = self.const_array(np.asarray(w.array), name=w.fqn)
+            r.env[name] = onnx_name
+            self.env[name] = onnx_name
+            return onnx_name
+        raise ConversionError(f"value {name!r} used before it is defined")
+
+    def value_of(self, ref) -> np.ndarray | None:
+        """The constant value of a ref (weights, folded constants, numbers), else None."""
+        if isinstance(ref, (int, float, bool)):
+            return np.asarray(ref)
+        if not isinstance(ref, TensorRef):
+            return None
+        r = self.root
+        name = self.env.get(ref.name)
+        if name is None:
+            w = r.weights.get(ref.name)
+            return None if w is None else np.asarray(w.array)
+        return r.consts.get(name)
+
+    # ------------------------------------------------------------- constants
+
+    def const_array(self, arr: np.ndarray, name: str = "const") -> str:
+        r = self.root
+        arr = np.asarray(arr)
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
+        st = dtypes.from_numpy(arr.dtype)
+        onnx_name = r.names.fresh(name)
+        t = TensorProto()
+        t.name = onnx_name
+        t.data_type = onnx_type(st)
+        t.dims.extend(arr.shape)
+        t.raw_data = arr.tobytes()
+        r.initializers.append(t)
+        r.consts[onnx_name] = arr
+        return onnx_name
+
+    def const(self, value, st: ST) -> str:
+        """A (cached) constant of dtype ``st`` from a number or nested list/array."""
+        arr = np.asarray(value).astype(dtypes.to_numpy(st))
+        r = self.root
+        key = (st, arr.shape, arr.tobytes()) if arr.size <= 64 else None
+        if key is not None and key in r._const_cache:
+            return r._const_cache[key]
+        name = self.const_array(arr, "c_" + ("_".join(str(x) for x in arr.ravel()[:4]) if arr.size <= 4 else "arr"))
+        if key is not None:
+            r._const_cache[key] = name
+        return name
+
+    def ints(self, values) -> str:
+        """A 1-D int64 tensor from ints and ``SymRef``s (a constant when all are static)."""
+        if all(isinstance(v, (int, np.integer)) for v in values):
+            return self.const(np.asarray(values, dtype=np.int64).reshape(-1), ST.LONG)
+        parts, run = [], []
+        for v in values:
+            if isinstance(v, (int, np.integer)):
+                run.append(int(v))
+                continue
+            if run:
+                parts.append(self.const(np.asarray(run, np.int64), ST.LONG))
+                run = []
+            parts.append(self.unsqueeze0(self.t(v, ST.LONG)))
+        if run:
+            parts.append(self.const(np.asarray(run, np.int64), ST.LONG))
+        return parts[0] if len(parts) == 1 else self.op("Concat", *parts, axis=0)
+
+    # ------------------------------------------------------------------ nodes
+
+    def op(self, op_type: str, *inputs, outputs: int = 1, domain: str = "", **attrs):
+        """Emit one node; returns its output name (or a list when ``outputs`` > 1)."""
+        base = self.node.name if self.node is not None and self.node.name else op_type.lower()
+        outs = [self.names.fresh(base) for _ in range(outputs)]
+        ins = ["" if i is None else i for i in inputs]
+        while ins and ins[-1] == "":
+            ins.pop()
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        self.nodes.append(helper.make_node(op_type, ins, outs, name=outs[0], domain=domain or None, **attrs))
+        return outs[0] if outputs == 1 else outs
+
+    def cast(self, name: str, src: ST, dst: ST) -> str:
+        if src == dst:
+            return name
+        v = self.root.consts.get(name)
+        if v is not None:  # fold: weights are stored in the dtype they are computed in
+            if v.size <= 64:
+                return self.const(v.astype(dtypes.to_numpy(dst)), dst)
+            return self.const_array(v.astype(dtypes.to_numpy(dst)), name=name)
+        return self.op("Cast", name, to=onnx_type(dst))
+
+    def compute_type(self, st: ST) -> ST:
+        """Where ONNX Runtime CPU lacks kernels: low floats in float32, small ints in int32."""
+        if st in _LOW_FLOAT:
+            return ST.FLOAT
+        if st in _SMALL_INT:
+            return ST.INT
+        return st
+
+    def unsqueeze0(self, name: str) -> str:
+        return self.op("Unsqueeze", name, self.const(np.array([0], np.int64), ST.LONG))
+
+    def shape(self, name: str, start: int | None = None, end: int | None = None) -> str:
+        return self.op("Shape", name, start=start, end=end)
+
+    def dim(self, ref, axis: int) -> str:
+        """Dim ``axis`` of a tensor as a 1-D int64 of length 1 (a constant when static)."""
+        info = self.info(ref)
+        axis = axis % info.rank
+        s = info.shape[axis]
+        if isinstance(s, int):
+            return self.const(np.array([s], np.int64), ST.LONG)
+        return self.shape(self.t(ref), axis, axis + 1)
+
+    def shape_of(self, ref) -> str:
+        info = self.info(ref)
+        if info.is_static:
+            return self.const(np.array(info.shape, np.int64).reshape(-1), ST.LONG)
+        return self.shape(self.t(ref))
+
+    # ------------------------------------------------------------- subgraphs
+
+    def child(self, view: GraphView) -> "Ctx":
+        c = Ctx(view, self.opset, self.names, root=self.root)
+        c.env = dict(self.env)
+        return c

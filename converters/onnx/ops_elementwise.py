@@ -1,0 +1,414 @@
+"""Elementwise lowerings: arithmetic, comparisons, activations, logic, where/masked_fill.
+
+Arithmetic results take the program's output dtype; inputs are cast to it (torch's
+promotion already decided it). Comparisons promote their inputs with ``dtypes.result_type``
+since only the bool output carries a dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes
+from ..args import SymRef, TensorRef, bind
+from ..dtypes import ST
+from ..errors import Unsupported
+from ..registry import lowering
+
+
+def operand(ctx, x):
+    """``x`` for ``dtypes.result_type``: (dtype, rank) for tensors, int64 for SymInts."""
+    if isinstance(x, TensorRef):
+        return (ctx.dtype(x), ctx.rank(x))
+    if isinstance(x, SymRef):
+        return {"int": 0, "bool": False, "float": 0.0}[x.kind]
+    return x
+
+
+def nary(ctx, op_type: str, *xs, st: ST | None = None, **attrs) -> str:
+    """``op_type`` over inputs cast to the compute type of the output dtype, result in it."""
+    out = ctx.out_info().dtype if st is None else st
+    cst = ctx.compute_type(out)
+    r = ctx.op(op_type, *[ctx.t(x, cst) for x in xs], **attrs)
+    return ctx.cast(r, cst, out)
+
+
+def _add_sub(op_type):
+    def lower(ctx, node):
+        a = bind(node, "self", "other", alpha=1)
+        out = ctx.out_info().dtype
+        cst = ctx.compute_type(out)
+        other = ctx.t(a.other, cst)
+        if a.alpha != 1:
+            other = ctx.op("Mul", other, ctx.const(a.alpha, cst))
+        if out == ST.BOOL:
+            return ctx.op("Or" if op_type == "Add" else "Xor", ctx.t(a.self, ST.BOOL), ctx.t(a.other, ST.BOOL))
+        return ctx.cast(ctx.op(op_type, ctx.t(a.self, cst), other), cst, out)
+
+    return lower
+
+
+lowering("onnx", "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar")(_add_sub("Add"))
+lowering("onnx", "aten.sub.Tensor", "aten.sub.Scalar", "aten.sub_.Tensor", "aten.sub_.Scalar")(_add_sub("Sub"))
+
+
+@lowering("onnx", "aten.rsub.Tensor", "aten.rsub.Scalar")
+def rsub(ctx, node):
+    a = bind(node, "self", "other", alpha=1)
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(a.self, cst)
+    if a.alpha != 1:
+        x = ctx.op("Mul", x, ctx.const(a.alpha, cst))
+    return ctx.cast(ctx.op("Sub", ctx.t(a.other, cst), x), cst, out)
+
+
+@lowering("onnx", "aten.mul.Tensor", "aten.mul.Scalar", "aten.mul_.Tensor", "aten.mul_.Scalar")
+def mul(ctx, node):
+    a = bind(node, "self", "other")
+    if ctx.out_info().dtype == ST.BOOL:
+        return ctx.op("And", ctx.t(a.self, ST.BOOL), ctx.t(a.other, ST.BOOL))
+    return nary(ctx, "Mul", a.self, a.other)
+
+
+@lowering("onnx", "aten.div.Tensor", "aten.div.Scalar", "aten.div_.Tensor", "aten.div_.Scalar",
+          "aten.div.Tensor_mode", "aten.div.Scalar_mode", "aten.true_divide.Tensor")
+def div(ctx, node):
+    a = bind(node, "self", "other", rounding_mode=None)
+    out = ctx.out_info().dtype
+    if a.rounding_mode is None or dtypes.is_floating(out):
+        cst = ctx.compute_type(out)
+        r = ctx.op("Div", ctx.t(a.self, cst), ctx.t(a.other, cst))
+        if a.rounding_mode == "trunc":
+            r = _trunc(ctx, r)
+        elif a.rounding_mode == "floor":
+            r = ctx.op("Floor", r)
+        return ctx.cast(r, cst, out)
+    # integer division with a rounding mode: compute exactly in float64 then round
+    x, y = ctx.t(a.self, ST.DOUBLE), ctx.t(a.other, ST.DOUBLE)
+    r = ctx.op("Div", x, y)
+    r = ctx.op("Floor", r) if a.rounding_mode == "floor" else _trunc(ctx, r)
+    return ctx.cast(r, ST.DOUBLE, out)
+
+
+def _trunc(ctx, x):
+    return ctx.op("Mul", ctx.op("Floor", ctx.op("Abs", x)), ctx.op("Sign", x))
+
+
+@lowering("onnx", "aten.floor_divide.default", "aten.floor_divide.Scalar")
+def floor_divide(ctx, node):
+    a = bind(node, "self", "other")
+    out = ctx.out_info().dtype
+    if dtypes.is_floating(out):
+        cst = ctx.compute_type(out)
+        return ctx.cast(ctx.op("Floor", ctx.op("Div", ctx.t(a.self, cst), ctx.t(a.other, cst))), cst, out)
+    x, y = ctx.t(a.self, ST.LONG), ctx.t(a.other, ST.LONG)
+    q = ctx.op("Div", ctx.op("Sub", x, ctx.op("Mod", x, y)), y)
+    return ctx.cast(q, ST.LONG, out)
+
+
+@lowering("onnx", "aten.remainder.Tensor", "aten.remainder.Scalar")
+def remainder(ctx, node):
+    a = bind(node, "self", "other")
+    out = ctx.out_info().dtype
+    if dtypes.is_floating(out):  # x - floor(x / y) * y, Python's sign rule
+        cst = ctx.compute_type(out)
+        x, y = ctx.t(a.self, cst), ctx.t(a.other, cst)
+        r = ctx.op("Sub", x, ctx.op("Mul", ctx.op("Floor", ctx.op("Div", x, y)), y))
+        return ctx.cast(r, cst, out)
+    return nary(ctx, "Mod", a.self, a.other)
+
+
+@lowering("onnx", "aten.fmod.Tensor", "aten.fmod.Scalar")
+def fmod(ctx, node):
+    a = bind(node, "self", "other")
+    return nary(ctx, "Mod", a.self, a.other, fmod=1)
+
+
+@lowering("onnx", "aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar", "aten.pow.Scalar")
+def pow_(ctx, node):
+    a = bind(node, "self", "exponent")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    if a.exponent == 2 and isinstance(a.self, TensorRef):
+        x = ctx.t(a.self, cst)
+        return ctx.cast(ctx.op("Mul", x, x), cst, out)
+    if a.exponent == 0.5:
+        return ctx.cast(ctx.op("Sqrt", ctx.t(a.self, cst)), cst, out)
+    return nary(ctx, "Pow", a.self, a.exponent)
+
+
+def _unary(op_type, **attrs):
+    def lower(ctx, node):
+        return nary(ctx, op_type, bind(node, "self")[0], **attrs)
+
+    lower.__name__ = op_type.lower()
+    return lower
+
+
+for _names, _op in [
+    (("aten.neg.default",), "Neg"), (("aten.abs.default",), "Abs"), (("aten.exp.default",), "Exp"),
+    (("aten.log.default",), "Log"), (("aten.sqrt.default",), "Sqrt"), (("aten.sin.default",), "Sin"),
+    (("aten.cos.default",), "Cos"), (("aten.tan.default",), "Tan"), (("aten.tanh.default",), "Tanh"),
+    (("aten.sigmoid.default",), "Sigmoid"), (("aten.relu.default", "aten.relu_.default"), "Relu"),
+    (("aten.erf.default",), "Erf"), (("aten.reciprocal.default",), "Reciprocal"),
+    (("aten.sign.default", "aten.sgn.default"), "Sign"), (("aten.floor.default",), "Floor"),
+    (("aten.ceil.default",), "Ceil"), (("aten.round.default",), "Round"), (("aten.asin.default",), "Asin"),
+    (("aten.acos.default",), "Acos"), (("aten.atan.default",), "Atan"), (("aten.sinh.default",), "Sinh"),
+    (("aten.cosh.default",), "Cosh"), (("aten.asinh.default",), "Asinh"), (("aten.acosh.default",), "Acosh"),
+    (("aten.atanh.default",), "Atanh"), (("aten.hardswish.default",), "HardSwish"),
+    (("aten.softplus.default",), "Softplus"), (("aten.mish.default",), "Mish"),
+]:
+    lowering("onnx", *_names)(_unary(_op))
+
+
+@lowering("onnx", "aten.hardsigmoid.default")
+def hardsigmoid(ctx, node):
+    return nary(ctx, "HardSigmoid", bind(node, "self")[0], alpha=1.0 / 6, beta=0.5)
+
+
+@lowering("onnx", "aten.rsqrt.default")
+def rsqrt(ctx, node):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    return ctx.cast(ctx.op("Reciprocal", ctx.op("Sqrt", ctx.t(bind(node, "self")[0], cst))), cst, out)
+
+
+@lowering("onnx", "aten.log1p.default")
+def log1p(ctx, node):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(bind(node, "self")[0], cst)
+    return ctx.cast(ctx.op("Log", ctx.op("Add", x, ctx.const(1, cst))), cst, out)
+
+
+@lowering("onnx", "aten.expm1.default")
+def expm1(ctx, node):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(bind(node, "self")[0], cst)
+    return ctx.cast(ctx.op("Sub", ctx.op("Exp", x), ctx.const(1, cst)), cst, out)
+
+
+@lowering("onnx", "aten.log2.default", "aten.log10.default")
+def log_base(ctx, node):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    base = 2.0 if "log2" in node.target else 10.0
+    x = ctx.op("Log", ctx.t(bind(node, "self")[0], cst))
+    return ctx.cast(ctx.op("Div", x, ctx.const(math.log(base), cst)), cst, out)
+
+
+@lowering("onnx", "aten.trunc.default")
+def trunc(ctx, node):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    return ctx.cast(_trunc(ctx, ctx.t(bind(node, "self")[0], cst)), cst, out)
+
+
+@lowering("onnx", "aten.silu.default", "aten.silu_.default")
+def silu(ctx, node):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(bind(node, "self")[0], cst)
+    return ctx.cast(ctx.op("Mul", x, ctx.op("Sigmoid", x)), cst, out)
+
+
+@lowering("onnx", "aten.gelu.default", "aten.gelu_.default")
+def gelu(ctx, node):
+    a = bind(node, "self", approximate="none")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(a.self, cst)
+    if ctx.opset >= 20:
+        return ctx.cast(ctx.op("Gelu", x, approximate=a.approximate), cst, out)
+    c = lambda v: ctx.const(v, cst)  # noqa: E731
+    if a.approximate == "tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        inner = ctx.op("Mul", c(math.sqrt(2 / math.pi)),
+                       ctx.op("Add", x, ctx.op("Mul", c(0.044715), ctx.op("Mul", x, ctx.op("Mul", x, x)))))
+        r = ctx.op("Mul", ctx.op("Mul", c(0.5), x), ctx.op("Add", c(1.0), ctx.op("Tanh", inner)))
+    else:
+        r = ctx.op("Mul", ctx.op("Mul", c(0.5), x),
+                   ctx.op("Add", c(1.0), ctx.op("Erf", ctx.op("Mul", x, c(1 / math.sqrt(2))))))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.leaky_relu.default", "aten.leaky_relu_.default")
+def leaky_relu(ctx, node):
+    a = bind(node, "self", negative_slope=0.01)
+    return nary(ctx, "LeakyRelu", a.self, alpha=float(a.negative_slope))
+
+
+@lowering("onnx", "aten.elu.default")
+def elu(ctx, node):
+    a = bind(node, "self", alpha=1.0, scale=1.0, input_scale=1.0)
+    if a.scale != 1 or a.input_scale != 1:
+        raise Unsupported("elu with scale/input_scale")
+    return nary(ctx, "Elu", a.self, alpha=float(a.alpha))
+
+
+@lowering("onnx", "aten.hardtanh.default", "aten.hardtanh_.default", "aten.relu6.default")
+def hardtanh(ctx, node):
+    a = bind(node, "self", min_val=-1.0, max_val=1.0)
+    if "relu6" in node.target:
+        lo, hi = 0.0, 6.0
+    else:
+        lo, hi = a.min_val, a.max_val
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    return ctx.cast(ctx.op("Clip", ctx.t(a.self, cst), ctx.const(lo, cst), ctx.const(hi, cst)), cst, out)
+
+
+@lowering("onnx", "aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default",
+          "aten.clamp_min.Tensor", "aten.clamp_max.Tensor", "aten.clamp_.default")
+def clamp(ctx, node):
+    a = bind(node, "self", min=None, max=None)
+    lo, hi = a.min, a.max
+    if "clamp_max" in node.target:
+        lo, hi = None, a.get("max")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(a.self, cst)
+    if isinstance(lo, TensorRef) or isinstance(hi, TensorRef):
+        if lo is not None:
+            x = ctx.op("Max", x, ctx.t(lo, cst))
+        if hi is not None:
+            x = ctx.op("Min", x, ctx.t(hi, cst))
+        return ctx.cast(x, cst, out)
+    if cst == ST.BOOL:
+        raise Unsupported("clamp on bool")
+    r = ctx.op("Clip", x, None if lo is None else ctx.t(lo, cst), None if hi is None else ctx.t(hi, cst))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.maximum.default", "aten.minimum.default", "aten.fmax.default", "aten.fmin.default")
+def maximum(ctx, node):
+    a = bind(node, "self", "other")
+    return nary(ctx, "Max" if "max" in node.target else "Min", a.self, a.other)
+
+
+@lowering("onnx", "aten.atan2.default")
+def atan2(ctx, node):
+    a = bind(node, "self", "other")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    y, x = ctx.t(a.self, cst), ctx.t(a.other, cst)
+    at = ctx.op("Atan", ctx.op("Div", y, x))
+    pi = ctx.const(math.pi, cst)
+    zero = ctx.const(0, cst)
+    # x < 0: add pi*sign(y) (sign(0) taken as +1)
+    sy = ctx.op("Where", ctx.op("Less", y, zero), ctx.op("Neg", pi), pi)
+    r = ctx.op("Where", ctx.op("Less", x, zero), ctx.op("Add", at, sy), at)
+    return ctx.cast(r, cst, out)
+
+
+# ------------------------------------------------------------------- compare / logic
+
+_CMP = {"eq": "Equal", "ne": "Equal", "lt": "Less", "le": "LessOrEqual", "gt": "Greater", "ge": "GreaterOrEqual"}
+
+
+def _compare(ctx, node):
+    a = bind(node, "self", "other")
+    op = node.target.split(".")[-2] if node.target.startswith("torch.") else node.target.split(".")[1]
+    st = dtypes.result_type(operand(ctx, a.self), operand(ctx, a.other))
+    cst = ctx.compute_type(st)
+    if cst == ST.BOOL and op not in ("eq", "ne"):
+        cst = ST.INT
+    r = ctx.op(_CMP[op], ctx.t(a.self, cst), ctx.t(a.other, cst))
+    return ctx.op("Not", r) if op == "ne" else r
+
+
+for _op in _CMP:
+    lowering("onnx", f"aten.{_op}.Tensor", f"aten.{_op}.Scalar")(_compare)
+
+
+@lowering("onnx", "aten.logical_not.default", "aten.bitwise_not.default")
+def logical_not(ctx, node):
+    x = bind(node, "self")[0]
+    if "bitwise" in node.target and ctx.dtype(x) != ST.BOOL:
+        return ctx.op("BitwiseNot", ctx.t(x))
+    return ctx.op("Not", ctx.t(x, ST.BOOL))
+
+
+def _logic(op_type, bitwise):
+    def lower(ctx, node):
+        a = bind(node, "self", "other")
+        out = ctx.out_info().dtype
+        if out == ST.BOOL:
+            return ctx.op(op_type, ctx.t(a.self, ST.BOOL), ctx.t(a.other, ST.BOOL))
+        return ctx.op(bitwise, ctx.t(a.self, out), ctx.t(a.other, out))
+
+    return lower
+
+
+for _name, _op, _bit in [("and", "And", "BitwiseAnd"), ("or", "Or", "BitwiseOr"), ("xor", "Xor", "BitwiseXor")]:
+    lowering("onnx", f"aten.logical_{_name}.default", f"aten.bitwise_{_name}.Tensor",
+             f"aten.bitwise_{_name}.Scalar")(_logic(_op, _bit))
+
+
+@lowering("onnx", "aten.isnan.default")
+def isnan(ctx, node):
+    x = bind(node, "self")[0]
+    return ctx.op("IsNaN", ctx.t(x, ctx.compute_type(ctx.dtype(x))))
+
+
+@lowering("onnx", "aten.isinf.default")
+def isinf(ctx, node):
+    x = bind(node, "self")[0]
+    return ctx.op("IsInf", ctx.t(x, ctx.compute_type(ctx.dtype(x))))
+
+
+@lowering("onnx", "aten.where.self", "aten.where.ScalarSelf", "aten.where.ScalarOther", "aten.where.Scalar")
+def where(ctx, node):
+    a = bind(node, "condition", "self", "other")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out) if out != ST.BOOL else ST.BOOL
+    r = ctx.op("Where", ctx.t(a.condition, ST.BOOL), ctx.t(a.self, cst), ctx.t(a.other, cst))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.masked_fill.Scalar", "aten.masked_fill.Tensor", "aten.masked_fill_.Scalar",
+          "aten.masked_fill_.Tensor")
+def masked_fill(ctx, node):
+    a = bind(node, "self", "mask", "value")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out) if out != ST.BOOL else ST.BOOL
+    r = ctx.op("Where", ctx.t(a.mask, ST.BOOL), ctx.t(a.value, cst), ctx.t(a.self, cst))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.lerp.Scalar", "aten.lerp.Tensor")
+def lerp(ctx, node):
+    a = bind(node, "self", "end", "weight")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x, e = ctx.t(a.self, cst), ctx.t(a.end, cst)
+    r = ctx.op("Add", x, ctx.op("Mul", ctx.t(a.weight, cst), ctx.op("Sub", e, x)))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.addcmul.default", "aten.addcdiv.default")
+def addcmul(ctx, node):
+    a = bind(node, "self", "tensor1", "tensor2", value=1)
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    p = ctx.op("Mul" if "addcmul" in node.target else "Div", ctx.t(a.tensor1, cst), ctx.t(a.tensor2, cst))
+    if a.value != 1:
+        p = ctx.op("Mul", p, ctx.const(a.value, cst))
+    return ctx.cast(ctx.op("Add", ctx.t(a.self, cst), p), cst, out)
+
+
+@lowering("onnx", "aten.nan_to_num.default")
+def nan_to_num(ctx, node):
+    a = bind(node, "self", nan=None, posinf=None, neginf=None)
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(a.self, cst)
+    fi = np.finfo(dtypes.to_numpy(out)) if out != ST.BFLOAT16 else None
+    big = float(fi.max) if fi is not None else 3.3895313892515355e38
+    x = ctx.op("Where", ctx.op("IsNaN", x), ctx.const(a.nan or 0.0, cst), x)
+    x = ctx.op("Where", ctx.op("IsInf", x, detect_negative=0), ctx.const(big if a.posinf is None else a.posinf, cst), x)
+    x = ctx.op("Where", ctx.op("IsInf", x, detect_positive=0), ctx.const(-big if a.neginf is None else a.neginf, cst), x)
+    return ctx.cast(x, cst, out)

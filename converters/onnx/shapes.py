@@ -1,0 +1,42 @@
+"""Shape helpers shared by the shape/nn lowerings: target shapes as ONNX tensors with as
+little runtime shape arithmetic as possible."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..args import SymRef
+from ..dtypes import ST
+
+
+def reshape_target(ctx, x, sizes, out_shape) -> str:
+    """The ``shape`` input of ``Reshape(x, ...)``: dims equal to the input's dim at the same
+    position become 0 (copy), one remaining unknown becomes -1, the rest are computed."""
+    in_shape = ctx.info(x).shape
+    vals = []
+    for i, s in enumerate(sizes):
+        if isinstance(s, int):
+            vals.append(s)
+        elif i < len(out_shape) and isinstance(out_shape[i], int):
+            vals.append(out_shape[i])
+        elif i < len(in_shape) and i < len(out_shape) and in_shape[i] == out_shape[i]:
+            vals.append(0)
+        else:
+            vals.append(s)
+    dyn = [i for i, v in enumerate(vals) if not isinstance(v, int)]
+    if len(dyn) == 1 and -1 not in vals:
+        vals[dyn[0]] = -1
+    return ctx.ints(vals)
+
+
+def static_or_sym(ctx, dims) -> list:
+    """Metadata dims -> ints, else None (caller supplies a SymRef/graph value)."""
+    return [d if isinstance(d, int) else None for d in dims]
+
+
+def axes_const(ctx, axes) -> str:
+    return ctx.const(np.asarray(list(axes), np.int64).reshape(-1), ST.LONG)
+
+
+def is_sym(v) -> bool:
+    return isinstance(v, SymRef)
