@@ -9,8 +9,9 @@ For every zoo program, as exported and after run_decompositions():
     the example inputs and, where dynamic, on the second input set.
 Plus programs the zoo lacks (auto_functionalized, wrap_with_set_grad_enabled,
 preserve_module_call_signature, effect tokens, sym floats, derived dims, dtype/device/
-layout/memory-format arguments, complex scalars, opaque custom objects), several models in one archive with
-extra files, determinism, atomicity, and the torch-free packaging layer.
+layout/memory-format arguments, complex scalars, opaque custom objects), several
+models in one archive with extra files, determinism, atomicity, and the torch-free
+packaging layer.
 """
 
 from __future__ import annotations
