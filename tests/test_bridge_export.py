@@ -9,7 +9,7 @@ For every zoo program, as exported and after run_decompositions():
     the example inputs and, where dynamic, on the second input set.
 Plus programs the zoo lacks (auto_functionalized, wrap_with_set_grad_enabled,
 preserve_module_call_signature, effect tokens, sym floats, derived dims, dtype/device/
-layout/memory-format arguments, complex scalars, opaque custom objects), several
+layout/memory-format arguments, complex scalars, opaque and torchbind custom objects), several
 models in one archive with extra files, determinism, atomicity, and the torch-free
 packaging layer.
 """
@@ -218,6 +218,37 @@ class OpaqueObj(torch.nn.Module):
         return torch.ops.pt2x_test.apply_scale(x, self.s) + 1
 
 
+@functools.cache
+def _torchbind_loaded() -> bool:
+    """torch's torchbind test classes (libtorchbind_test.so ships in the wheel), with fakes."""
+    lib = os.path.join(os.path.dirname(torch.__file__), "lib", "libtorchbind_test.so")
+    if not os.path.exists(lib):
+        return False
+    from torch.testing._internal import torchbind_impls
+
+    torch.ops.load_library(lib)
+    torchbind_impls.register_fake_operators()
+    torchbind_impls.register_fake_classes()
+    return True
+
+
+class TorchBind(torch.nn.Module):
+    """A ScriptObject attribute: CUSTOM_OBJ input, custom op + call_torchbind, custom_obj_0."""
+
+    def __init__(self):
+        super().__init__()
+        self.attr = torch.classes._TorchScriptTesting._Foo(10, 20)
+
+    def forward(self, x):
+        return x + torch.ops._TorchScriptTesting.takes_foo(self.attr, x) + self.attr.add_tensor(x)
+
+
+def _torchbind_module():
+    if not _torchbind_loaded():
+        pytest.skip("libtorchbind_test.so not in this torch build")
+    return TorchBind()
+
+
 def _extra_cases():
     dx = Dim("dx", min=2, max=32)
     b = Dim("b", max=16)
@@ -235,6 +266,7 @@ def _extra_cases():
         "complex_scalar": (ComplexScalar, (torch.randn(3, 2),), {}, None),
         "tokens": (Effects, (torch.randn(3),), {}, None),
         "opaque_custom_obj": (OpaqueObj, (torch.randn(3),), {}, None),
+        "torchbind": (_torchbind_module, (torch.randn(2, 3),), {"strict": False}, None),
     }
 
 
