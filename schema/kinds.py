@@ -65,7 +65,6 @@ class Union:
     """
 
     __schema_kind__: ClassVar[str] = "union"
-    __slots__ = ("type", "value")
     _fields: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kw):

@@ -24,7 +24,7 @@ import numpy as np
 from ..schema import definitions as d
 from ..schema.version import READ_MAJOR, SCHEMA_VERSION
 from .errors import ArchiveError, Pt2FormatError, SchemaVersionError
-from .json_codec import DecodeReport, decode, parse_json
+from .json_codec import DecodeReport, decode, parse_json_pairs, to_plain
 from .payload import NotLoaded, read_payloads
 from .zip_reader import ZipReader, open_buffer
 
@@ -151,11 +151,11 @@ def _single_root(names: list[str], label: str) -> str:
 
 def _program(zr: ZipReader, member: str, report: DecodeReport) -> d.ExportedProgram:
     """Decode a model's JSON after checking its schema version is one pt2x reads."""
-    data = parse_json(zr.view(member), member=member)
-    version = data.get("schema_version") if isinstance(data, dict) else None
-    major = version.get("major") if isinstance(version, dict) else None
-    minor = version.get("minor") if isinstance(version, dict) else None
-    torch_version = data.get("torch_version", "unknown") if isinstance(data, dict) else "unknown"
+    data = parse_json_pairs(zr.view(member), member=member)
+    top = dict(data) if type(data) is tuple else {}
+    version = dict(top["schema_version"]) if type(top.get("schema_version")) is tuple else {}
+    major, minor = version.get("major"), version.get("minor")
+    torch_version = top.get("torch_version", "unknown")
     if type(major) is int and major != READ_MAJOR:
         if major == READ_MAJOR - 1:
             try:
@@ -163,7 +163,7 @@ def _program(zr: ZipReader, member: str, report: DecodeReport) -> d.ExportedProg
             except ImportError:
                 upgrade_to_current = None
             if upgrade_to_current is not None:
-                data = upgrade_to_current(data)
+                data = upgrade_to_current(to_plain(data))
             else:
                 raise SchemaVersionError(
                     f"unsupported: schema {major}.x, written by torch {torch_version}; supported {READ_MAJOR}.0-{READ_MAJOR}.{SCHEMA_VERSION[1]}",

@@ -22,7 +22,7 @@ from ..schema.kinds import UNKNOWN_FIELDS, SchemaEnum, is_struct, is_union, type
 from .errors import LimitExceededError, SchemaError
 from .limits import MAX_JSON_BYTES, MAX_JSON_DEPTH
 
-__all__ = ["DecodeReport", "decode", "encode", "loads", "dumps", "parse_json"]
+__all__ = ["DecodeReport", "decode", "encode", "loads", "dumps", "parse_json", "parse_json_pairs", "to_plain"]
 
 
 @dataclass
@@ -54,46 +54,88 @@ def _at(part: str, err: _PathError) -> _PathError:
 
 
 # ----------------------------------------------------------------- JSON text level
+#
+# Objects are parsed as tuples of (key, value) pairs (``object_pairs_hook=tuple`` runs in C),
+# and the decoders, which visit every object anyway, turn them into dicts and refuse
+# duplicate keys there. That is twice as fast as a Python hook that checks while parsing.
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-        raise _PathError(f"duplicate JSON key {dup!r}")
-    return obj
+def _dup_key(pairs) -> _PathError:
+    seen: set[str] = set()
+    dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+    return _PathError(f"duplicate JSON key {dup!r}")
 
 
-def parse_json(data: bytes | str, *, member: str) -> Any:
-    """Parse untrusted JSON text: UTF-8 only, no duplicate keys, bounded size and depth."""
+def to_plain(v: Any) -> Any:
+    """``parse_json_pairs`` output as plain dicts and lists (duplicate keys refused)."""
+    try:
+        return _plain(v)
+    except _PathError as e:
+        raise SchemaError(e.message) from None
+
+
+def _plain(v: Any) -> Any:
+    """Parsed JSON with pair-tuples turned into dicts (for values kept as unknown fields)."""
+    t = type(v)
+    if t is tuple:
+        out = {k: _plain(x) for k, x in v}
+        if len(out) != len(v):
+            raise _dup_key(v)
+        return out
+    if t is list:
+        return [_plain(x) for x in v]
+    if t is dict:
+        return {k: _plain(x) for k, x in v.items()}
+    return v
+
+
+def parse_json_pairs(data: bytes | str, *, member: str | None) -> Any:
+    """Parse untrusted JSON text with objects as (key, value) pair tuples, for ``decode``."""
     if len(data) > MAX_JSON_BYTES:
         raise LimitExceededError(f"JSON of {len(data)} bytes exceeds {MAX_JSON_BYTES}", member=member)
-    if isinstance(data, (bytes, bytearray, memoryview)):
+    if not isinstance(data, str):
         try:
             data = bytes(data).decode("utf-8")
         except UnicodeDecodeError as e:
             raise SchemaError(f"not UTF-8 text ({e.reason} at byte {e.start})", member=member) from None
     try:
-        return json.loads(data, object_pairs_hook=_no_duplicates)
-    except _PathError as e:
-        raise SchemaError(e.message, member=member) from None
+        return json.loads(data, object_pairs_hook=tuple)
     except RecursionError:
         raise LimitExceededError("JSON nested too deeply", member=member) from None
     except json.JSONDecodeError as e:
         raise SchemaError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", member=member) from None
 
 
+def parse_json(data: bytes | str, *, member: str) -> Any:
+    """Parse untrusted JSON text into plain dicts/lists: UTF-8 only, no duplicate keys, bounded."""
+    parsed = parse_json_pairs(data, member=member)
+    try:
+        return _plain(parsed)
+    except _PathError as e:
+        raise SchemaError(e.message, member=member) from None
+    except RecursionError:
+        raise LimitExceededError("JSON nested too deeply", member=member) from None
+
+
 # ------------------------------------------------------------------ compiled decoders
+#
+# A decoder is ``dec(value, ctx) -> object``. Structs get straight-line generated code (one
+# read, one check, one store per field, as dataclasses generate __init__) because decoding
+# a large graph is on the cold-load path; everything else is a small closure.
 
 _Decoder = Callable[[Any, _Ctx], Any]
 _decoders: dict[Any, _Decoder] = {}
 _encoders: dict[Any, Callable[[Any], Any]] = {}
 _NONFINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+_MISSING = object()
 
 
 def _tname(v: Any) -> str:
-    return "null" if v is None else type(v).__name__
+    if v is None:
+        return "null"
+    if type(v) is tuple:
+        return "object"
+    return type(v).__name__
 
 
 def _dec_int(v, ctx):
@@ -125,31 +167,40 @@ def _dec_bool(v, ctx):
     return v
 
 
+def _as_dict(v, what: str) -> dict:
+    t = type(v)
+    if t is tuple:
+        out = dict(v)
+        if len(out) != len(v):
+            raise _dup_key(v)
+        return out
+    if t is dict:
+        return v
+    raise _PathError(f"expected {what}, got {_tname(v)}")
+
+
 def _decoder_for(tp) -> _Decoder:
     dec = _decoders.get(tp)
     if dec is None:
-        dec = _build_decoder(tp)
-        _decoders[tp] = dec
+        dec = _sub(tp)
     return dec
 
 
-def _lazy(tp) -> _Decoder:
-    # Recursive types (Graph <-> Argument) are referenced before they are built.
-    def dec(v, ctx):
-        return _decoders[tp](v, ctx)
-
-    return dec
+def _sub(tp) -> _Decoder:
+    if tp in _decoders:
+        return _decoders[tp]
+    if is_struct(tp) or is_union(tp):
+        # Recursive types (Graph <-> Argument) are referenced before they are built.
+        _decoders[tp] = lambda v, ctx: _decoders[tp](v, ctx)
+    built = _build_decoder(tp)
+    _decoders[tp] = built
+    return built
 
 
 def _build_decoder(tp) -> _Decoder:
-    if tp is int:
-        return _dec_int
-    if tp is float:
-        return _dec_float
-    if tp is str:
-        return _dec_str
-    if tp is bool:
-        return _dec_bool
+    prim = {int: _dec_int, float: _dec_float, str: _dec_str, bool: _dec_bool}.get(tp)
+    if prim is not None:
+        return prim
     origin = typing.get_origin(tp)
     if origin is typing.Union:  # Optional[X]
         (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -166,13 +217,11 @@ def _build_decoder(tp) -> _Decoder:
         def dec_list(v, ctx):
             if type(v) is not list:
                 raise _PathError(f"expected list, got {_tname(v)}")
-            out = []
-            for i, x in enumerate(v):
-                try:
-                    out.append(item_dec(x, ctx))
-                except _PathError as e:
-                    raise _at(f"[{i}]", e) from None
-            return out
+            try:
+                return [item_dec(x, ctx) for x in v]
+            except _PathError as e:
+                i = next(i for i, x in enumerate(v) if _fails(item_dec, x, ctx))
+                raise _at(f"[{i}]", e) from None
 
         return dec_list
     if origin is dict:
@@ -182,10 +231,8 @@ def _build_decoder(tp) -> _Decoder:
         val_dec = _sub(val)
 
         def dec_dict(v, ctx):
-            if type(v) is not dict:
-                raise _PathError(f"expected object, got {_tname(v)}")
             out = {}
-            for k, x in v.items():
+            for k, x in _as_dict(v, "object").items():
                 try:
                     out[k] = val_dec(x, ctx)
                 except _PathError as e:
@@ -202,13 +249,12 @@ def _build_decoder(tp) -> _Decoder:
     raise TypeError(f"no JSON decoder for {tp!r}")
 
 
-def _sub(tp) -> _Decoder:
-    if (is_struct(tp) or is_union(tp)) and tp not in _decoders:
-        _decoders[tp] = _lazy(tp)  # placeholder breaks the recursion
-        built = _build_decoder(tp)
-        _decoders[tp] = built
-        return built
-    return _decoder_for(tp)
+def _fails(dec, x, ctx) -> bool:
+    try:
+        dec(x, ctx)
+        return False
+    except _PathError:
+        return True
 
 
 def _enum_decoder(tp: type[SchemaEnum]) -> _Decoder:
@@ -228,88 +274,136 @@ def _enum_decoder(tp: type[SchemaEnum]) -> _Decoder:
 _RECURSIVE = {d.Graph, d.Argument}
 
 
+def _enter(ctx: _Ctx) -> None:
+    ctx.depth += 1
+    if ctx.depth > MAX_JSON_DEPTH:
+        raise _PathError(f"nesting deeper than {MAX_JSON_DEPTH}")
+
+
 def _union_decoder(tp) -> _Decoder:
     members = {name: _sub(t) for name, t in type_hints(tp).items()}
     name = tp.__name__
-    recursive = tp in _RECURSIVE
+    new = tp.__new__
+
+    def member_of(v):
+        t = type(v)
+        if t is tuple and len(v) == 1:
+            return v[0]
+        if t is dict and len(v) == 1:
+            return next(iter(v.items()))
+        if t is tuple or t is dict:
+            keys = [k for k, _ in v] if t is tuple else list(v)
+            raise _PathError(f"union {name} needs exactly one key, got {sorted(keys) or 'none'}")
+        raise _PathError(f"expected {name} (a single-key object), got {_tname(v)}")
+
+    def unknown(key):
+        return _PathError(f"{key!r} is not a member of union {name} (a newer schema's?)")
 
     def dec_union(v, ctx):
-        if type(v) is not dict:
-            raise _PathError(f"expected {name} (a single-key object), got {_tname(v)}")
-        if len(v) != 1:
-            raise _PathError(f"union {name} needs exactly one key, got {sorted(v) or 'none'}")
-        ((key, x),) = v.items()
+        if type(v) is tuple and len(v) == 1:  # the common case, inline
+            key, x = v[0]
+        else:
+            key, x = member_of(v)
         member_dec = members.get(key)
         if member_dec is None:
-            raise _PathError(f"{key!r} is not a member of union {name} (a newer schema's?)")
-        if recursive:
-            ctx.depth += 1
-            if ctx.depth > MAX_JSON_DEPTH:
-                raise _PathError(f"nesting deeper than {MAX_JSON_DEPTH}")
+            raise unknown(key)
+        obj = new(tp)
+        od = obj.__dict__
+        od["type"] = key
         try:
-            obj = tp.__new__(tp)
-            object.__setattr__(obj, "type", key)
-            object.__setattr__(obj, "value", member_dec(x, ctx))
-            return obj
+            od["value"] = member_dec(x, ctx)
         except _PathError as e:
             raise _at(f".{key}", e) from None
-        finally:
-            if recursive:
-                ctx.depth -= 1
+        return obj
 
-    return dec_union
+    if tp not in _RECURSIVE:
+        return dec_union
+
+    def dec_recursive_union(v, ctx):
+        _enter(ctx)
+        try:
+            return dec_union(v, ctx)
+        finally:
+            ctx.depth -= 1
+
+    return dec_recursive_union
+
+
+_PRIM_CHECK = {int: "type(x) is not int", str: "type(x) is not str", bool: "type(x) is not bool"}
 
 
 def _struct_decoder(tp) -> _Decoder:
+    """Generate a straight-line decoder for one struct from its annotations."""
     hints = type_hints(tp)
     declared = [f for f in fields(tp) if f.name != UNKNOWN_FIELDS]
-    specs = []
-    for f in declared:
-        if f.default is not MISSING:
-            default = (lambda v=f.default: v)
-        elif f.default_factory is not MISSING:
-            default = f.default_factory
-        else:
-            default = None
-        specs.append((f.name, _sub(hints[f.name]), default))
-    names = frozenset(hints)
     name = tp.__name__
+    env: dict[str, Any] = {
+        "_cls": tp, "_new": tp.__new__, "_MISSING": _MISSING, "_PathError": _PathError, "_at": _at,
+        "_tname": _tname, "_dup_key": _dup_key, "_plain": _plain, "_enter": _enter,
+        "_names": frozenset(hints), "_UNKNOWN": UNKNOWN_FIELDS,
+    }
     recursive = tp in _RECURSIVE
-
-    def dec_struct(v, ctx):
-        if type(v) is not dict:
-            raise _PathError(f"expected {name} (an object), got {_tname(v)}")
-        if recursive:
-            ctx.depth += 1
-            if ctx.depth > MAX_JSON_DEPTH:
-                raise _PathError(f"nesting deeper than {MAX_JSON_DEPTH}")
-        obj = tp.__new__(tp)
-        od = obj.__dict__
-        try:
-            for fname, fdec, default in specs:
-                if fname in v:
-                    try:
-                        od[fname] = fdec(v[fname], ctx)
-                    except _PathError as e:
-                        raise _at(f".{fname}", e) from None
-                elif default is not None:
-                    od[fname] = default()
-                else:
-                    raise _PathError(f"{name} is missing required field {fname!r}")
-        finally:
-            if recursive:
-                ctx.depth -= 1
-        extra = {k: x for k, x in v.items() if k not in names} if len(v) > len(od) else {}
-        od[UNKNOWN_FIELDS] = extra
-        if extra:
-            ctx.report.unknown_fields.extend(f"{name}.{k}" for k in extra)
-        return obj
-
-    return dec_struct
+    lines = [
+        "def dec(v, ctx):",
+        "    t = type(v)",
+        "    if t is tuple:",
+        "        pairs = v",
+        "        v = dict(pairs)",
+        "        if len(v) != len(pairs):",
+        "            raise _dup_key(pairs)",
+        "    elif t is not dict:",
+        f"        raise _PathError(f'expected {name} (an object), got {{_tname(v)}}')",
+    ]
+    if recursive:
+        lines += ["    _enter(ctx)", "    try:"]
+    ind = "        " if recursive else "    "
+    lines += [f"{ind}obj = _new(_cls)", f"{ind}od = obj.__dict__"]
+    for i, f in enumerate(declared):
+        fname, ftype = f.name, hints[f.name]
+        lines.append(f"{ind}x = v.get({fname!r}, _MISSING)")
+        lines.append(f"{ind}if x is _MISSING:")
+        if f.default is not MISSING:
+            env[f"_dv{i}"] = f.default
+            lines.append(f"{ind}    od[{fname!r}] = _dv{i}")
+        elif f.default_factory is not MISSING:
+            env[f"_df{i}"] = f.default_factory
+            lines.append(f"{ind}    od[{fname!r}] = _df{i}()")
+        else:
+            lines.append(f"{ind}    raise _PathError({name + ' is missing required field ' + repr(fname)!r})")
+        check = _PRIM_CHECK.get(ftype)
+        if check is not None:
+            lines += [
+                f"{ind}elif {check}:",
+                f"{ind}    raise _at('.{fname}', _PathError('expected {ftype.__name__}, got ' + _tname(x)))",
+                f"{ind}else:",
+                f"{ind}    od[{fname!r}] = x",
+            ]
+        else:
+            env[f"_d{i}"] = _sub(ftype)
+            lines += [
+                f"{ind}else:",
+                f"{ind}    try:",
+                f"{ind}        od[{fname!r}] = _d{i}(x, ctx)",
+                f"{ind}    except _PathError as e:",
+                f"{ind}        raise _at('.{fname}', e) from None",
+            ]
+    lines += [
+        f"{ind}if len(v) != {len(declared)} and not v.keys() <= _names:",
+        f"{ind}    extra = {{k: _plain(x) for k, x in v.items() if k not in _names}}",
+        f"{ind}    ctx.report.unknown_fields.extend('{name}.' + k for k in extra)",
+        f"{ind}    od[_UNKNOWN] = extra",
+        f"{ind}else:",
+        f"{ind}    od[_UNKNOWN] = {{}}",
+        f"{ind}return obj",
+    ]
+    if recursive:
+        lines += ["    finally:", "        ctx.depth -= 1"]
+    exec(compile("\n".join(lines), f"<pt2x decoder for {name}>", "exec"), env)  # our own generated code, never file content
+    return env["dec"]
 
 
 def decode(tp, data: Any, *, member: str | None = None, report: DecodeReport | None = None):
-    """Decode parsed JSON ``data`` into schema type ``tp``; errors name ``member`` and the path."""
+    """Decode parsed JSON ``data`` (dicts or pair-tuples) into schema type ``tp``; errors name ``member`` and the path."""
     ctx = _Ctx(report if report is not None else DecodeReport())
     try:
         return _decoder_for(tp)(data, ctx)
@@ -322,7 +416,7 @@ def decode(tp, data: Any, *, member: str | None = None, report: DecodeReport | N
 
 def loads(tp, data: bytes | str, *, member: str, report: DecodeReport | None = None):
     """Parse untrusted JSON text and decode it as ``tp``."""
-    return decode(tp, parse_json(data, member=member), member=member, report=report)
+    return decode(tp, parse_json_pairs(data, member=member), member=member, report=report)
 
 
 # ------------------------------------------------------------------ compiled encoders

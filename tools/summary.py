@@ -21,9 +21,9 @@ def dim_text(s: d.SymInt) -> int | str:
         return s.value
     text = s.value.expr_str
     try:
-        from ..serde.symbolic import parse_cached
+        from ..serde.symbolic import parse_cached, to_infix
 
-        return str(parse_cached(text))
+        return to_infix(parse_cached(text))
     except Exception:  # summary only: fall back to the raw text, shortened
         return _SYMBOL.sub(r"\1", text)
 
