@@ -487,7 +487,10 @@ class _Materializer:
 
     def tensor(self, rec: _TensorRec, label: str) -> np.ndarray:
         where, path = self.where, label
-        dt = _np_dtype(rec.dtype)
+        try:
+            dt = _np_dtype(rec.dtype)
+        except TensorDataError as e:
+            raise TensorDataError(e.reason, member=where, path=path) from None
         size, stride, offset = rec.size, rec.stride, rec.offset
         if len(size) != len(stride):
             raise TensorDataError(f"size {size} and stride {stride} differ in rank", member=where, path=path)

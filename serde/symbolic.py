@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import operator
 import re
 import sys
@@ -915,9 +916,16 @@ def _eval(e: Expr, env):
             v = env[e.name]
         except KeyError:
             raise _err(f"no value for symbol {e.name!r}") from None
-        if not isinstance(v, (int, float, bool)):
-            raise _err(f"value of {e.name!r} must be int, float or bool, got {type(v).__name__}")
-        return v
+        if isinstance(v, (bool, int, float)):
+            return v
+        # numpy scalars and other numbers.Number types
+        if isinstance(v, numbers.Integral):
+            return bool(v) if type(v).__name__.startswith("bool") else int(v)
+        if isinstance(v, numbers.Real):
+            return float(v)
+        if type(v).__name__ in ("bool_", "bool"):
+            return bool(v)
+        raise _err(f"value of {e.name!r} must be int, float or bool, got {type(v).__name__}")
     if isinstance(e, Add):
         total = 0
         for a in e.args:
