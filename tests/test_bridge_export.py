@@ -84,7 +84,7 @@ def assert_same_archive(torch_blob: bytes, ours: bytes):
 # ------------------------------------------------------------- extra programs
 
 
-@torch.library.custom_op("pt2x_test::inplace_scale", mutates_args=("x",))
+@torch.library.custom_op("pt2x_export_test::inplace_scale", mutates_args=("x",))
 def inplace_scale(x: torch.Tensor, s: float) -> None:
     x.mul_(s)
 
@@ -94,7 +94,7 @@ def _(x, s):
     return None
 
 
-@torch.library.custom_op("pt2x_test::record", mutates_args=())
+@torch.library.custom_op("pt2x_export_test::record", mutates_args=())
 def record(x: torch.Tensor) -> None:
     pass
 
@@ -107,7 +107,7 @@ def _(x):
 def _register_effects():
     from torch._higher_order_ops.effects import _EffectType, _register_effectful_op
 
-    _register_effectful_op(torch.ops.pt2x_test.record.default, _EffectType.ORDERED)
+    _register_effectful_op(torch.ops.pt2x_export_test.record.default, _EffectType.ORDERED)
 
 
 _register_effects()
@@ -119,7 +119,7 @@ class AutoFunc(torch.nn.Module):
         self.register_buffer("state", torch.ones(3))
 
     def forward(self, x):
-        torch.ops.pt2x_test.inplace_scale(self.state, 2.0)
+        torch.ops.pt2x_export_test.inplace_scale(self.state, 2.0)
         return x + self.state
 
 
@@ -179,9 +179,9 @@ class ComplexScalar(torch.nn.Module):
 
 class Effects(torch.nn.Module):
     def forward(self, x):
-        torch.ops.pt2x_test.record(x)
+        torch.ops.pt2x_export_test.record(x)
         y = x * 2
-        torch.ops.pt2x_test.record(y)
+        torch.ops.pt2x_export_test.record(y)
         return y + 1
 
 
@@ -199,7 +199,7 @@ class Scale(OpaqueBase):
 register_opaque_type(Scale, typ="reference")
 
 
-@torch.library.custom_op("pt2x_test::apply_scale", mutates_args=())
+@torch.library.custom_op("pt2x_export_test::apply_scale", mutates_args=())
 def apply_scale(x: torch.Tensor, s: Scale) -> torch.Tensor:
     return x * s.k
 
@@ -215,7 +215,7 @@ class OpaqueObj(torch.nn.Module):
         self.s = Scale(3.0)
 
     def forward(self, x):
-        return torch.ops.pt2x_test.apply_scale(x, self.s) + 1
+        return torch.ops.pt2x_export_test.apply_scale(x, self.s) + 1
 
 
 @functools.cache
