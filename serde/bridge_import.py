@@ -35,9 +35,13 @@ __all__ = ["from_schema", "load_exported_program", "tensors_from_numpy"]
 
 
 def _np_root(a: np.ndarray):
+    """The buffer an array ultimately views (through ``as_strided``'s DummyArray too)."""
     b = a
-    while isinstance(b, np.ndarray) and b.base is not None:
-        b = b.base
+    while not isinstance(b, (memoryview, bytes, bytearray)):
+        nb = getattr(b, "base", None)
+        if nb is None:
+            break
+        b = nb
     return b
 
 
@@ -68,41 +72,43 @@ class _Storages:
     """One torch storage per distinct memory region the arrays view, so aliasing survives."""
 
     def __init__(self):
-        self.flat: dict[tuple, torch.Tensor] = {}
+        self.flat: dict[tuple, tuple[torch.Tensor, bool]] = {}
 
-    def view(self, a: np.ndarray, dtype: torch.dtype) -> torch.Tensor | None:
-        """A zero-copy torch tensor with ``a``'s layout, or None when the bytes don't allow it."""
+    def view(self, a: np.ndarray, dtype: torch.dtype) -> tuple[torch.Tensor | None, bool]:
+        """(zero-copy tensor with ``a``'s layout or None when the bytes don't allow it, writable)."""
         isz = a.dtype.itemsize
-        if isz != torch.empty((), dtype=dtype).element_size() or any(s < 0 or s % isz for s in a.strides):
-            return None
+        if a.size == 0 or isz != dtype.itemsize or any(s < 0 or s % isz for s in a.strides):
+            return None, False
         size, stride = a.shape, tuple(s // isz for s in a.strides)
-        if a.size == 0:
-            return None
         root = _np_root(a)
         try:
             rptr, rlen = _addr(root)
         except (TypeError, ValueError, BufferError):
-            return None
+            return None, False
         aptr = a.__array_interface__["data"][0]
         if rlen % isz or (aptr - rptr) % isz or aptr < rptr:
-            return None
+            return None, False
         extent = (aptr - rptr) // isz + sum((n - 1) * s for n, s in zip(size, stride)) + 1
         if extent * isz > rlen:
-            return None
+            return None, False
         key = (rptr, rlen, dtype)
-        flat = self.flat.get(key)
-        if flat is None:
+        entry = self.flat.get(key)
+        if entry is None:
             if isinstance(root, np.ndarray):
                 if not root.flags.c_contiguous:
-                    return None
+                    return None, False
+                writable = bool(root.flags.writeable)
                 buf = root.reshape(-1).view(np.uint8)
+            elif isinstance(root, memoryview):
+                writable, buf = not root.readonly, root
             else:
-                buf = root
+                writable, buf = False, root
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # "non-writable buffer": these tensors are read-only views
+                warnings.simplefilter("ignore")  # "non-writable buffer": callers copy what gets written
                 flat = torch.frombuffer(buf, dtype=dtype, count=rlen // isz)
-            self.flat[key] = flat
-        return flat.as_strided(size, stride, (aptr - rptr) // isz)
+            entry = self.flat[key] = (flat, writable)
+        flat, writable = entry
+        return flat.as_strided(size, stride, (aptr - rptr) // isz), writable
 
 
 def _copy(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
@@ -131,9 +137,9 @@ def tensors_from_numpy(
     """numpy arrays (as ``pt2x.serde.load`` gives them) -> torch tensors sharing their memory.
 
     Layout (shape, strides, dtype, incl. bfloat16/float8 through their bytes) is kept;
-    arrays viewing one memory region become tensors on one storage. Read-only memory
-    stays read-only: names in ``copy`` (or all, ``copy=True``) get private writable copies.
-    Values that are already torch tensors pass through.
+    arrays viewing one memory region become tensors on one storage. Names in ``copy``
+    (all with ``copy=True``) that view read-only memory get private writable copies, so
+    nothing ever writes into a read-only map. Values that are already tensors pass through.
     """
     storages = storages or _Storages()
     out: dict[str, torch.Tensor] = {}
@@ -142,12 +148,38 @@ def tensors_from_numpy(
             out[name] = a
             continue
         dtype = _torch_dtype(a, (dtypes or {}).get(name), name, member)
-        want_copy = copy is True or (isinstance(copy, set) and name in copy)
-        t = None if want_copy else storages.view(a, dtype)
-        if t is None:
-            t = _copy(a, dtype) if a.size else torch.empty_strided(a.shape, tuple(s // max(a.dtype.itemsize, 1) for s in a.strides), dtype=dtype)
+        if a.dtype.itemsize != dtype.itemsize:
+            raise Pt2FormatError(
+                f"array of {a.dtype} ({a.dtype.itemsize} bytes/item) cannot hold {dtype}", member=member, path=name
+            )
+        must_write = copy is True or (isinstance(copy, set) and name in copy)
+        t, writable = storages.view(a, dtype)
+        if t is None or (must_write and not writable):
+            t = _copy(a, dtype)
         out[name] = t
     return out
+
+
+def _written_state(gm: torch.fx.GraphModule) -> set[str]:
+    """Placeholders of ``gm`` that some in-place op writes (directly or through a view)."""
+    written: set[str] = set()
+    for node in gm.graph.nodes:
+        t = node.target
+        if node.op != "call_function" or not isinstance(t, torch._ops.OpOverload) or not t._schema.is_mutable:
+            continue
+        for i, sa in enumerate(t._schema.arguments):
+            if sa.alias_info is None or not sa.alias_info.is_write:
+                continue
+            v = node.args[i] if i < len(node.args) else node.kwargs.get(sa.name)
+            for n in v if isinstance(v, (list, tuple)) else (v,):
+                while isinstance(n, torch.fx.Node) and n.op == "call_function":
+                    tt = n.target  # walk back through views to what they alias
+                    if not (isinstance(tt, torch._ops.OpOverload) and tt._schema.returns and tt._schema.returns[0].alias_info):
+                        break
+                    n = n.args[0] if n.args else None
+                if isinstance(n, torch.fx.Node) and n.op == "placeholder":
+                    written.add(n.name)
+    return written
 
 
 # ------------------------------------------------------------------------- signature
@@ -335,20 +367,8 @@ def from_schema(
                 out[fqn] = DTYPES[tm.dtype]
         return out
 
-    storages = _Storages()
-    copy_set: bool | set[str] = True if copy else mutated
-    sd = tensors_from_numpy(state_dict, dtypes=dtypes_for(state_dict), copy=copy_set, member=member, storages=storages)
-    consts = tensors_from_numpy(constants, dtypes=dtypes_for(constants), copy=copy, member=member, storages=storages)
-    for fqn, ph in params.items():
-        t = sd.get(fqn)
-        if t is None or isinstance(t, torch.nn.Parameter):
-            continue
-        tm = tv.get(ph)
-        rg = bool(tm.requires_grad) if tm is not None else True
-        sd[fqn] = torch.nn.Parameter(t, requires_grad=rg and (t.dtype.is_floating_point or t.dtype.is_complex))
-
     sym = SymbolicContext(program.range_constraints, member=member)
-    gb = GraphBuilder(sym, gm_s.signature, consts, member=member)
+    gb = GraphBuilder(sym, gm_s.signature, constants, member=member)
     try:
         graph = gb.build_graph(g, "graph_module.graph")
         st = gb.st
@@ -357,6 +377,24 @@ def from_schema(
         gm = _create_graph_module_for_export(st.module, graph)
     except Pt2Error as e:
         raise _with_release(e, program) from None
+
+    # State the program writes (mutation outputs, in-place ops on its placeholders) must
+    # not live in read-only memory.
+    written = _written_state(gm)
+    by_placeholder = {ph: fqn for fqn, (_, ph) in needed.items()}
+    mutated |= {by_placeholder[n] for n in written if n in by_placeholder}
+    storages = _Storages()
+    copy_set: bool | set[str] = True if copy else mutated
+    sd = tensors_from_numpy(state_dict, dtypes=dtypes_for(state_dict), copy=copy_set, member=member, storages=storages)
+    consts = tensors_from_numpy(constants, dtypes=dtypes_for(constants), copy=copy_set, member=member, storages=storages)
+    for fqn, ph in params.items():
+        t = sd.get(fqn)
+        if t is None or isinstance(t, torch.nn.Parameter):
+            continue
+        tm = tv.get(ph)
+        rg = bool(tm.requires_grad) if tm is not None else True
+        sd[fqn] = torch.nn.Parameter(t, requires_grad=rg and (t.dtype.is_floating_point or t.dtype.is_complex))
+
     meta: dict[str, Any] = {}
     if custom := gm_s.metadata.get("custom"):
         from .json_codec import parse_json
@@ -419,6 +457,41 @@ def _torch_load_safe(data: bytes, what: str, member: str):
         ) from None
 
 
+def _private_buffer(f):
+    """The archive's bytes in memory the returned tensors may write to without touching the file.
+
+    A path (or a real file) is memory-mapped copy-on-write: pages are shared with the file
+    until written, writes stay private to this process. Other sources are copied once into
+    a ``bytearray``.
+    """
+    import mmap
+    import os
+
+    if isinstance(f, (str, os.PathLike)):
+        path = os.fspath(f)
+        try:
+            with open(path, "rb") as fh:
+                if os.fstat(fh.fileno()).st_size == 0:
+                    return f  # let the reader report it, with the file name
+                return memoryview(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY))
+        except OSError:
+            return f  # the reader names the problem
+    if isinstance(f, (bytes, bytearray, memoryview)):
+        return bytearray(f)
+    fileno = getattr(f, "fileno", None)
+    if fileno is not None:
+        try:
+            fd = fileno()
+            if os.fstat(fd).st_size > 0 and f.seek(0, os.SEEK_CUR) == 0:
+                return memoryview(mmap.mmap(fd, 0, access=mmap.ACCESS_COPY))
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+    read = getattr(f, "read", None)
+    if read is None:
+        return f
+    return bytearray(read())
+
+
 def load_exported_program(
     f,
     *,
@@ -432,12 +505,22 @@ def load_exported_program(
     checks). Pickled members are loaded only with ``allow_pickle=True`` and only via
     ``torch.load(weights_only=True)``: sample inputs become ``example_inputs``, pickled
     tensors join the state. Without it, a program that needs one raises
-    ``UnsafeContentError`` naming the member. Weights share the file's read-only memory
-    map (the archive stays open as long as they live); ``copy=True`` gives writable copies.
+    ``UnsafeContentError`` naming the member. Weights are zero-copy views of a private
+    copy-on-write memory map of the file (writable; writes never reach the file; the
+    map lives as long as the tensors); ``copy=True`` copies them into ordinary memory.
     """
     from . import load as pt2_load
 
-    archive = pt2_load(f)
+    buf = _private_buffer(f)
+    try:
+        archive = pt2_load(buf)
+    except Pt2Error:
+        if buf is f or isinstance(f, (bytes, bytearray, memoryview)):
+            raise
+        if hasattr(f, "seek"):
+            f.seek(0)
+        pt2_load(f)  # the same failure, reported under the file's own name
+        raise
     m = archive.model(model)
     sd, consts = dict(m.state_dict), dict(m.constants)
     not_loaded: dict[str, str] = {}

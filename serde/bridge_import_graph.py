@@ -18,6 +18,7 @@ import operator
 from typing import Any
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental import symbolic_shapes
 
 from ..schema import definitions as d
@@ -166,8 +167,13 @@ class GraphBuilder:
             device = torch.device(dev.type, dev.index) if dev.index is not None else torch.device(dev.type)
         except RuntimeError as e:
             raise self.fail(f"device {dev.type!r}: {e}", f"{path}.device") from None
-        with sym.fake_mode:
-            return torch.empty_strided(sizes, strides, device=device, dtype=dtype, requires_grad=tm.requires_grad)
+        # A FakeTensor over a meta tensor, built directly: what ``empty_strided`` under the
+        # fake mode gives, without its dispatch and cache-validation cost.
+        meta = torch.empty_strided(sizes, strides, device="meta", dtype=dtype)
+        fake = FakeTensor(sym.fake_mode, meta, device)
+        if tm.requires_grad:
+            fake.requires_grad_(True)
+        return fake
 
     def _sync(self, name: str, node: torch.fx.Node, path: str) -> None:
         st = self.st

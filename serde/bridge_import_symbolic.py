@@ -52,7 +52,8 @@ _FUNCS.update(
         "Eq": sympy.Eq, "Ne": sympy.Ne, "Lt": sympy.Lt, "Le": sympy.Le, "Gt": sympy.Gt, "Ge": sympy.Ge,
         "Equality": sympy.Eq, "Unequality": sympy.Ne, "StrictLessThan": sympy.Lt, "LessThan": sympy.Le,
         "StrictGreaterThan": sympy.Gt, "GreaterThan": sympy.Ge,
-        "Rational": sympy.Rational,
+        "Rational": sympy.Rational, "floor": sympy.floor, "ceiling": sympy.ceiling,
+        "Piecewise": sympy.Piecewise, "ExprCondPair": sympy.functions.elementary.piecewise.ExprCondPair,
     }
 )  # fmt: skip
 
@@ -141,6 +142,8 @@ def to_sympy(node, *, member: str | None, path: str | None, symbols: dict[str, s
                 raise fail(f"function {n.func!r} is not allowed in shape expressions")
             if fn is sympy.Rational:
                 return sympy.Rational(*(int(conv(a)) for a in n.args))
+            if fn is sympy.Piecewise:
+                return sympy.Piecewise(*((conv(p.args[0]), conv(p.args[1])) for p in n.args))
             return fn(*(conv(a) for a in n.args))
         if kind in _FUNCS:  # a parser that gives each function its own class
             return _FUNCS[kind](*(conv(a) for a in n.args))
