@@ -25,7 +25,7 @@ from ..schema import definitions as d
 from ..schema.version import READ_MAJOR, SCHEMA_VERSION
 from .errors import ArchiveError, Pt2FormatError, SchemaVersionError
 from .json_codec import DecodeReport, decode, parse_json_pairs, to_plain
-from .payload import NotLoaded, read_payloads
+from .payload import NotLoaded, describe_member, read_payloads
 from .zip_reader import ZipReader, open_buffer
 
 __all__ = ["load", "Pt2Archive", "Pt2Model", "NotLoaded"]
@@ -196,6 +196,10 @@ def _pickled(zr: ZipReader, member: str) -> dict[str, np.ndarray]:
     return read_tensor_pickle(open_member, pkl, where=member)
 
 
+def _sample_inputs(zr: ZipReader, member: str) -> NotLoaded:
+    return NotLoaded(member, "sample_inputs", f"pickled sample inputs, not loaded: {describe_member(zr, member)}")
+
+
 def _load_pt2(archive: Pt2Archive) -> None:
     zr, root = archive.zip, archive.root
     prefix = root + "/"
@@ -221,8 +225,8 @@ def _load_pt2(archive: Pt2Archive) -> None:
         native = next((why for folder, why in _NATIVE_DIRS.items() if rel.startswith(folder)), None)
         if native:
             archive.unloaded.append(NotLoaded(member, "native_code", f"{native}: listed, never loaded"))
-        elif rel.startswith("data/sample_inputs/") or rel.startswith("extra/") and rel.endswith(".pt"):
-            archive.unloaded.append(NotLoaded(member, "sample_inputs", "pickled sample inputs (torch.load would run code); not loaded"))
+        elif rel.startswith("data/sample_inputs/"):
+            archive.unloaded.append(_sample_inputs(zr, member))
         else:
             archive.unrecognized.append(member)
 
@@ -258,7 +262,7 @@ def _load_pt2_model(archive: Pt2Archive, name: str, accounted: set[str]) -> Pt2M
     sample = f"{prefix}data/sample_inputs/{name}.pt"
     if sample in zr:
         accounted.add(sample)
-        model.pickled.append(NotLoaded(sample, "sample_inputs", "pickled sample inputs (torch.load would run code); not loaded"))
+        model.pickled.append(_sample_inputs(zr, sample))
     model.unknown_fields = report.unknown_fields
     return model
 
@@ -274,9 +278,7 @@ def _load_flat(archive: Pt2Archive) -> None:
             setattr(model, attr, arrays)
             model.tensor_members.update({fqn: member for fqn in arrays})
     if "serialized_example_inputs.pt" in zr:
-        model.pickled.append(
-            NotLoaded("serialized_example_inputs.pt", "sample_inputs", "pickled sample inputs (torch.load would run code); not loaded")
-        )
+        model.pickled.append(_sample_inputs(zr, "serialized_example_inputs.pt"))
     model.unknown_fields = report.unknown_fields
     archive.models["model"] = model
     known = {FLAT_PROGRAM, "serialized_state_dict.pt", "serialized_constants.pt", "serialized_example_inputs.pt", "version"}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..schema import definitions as d
-from .errors import ArchiveError, TensorDataError
+from .errors import ArchiveError, Pt2FormatError, TensorDataError
 from .json_codec import DecodeReport, loads
 from .tensor_data import numpy_dtype, strided_view
 from .zip_reader import ZipReader
@@ -35,6 +35,20 @@ class NotLoaded:
 
     def as_dict(self) -> dict:
         return {"member": self.member, "kind": self.kind, "fqn": self.fqn, "reason": self.reason}
+
+
+def describe_member(zr: ZipReader, member: str) -> str:
+    """What a pickled member would import if torch loaded it (opcodes scanned, never run)."""
+    from .pickle_reader import describe_pickle, find_data_pkl
+
+    try:
+        data = zr.view(member)
+        if bytes(data[:4]) == b"PK\x03\x04":  # a torch.save zip: describe its data.pkl
+            inner = ZipReader(data, label=member)
+            data = inner.view(find_data_pkl(inner.names))
+        return describe_pickle(data)
+    except Pt2FormatError as e:
+        return f"unreadable ({e.reason})"
 
 
 def _concrete(values: list[d.SymInt], *, what: str, member: str, path: str) -> list[int]:
@@ -69,7 +83,7 @@ def read_payloads(
                 kind = "custom_object"
             elif meta.path_name.startswith("opaque_obj_"):
                 kind = "opaque_object"
-            skipped.append(NotLoaded(member, kind, "pickled payload (torch.load/pickle would run code); not loaded", fqn))
+            skipped.append(NotLoaded(member, kind, f"pickled {kind.replace('_', ' ')}, not loaded: {describe_member(zr, member)}", fqn))
             continue
         tm = meta.tensor_meta
         if tm is None:
