@@ -94,7 +94,7 @@ def _releases_with(version: tuple[int, int]) -> list[str]:
 
 def release_snapshot(version: tuple[int, int]) -> tuple[str, dict]:
     """(releases, snapshot) of the torch release(s) that shipped schema ``version``."""
-    from ..tools.gen_schema_snapshot import read_snapshot
+    from .schema_snapshot import read_snapshot
 
     rels = _releases_with(version)
     if not rels:
@@ -329,7 +329,7 @@ class _Walk:
 
 @lru_cache(maxsize=None)
 def _current_types_cached() -> str:
-    from ..tools.gen_schema_snapshot import build_snapshot
+    from .schema_snapshot import build_snapshot
 
     return json.dumps(build_snapshot()["types"])
 
@@ -569,7 +569,7 @@ def upgrade_to_current(program_json: dict) -> dict:
     if version > newest:
         raise SchemaVersionError(f"{head}: no upgrade from {version[0]}.{version[1]} (newest known 7.x is {newest[0]}.{newest[1]})",
                                  path="schema_version")
-    from ..tools.gen_schema_snapshot import read_snapshot
+    from .schema_snapshot import read_snapshot
 
     src = read_snapshot(_TORCH_DIR / releases()[known[newest]]["snapshot"])["types"]
     dst = _current_types()

@@ -76,7 +76,7 @@ def _emit(result, as_json: bool, extra: dict | None = None) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from .gen_schema_snapshot import build_snapshot, render
+    from ..serde.schema_snapshot import build_snapshot, render
     from .schema_diff import diff_snapshots
 
     old, old_label = _resolve(args.against)

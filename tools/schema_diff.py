@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .gen_schema_snapshot import PT2X_SNAPSHOT, build_snapshot, parse, read_snapshot
+from ..serde.schema_snapshot import PT2X_SNAPSHOT, build_snapshot, parse, read_snapshot
 
 __all__ = [
     "Change",
