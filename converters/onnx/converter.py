@@ -32,7 +32,7 @@ _loaded = False
 def _load_lowerings() -> None:
     global _loaded
     if not _loaded:
-        from . import ops_control, ops_elementwise, ops_nn, ops_reduce, ops_shape, ops_sym  # noqa: F401
+        from . import ops_control, ops_elementwise, ops_nn, ops_reduce, ops_rnn, ops_shape, ops_sym  # noqa: F401
 
         _loaded = True
 
@@ -57,9 +57,11 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
         del keep
 
 
-def save(m: onnx.ModelProto, path: str) -> None:
+def save(m: onnx.ModelProto, path: str, *, external_threshold: int = _EXTERNAL_DATA_THRESHOLD) -> None:
+    """Write ``m``; when its weights pass ``external_threshold`` bytes (default: just under
+    protobuf's 2 GB limit) they go to ``<name>.data`` beside it."""
     size = sum(len(t.raw_data) for t in m.graph.initializer)
-    if size > _EXTERNAL_DATA_THRESHOLD:
+    if size > external_threshold:
         onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=os.path.basename(path) + ".data", size_threshold=1024)
     else:

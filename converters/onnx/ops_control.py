@@ -143,3 +143,22 @@ def map_impl(ctx, node):
                         extra_inputs=extra)
     r = ctx.op("Loop", n, ctx.const(True, ST.BOOL), body=body, outputs=len(types))
     return r if isinstance(r, list) else [r]
+
+
+@lowering("onnx", "higher_order.wrap_with_set_grad_enabled", "higher_order.wrap_with_autocast")
+def inline_wrapper(ctx, node):
+    """Grad mode and autocast regions mean nothing at inference: inline the body.
+    (Autocast would change dtypes, but the body's metadata already carries them.)"""
+    from .converter import lower_graph
+
+    args = [bind(node)[i] for i in range(len(node.inputs))]
+    gi = next(i for i, x in enumerate(args) if hasattr(x, "graph"))
+    g = args[gi].graph
+    operands = [ctx.t(x) for x in args[gi + 1:]]
+    view = ctx.view.subgraph(g)
+    child = ctx.child(view)
+    for ph, x in zip(view.input_names, operands):
+        child.env[ph] = x
+    lower_graph(child)
+    ctx.nodes.extend(child.nodes)
+    return [child.lookup(o.value.name) for o in view.output_args]

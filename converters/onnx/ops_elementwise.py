@@ -283,10 +283,11 @@ def clamp(ctx, node):
     return ctx.cast(r, cst, out)
 
 
-@lowering("onnx", "aten.maximum.default", "aten.minimum.default", "aten.fmax.default", "aten.fmin.default")
+@lowering("onnx", "aten.maximum.default", "aten.minimum.default", "aten.fmax.default", "aten.fmin.default",
+          "aten.max.other", "aten.min.other")
 def maximum(ctx, node):
     a = bind(node, "self", "other")
-    return nary(ctx, "Max" if "max" in node.target else "Min", a.self, a.other)
+    return nary(ctx, "Max" if "max" in node.target.split(".")[-2] else "Min", a.self, a.other)
 
 
 @lowering("onnx", "aten.atan2.default")
@@ -345,7 +346,7 @@ def _logic(op_type, bitwise):
 
 for _name, _op, _bit in [("and", "And", "BitwiseAnd"), ("or", "Or", "BitwiseOr"), ("xor", "Xor", "BitwiseXor")]:
     lowering("onnx", f"aten.logical_{_name}.default", f"aten.bitwise_{_name}.Tensor",
-             f"aten.bitwise_{_name}.Scalar")(_logic(_op, _bit))
+             f"aten.bitwise_{_name}.Scalar", f"aten.__{_name}__.Tensor", f"aten.__{_name}__.Scalar")(_logic(_op, _bit))
 
 
 @lowering("onnx", "aten.isnan.default")

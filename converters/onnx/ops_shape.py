@@ -578,3 +578,20 @@ def one_hot(ctx, node):
         raise Unsupported("one_hot without num_classes")
     r = ctx.op("OneHot", ctx.t(a.self, ST.LONG), ctx.const(a.num_classes, ST.LONG), ctx.const([0, 1], ST.LONG), axis=-1)
     return r
+
+
+@lowering("onnx", "aten.diff.default")
+def diff(ctx, node):
+    a = bind(node, "self", n=1, dim=-1, prepend=None, append=None)
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    parts = [p for p in (a.prepend, a.self, a.append) if p is not None]
+    x = ctx.op("Concat", *[ctx.t(p) for p in parts], axis=dim) if len(parts) > 1 else ctx.t(a.self)
+    cst = ST.INT if out.dtype == ST.BOOL else ctx.compute_type(out.dtype)
+    x = ctx.cast(x, out.dtype, cst) if out.dtype != ST.BOOL else ctx.cast(x, ST.BOOL, cst)
+    ax = ctx.ints([dim])
+    for _ in range(a.n):
+        hi = ctx.op("Slice", x, ctx.ints([1]), ctx.ints([INT64_MAX]), ax)
+        lo = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([-1]), ax)
+        x = ctx.op("Sub", hi, lo) if out.dtype != ST.BOOL else ctx.op("Not", ctx.op("Equal", hi, lo))
+    return ctx.cast(x, cst, out.dtype) if out.dtype != ST.BOOL else x

@@ -1,0 +1,43 @@
+"""Comparison tolerances per dtype, in one place (ONNX parity, later TFLite).
+
+float32 allows for reassociation (fused attention/layer norm, Gemm blocking); bf16/fp16
+for per-op rounding differences (pt2x computes low-precision ops in float32 and rounds
+each result back, as torch CPU mostly does)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# dtype name -> (rtol, atol)
+TOLERANCES = {
+    "float64": (1e-7, 1e-9),
+    "float32": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+EXACT = (0.0, 0.0)  # integers and bools
+
+
+def tolerance(dtype) -> tuple[float, float]:
+    name = str(dtype).replace("torch.", "")
+    return TOLERANCES.get(name, EXACT)
+
+
+# A deep or wide model accumulates more reassociation error: scale float tolerances.
+MODEL_SCALE = {"float32": 10.0}
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, dtype, *, what: str = "", scale: float = 1.0) -> None:
+    rtol, atol = tolerance(dtype)
+    rtol, atol = rtol * scale, atol * scale
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    if rtol == atol == 0.0:
+        assert np.array_equal(actual, expected), f"{what}: values differ ({np.sum(actual != expected)} elements)"
+        return
+    a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
+    ok = np.isclose(a64, e64, rtol=rtol, atol=atol, equal_nan=True)
+    if not ok.all():
+        diff = np.abs(a64 - e64)[~ok]
+        raise AssertionError(f"{what}: {int((~ok).sum())}/{ok.size} elements differ beyond rtol={rtol} atol={atol} "
+                             f"(max abs diff {diff.max():.3g}, dtype {dtype})")
