@@ -50,17 +50,10 @@ def test_fixture_reads_and_validates(path):
 def test_fixture_weights_match_torch(path):
     """Every weight equals what torch 2.13's own loader gives for the same file, bit for bit."""
     torch = pytest.importorskip("torch")
-    from torch_compare import assert_array_equals_tensor
+    from torch_compare import assert_weights_match
 
     try:
         ep = torch.export.load(path)
     except Exception as e:  # torch's own reader, not pt2x, fails on some older files
         pytest.skip(f"torch {torch.__version__} itself cannot load this {_release(path)} file: {type(e).__name__}: {str(e)[:120]}")
-    model = serde.load(path).models["model"]
-    assert set(model.state_dict) == set(ep.state_dict)
-    for fqn, t in ep.state_dict.items():
-        assert_array_equals_tensor(model.state_dict[fqn], t, fqn)
-    tensors = {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}
-    assert set(model.constants) == set(tensors)
-    for fqn, t in tensors.items():
-        assert_array_equals_tensor(model.constants[fqn], t, fqn)
+    assert_weights_match(serde.load(path).models["model"], ep)

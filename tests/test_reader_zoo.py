@@ -10,7 +10,7 @@ import torch
 import pt2x.serde as serde
 from pt2x.serde.graph_refs import spec_value
 import zoo
-from torch_compare import assert_array_equals_tensor, input_specs, output_specs, range_constraints, target_text
+from torch_compare import assert_array_equals_tensor, assert_weights_match, input_specs, output_specs, range_constraints, target_text
 
 NAMES = zoo.exportable_names()
 
@@ -56,13 +56,7 @@ def test_load_matches_torch(name, decomposed):
     program = model.program
 
     # weights and constants: bit for bit, with torch's shapes, strides and dtypes
-    assert set(model.state_dict) == set(ep.state_dict)
-    for fqn, t in ep.state_dict.items():
-        assert_array_equals_tensor(model.state_dict[fqn], t, fqn)
-    tensor_constants = {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}
-    assert set(model.constants) == set(tensor_constants)
-    for fqn, t in tensor_constants.items():
-        assert_array_equals_tensor(model.constants[fqn], t, fqn)
+    assert_weights_match(model, ep)
 
     # signature, ranges, module call graph
     theirs = input_specs(ep)

@@ -37,6 +37,17 @@ def assert_array_equals_tensor(arr: np.ndarray, t: torch.Tensor, what: str) -> N
     assert got == want, f"{what}: bytes differ"
 
 
+def assert_weights_match(model, ep) -> None:
+    """Every state_dict entry and tensor constant pt2x read equals torch's, bit for bit."""
+    assert set(model.state_dict) == set(ep.state_dict)
+    for fqn, t in ep.state_dict.items():
+        assert_array_equals_tensor(model.state_dict[fqn], t, fqn)
+    tensors = {k: v for k, v in ep.constants.items() if isinstance(v, torch.Tensor)}
+    assert set(model.constants) == set(tensors)
+    for fqn, t in tensors.items():
+        assert_array_equals_tensor(model.constants[fqn], t, fqn)
+
+
 def input_specs(ep) -> list[tuple]:
     out = []
     for s in ep.graph_signature.input_specs:
