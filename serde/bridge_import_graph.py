@@ -467,7 +467,7 @@ class GraphBuilder:
             len(outs) == 1
             and isinstance(node.target, torch._ops.HigherOrderOperator)
             and not sn.is_hop_single_tensor_return
-            and outs[0].type != "as_none"
+            and outs[0].type not in ("as_none", "as_tensors")  # as_tensors: torch <= 2.6's form, below
         ):
             a = outs[0]
             if a.type == "as_tensor":

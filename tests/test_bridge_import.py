@@ -1,0 +1,416 @@
+"""pt2x's loader (``serde/bridge_import*``): .pt2 -> torch ``ExportedProgram``.
+
+* zoo: every exportable program, as exported and decomposed, written by
+  ``torch.export.save`` and loaded by pt2x: same outputs bit for bit (example inputs and
+  the second dynamic sizes), same graphs node by node (``graph_compare``), working
+  ``run_decompositions()`` and ``.module()``;
+* fixtures written by torch 2.6-2.14.1 reproduce their eager outputs;
+* hostile archives (code in shape expressions, unknown operators, pickles) run nothing
+  and fail with pt2x's errors naming what and where.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+import io
+import json
+import os
+import warnings
+import zipfile
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.utils._pytree as pytree  # noqa: E402
+
+import zoo  # noqa: E402
+from conftest import FIXTURES  # noqa: E402
+from graph_compare import assert_programs_equal, outputs_equal  # noqa: E402
+from torchfree import run_torch_free  # noqa: E402
+
+from pt2x.serde.errors import Pt2Error, Pt2FormatError, SymbolicExprError, UnsafeContentError  # noqa: E402
+from pt2x.serde.bridge_import import from_schema, load_exported_program  # noqa: E402
+
+warnings.filterwarnings("ignore")
+ZOO = list(zoo.all_cases())
+FIXTURE_FILES = sorted(glob.glob(os.path.join(FIXTURES, "pt2", "torch-*", "*.pt2")))
+
+
+def _exported(name: str, decomposed: bool):
+    try:
+        return zoo.exported(name, decomposed)
+    except zoo.NotExportable as e:
+        pytest.skip(str(e))
+
+
+def _run(ep, args, kwargs):
+    """Outputs of a fresh copy (programs mutating their buffers leave ``ep`` as it was)."""
+    torch.manual_seed(0)  # programs drawing random numbers draw the same ones
+    return copy.deepcopy(ep).module()(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+
+
+# ---------------------------------------------------------------------------------- zoo
+
+
+@pytest.mark.parametrize("decomposed", [False, True], ids=["exported", "decomposed"])
+@pytest.mark.parametrize("name", ZOO)
+def test_zoo_round_trip(name, decomposed, tmp_path):
+    ep = _exported(name, decomposed)
+    path = tmp_path / f"{name}.pt2"
+    torch.export.save(ep, path)
+    loaded = load_exported_program(path)
+
+    assert_programs_equal(ep, loaded)
+    case = zoo.all_cases()[name]
+    args, kwargs = case.args(), case.kwargs()
+    assert outputs_equal(_run(ep, args, kwargs), _run(loaded, args, kwargs))
+    if case.second_args is not None:
+        args2 = case.second_args()
+        kwargs2 = case.second_kwargs() if case.second_kwargs else kwargs
+        assert outputs_equal(_run(ep, args2, kwargs2), _run(loaded, args2, kwargs2))
+    dec = loaded.run_decompositions()
+    assert outputs_equal(_run(ep, args, kwargs), _run(dec, args, kwargs)) or not decomposed
+
+
+@pytest.mark.parametrize(
+    "name", ["mlp_dynamic", "transformer_encoder", "cond", "while_loop", "map", "conv_bn_pool", "buffer_mutation", "custom_op", "multi_dtype"]
+)
+def test_decomposing_a_loaded_program_matches_decomposing_the_original(name, tmp_path):
+    # (dynamic_reshape is left out: decomposing the original names its re-traced sym_size
+    # nodes after ones export erased, and orders one product's factors by those symbols'
+    # sources, which no serialized program has; its outputs are checked above.)
+    ep = zoo.exported(name)
+    torch.export.save(ep, tmp_path / "p.pt2")
+    assert_programs_equal(zoo.exported(name, True), load_exported_program(tmp_path / "p.pt2").run_decompositions())
+
+
+def test_symbolic_shapes_ranges_and_guards(tmp_path):
+    ep = zoo.exported("dynamic_reshape")
+    torch.export.save(ep, tmp_path / "d.pt2")
+    loaded = load_exported_program(tmp_path / "d.pt2")
+    ranges = {str(k): (int(v.lower), int(v.upper)) for k, v in loaded.range_constraints.items()}
+    assert ranges == {str(k): (int(v.lower), int(v.upper)) for k, v in ep.range_constraints.items()}
+    x = next(n for n in loaded.graph.nodes if n.op == "placeholder" and n.name == "x")
+    assert all(isinstance(s, torch.SymInt) for s in x.meta["val"].shape)
+    # The ShapeEnv knows the ranges: the module refuses sizes outside them.
+    with pytest.raises(Exception):
+        loaded.module()(torch.randn(3, 100), torch.randn(3, 4))
+
+
+def test_state_is_parameters_with_torch_layout_and_writable_without_touching_the_file(tmp_path):
+    ep = zoo.exported("non_contiguous")
+    path = tmp_path / "nc.pt2"
+    torch.export.save(ep, path)
+    before = path.read_bytes()
+    loaded = load_exported_program(path)
+    for k, v in ep.state_dict.items():
+        w = loaded.state_dict[k]
+        assert type(w) is type(v) and w.requires_grad == v.requires_grad
+        assert (w.shape, w.stride(), w.dtype) == (v.shape, v.stride(), v.dtype) and torch.equal(w, v)
+    m = loaded.module()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(1)  # copy-on-write memory: writable, private
+        for b in m.buffers():
+            b.add_(1)
+    assert path.read_bytes() == before
+    # a second load sees the file's values, not the writes
+    again = load_exported_program(path)
+    assert all(torch.equal(again.state_dict[k], v) for k, v in ep.state_dict.items())
+
+
+@pytest.mark.parametrize("name", ["tied_weights", "non_contiguous"])
+def test_weights_are_zero_copy_and_keep_aliasing(name, tmp_path):
+    ep = zoo.exported(name)
+    torch.export.save(ep, tmp_path / "w.pt2")
+    loaded = load_exported_program(tmp_path / "w.pt2")
+
+    def layout(sd):
+        ptrs = {k: v.untyped_storage().data_ptr() for k, v in sd.items()}
+        same = {(a, b) for a in ptrs for b in ptrs if a < b and ptrs[a] == ptrs[b]}
+        return same, {k: (v.storage_offset(), v.stride()) for k, v in sd.items()}
+
+    assert layout(loaded.state_dict) == layout(ep.state_dict)
+    size = os.path.getsize(tmp_path / "w.pt2")
+    # one storage per archive member, inside the file's mapping (not fresh allocations)
+    assert all(v.untyped_storage().nbytes() < size for v in loaded.state_dict.values())
+
+
+def test_from_schema_with_read_only_arrays_copies_only_written_state(tmp_path):
+    from pt2x.serde import load
+
+    ep = zoo.exported("buffer_mutation")
+    torch.export.save(ep, tmp_path / "b.pt2")
+    m = load(tmp_path / "b.pt2").model()
+    assert not m.state_dict["steps"].flags.writeable
+    steps = float(m.state_dict["steps"][0])
+    loaded = from_schema(m.program, m.state_dict, m.constants, member=m.json_member)
+    x = torch.randn(3)
+    assert torch.equal(loaded.module()(x), _run(ep, (x,), {}))  # steps.add_ ran on a private copy
+    assert float(m.state_dict["steps"][0]) == steps
+
+
+def test_from_schema_accepts_torch_tensors_and_bytes_and_file_objects(tmp_path):
+    ep = zoo.exported("tied_weights")
+    path = tmp_path / "t.pt2"
+    torch.export.save(ep, path)
+    x = zoo.all_cases()["tied_weights"].args()
+    ref = _run(ep, x, {})
+    assert torch.equal(_run(load_exported_program(path.read_bytes()), x, {}), ref)
+    with open(path, "rb") as f:
+        assert torch.equal(_run(load_exported_program(f), x, {}), ref)
+    assert torch.equal(_run(load_exported_program(io.BytesIO(path.read_bytes())), x, {}), ref)
+    from pt2x.serde import load
+
+    m = load(path).model()
+    sd = {k: torch.from_numpy(np.array(v)) for k, v in m.state_dict.items()}
+    assert torch.equal(_run(from_schema(m.program, sd, {}), x, {}), ref)
+
+
+def test_metadata_restored_like_torch(tmp_path):
+    ep = zoo.exported("transformer_encoder")
+    torch.export.save(ep, tmp_path / "t.pt2")
+    ours = load_exported_program(tmp_path / "t.pt2")
+    theirs = torch.export.load(tmp_path / "t.pt2")
+    ta = {n.name: n.meta for n in theirs.graph.nodes}
+    for n in ours.graph.nodes:
+        if n.name not in ta:
+            continue
+        for k in ("stack_trace", "nn_module_stack", "source_fn_stack", "torch_fn", "custom"):
+            assert n.meta.get(k) == ta[n.name].get(k), (n.name, k)
+
+
+def test_sample_inputs_only_with_allow_pickle(tmp_path):
+    ep = zoo.exported("mlp_dynamic")
+    torch.export.save(ep, tmp_path / "m.pt2")
+    assert load_exported_program(tmp_path / "m.pt2").example_inputs is None
+    got = load_exported_program(tmp_path / "m.pt2", allow_pickle=True).example_inputs
+    assert outputs_equal(got, ep.example_inputs)
+
+
+def test_import_pt2x_serde_does_not_import_the_bridge():
+    r = run_torch_free(
+        "import sys, pt2x.serde\nassert not any(m.startswith('pt2x.serde.bridge') for m in sys.modules)\nprint('ok')"
+    )
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+# ------------------------------------------------------------------------------ fixtures
+
+
+def _fixture_inputs(ep, npz):
+    n_in = len([k for k in npz.files if k.startswith("in_")])
+    user = [s for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    flat = []
+    for i, spec in zip(range(n_in), user):
+        a = npz[f"in_{i}"]
+        if type(spec.arg).__name__ == "ConstantArgument":
+            flat.append(a.item())
+            continue
+        val = placeholders[spec.arg.name].meta["val"]
+        flat.append(torch.from_numpy(a).to(val.dtype))  # bfloat16 inputs are stored as float32
+    return pytree.tree_unflatten(flat, ep.module_call_graph[0].signature.in_spec)
+
+
+@pytest.mark.parametrize(
+    "path", FIXTURE_FILES, ids=[os.path.relpath(p, os.path.join(FIXTURES, "pt2")) for p in FIXTURE_FILES]
+)
+def test_fixture_from_other_release(path):
+    """Every fixture loads and reproduces torch's eager outputs.
+
+    Tolerance: the exported graph (often core ATen after decomposition) is not eager
+    execution; torch's own loader shows the same differences (<= 5e-7 here), so outputs
+    are compared with atol 1e-6 / rtol 1e-5 against eager, and bit for bit against
+    ``torch.export.load`` of the same file where torch 2.13 can load it.
+    """
+    ep = load_exported_program(path)
+    npz = np.load(path[:-4] + ".npz")
+    args, kwargs = _fixture_inputs(ep, npz)
+    out = pytree.tree_leaves(ep.module()(*args, **kwargs))
+    assert len(out) == len([k for k in npz.files if k.startswith("out_")])
+    for i, o in enumerate(out):
+        ref = torch.from_numpy(npz[f"out_{i}"])
+        torch.testing.assert_close(o.float() if o.dtype == torch.bfloat16 else o, ref, atol=1e-6, rtol=1e-5)
+    try:
+        theirs = torch.export.load(path)
+    except Exception:
+        return  # torch 2.13 cannot read it (2.6's cond); pt2x can
+    assert outputs_equal(out, pytree.tree_leaves(theirs.module()(*args, **kwargs)))
+
+
+def test_error_names_the_release_that_wrote_the_file(tmp_path):
+    src = os.path.join(FIXTURES, "pt2", "torch-2.6.0", "mlp_dynamic.pt2")
+    dst = tmp_path / "bad.pt2"
+
+    def edit(j):
+        j["graph_module"]["graph"]["nodes"][0]["target"] = "torch.ops.aten.no_such_op.default"
+
+    _rewrite(src, dst, edit)
+    with pytest.raises(Pt2FormatError) as ei:
+        load_exported_program(dst)
+    msg = str(ei.value)
+    assert "torch.ops.aten.no_such_op.default" in msg and "torch 2.6.0" in msg and "nodes[0]" in msg
+
+
+# ------------------------------------------------------------------------------- hostile
+
+
+def _json_member(names):
+    return next(n for n in names if n.endswith("models/model.json") or n == "serialized_exported_program.json")
+
+
+def _rewrite(src, dst, edit_json=None, replace: dict | None = None):
+    """Copy archive ``src`` to ``dst``, editing its model JSON and replacing members."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_STORED) as zout:
+        jm = _json_member(zin.namelist())
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename == jm and edit_json is not None:
+                j = json.loads(data)
+                edit_json(j)
+                data = json.dumps(j).encode()
+            if replace and info.filename in replace:
+                data = replace[info.filename]
+            zout.writestr(info.filename, data)
+
+
+@pytest.fixture(scope="module")
+def dynamic_pt2(tmp_path_factory):
+    p = tmp_path_factory.mktemp("hostile") / "mlp_dynamic.pt2"
+    torch.export.save(zoo.exported("mlp_dynamic"), p)
+    return p
+
+
+PAYLOADS = [
+    "__import__('os').system('touch {marker}')",
+    "Symbol('x').__class__.__base__.__subclasses__()",
+    "Symbol('s0', integer=True).__init__.__globals__['os'].system('touch {marker}')",
+    "(lambda: __import__('os').system('touch {marker}'))()",
+    "s0 if __import__('os').system('touch {marker}') else s0",
+    "Function('system')(s0)",
+    "eval('1')",
+]
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_shape_expression_runs_nothing(payload, dynamic_pt2, tmp_path):
+    marker = tmp_path / "MARKER"
+    text = payload.format(marker=marker)
+
+    def edit(j):
+        g = j["graph_module"]["graph"]
+        for tm in g["tensor_values"].values():
+            for s in tm["sizes"]:
+                if "as_expr" in s:
+                    s["as_expr"]["expr_str"] = text
+        for v in g["sym_int_values"].values():
+            if "as_expr" in v:
+                v["as_expr"]["expr_str"] = text
+
+    dst = tmp_path / "evil.pt2"
+    _rewrite(dynamic_pt2, dst, edit)
+    with pytest.raises(Pt2Error) as ei:
+        load_exported_program(dst)
+    assert not marker.exists()
+    assert isinstance(ei.value, (SymbolicExprError, Pt2FormatError))
+    assert ei.value.member and ei.value.member.endswith("model.json")
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "torch.ops.os.system.default",
+        "builtins.eval",
+        "os.system",
+        "torch.ops.aten.add.no_such_overload",
+        "torch.ops.higher_order.__class__",
+        "torch.ops.aten.__dict__.default",
+        "torch.load",
+        "_operator.attrgetter",
+        "math.__loader__",
+        "#extension:evil",
+        "torch.ops.aten.add",
+    ],
+)
+def test_unknown_operator_is_refused_by_name(target, dynamic_pt2, tmp_path):
+    def edit(j):
+        j["graph_module"]["graph"]["nodes"][1]["target"] = target
+
+    dst = tmp_path / "op.pt2"
+    _rewrite(dynamic_pt2, dst, edit)
+    with pytest.raises(Pt2FormatError) as ei:
+        load_exported_program(dst)
+    assert target in str(ei.value) and "nodes[1]" in ei.value.path
+
+
+def test_as_operator_argument_is_resolved_the_same_way(dynamic_pt2, tmp_path):
+    def edit(j):
+        j["graph_module"]["graph"]["nodes"][1]["inputs"][0]["arg"] = {"as_operator": "os.system"}
+
+    dst = tmp_path / "op.pt2"
+    _rewrite(dynamic_pt2, dst, edit)
+    with pytest.raises(Pt2FormatError, match="os.system"):
+        load_exported_program(dst)
+
+
+def test_source_fn_stack_never_imports(dynamic_pt2, tmp_path):
+    def edit(j):
+        for n in j["graph_module"]["graph"]["nodes"]:
+            n["metadata"]["source_fn_stack"] = "linear,os.system;relu,torch.nn.modules.linear.Linear"
+
+    dst = tmp_path / "sfs.pt2"
+    _rewrite(dynamic_pt2, dst, edit)
+    n = next(n for n in load_exported_program(dst).graph.nodes if n.op == "call_function")
+    assert n.meta["source_fn_stack"] == [("linear", "os.system"), ("relu", torch.nn.modules.linear.Linear)]
+
+
+def _pickled_weight_archive(tmp_path, payload: bytes):
+    """mlp_dynamic with fc1.weight stored as a pickle (use_pickle=True), as torch does for subclasses."""
+    ep = zoo.exported("mlp_dynamic")
+    src = tmp_path / "src.pt2"
+    torch.export.save(ep, src)
+    with zipfile.ZipFile(src) as z:
+        cfg_name = next(n for n in z.namelist() if n.endswith("model_weights_config.json"))
+        cfg = json.loads(z.read(cfg_name))
+    meta = cfg["config"]["fc1.weight"]
+    meta["use_pickle"] = True
+    member = cfg_name.rsplit("/", 1)[0] + "/" + meta["path_name"]
+    dst = tmp_path / "pickled.pt2"
+    _rewrite(src, dst, replace={cfg_name: json.dumps(cfg).encode(), member: payload})
+    return ep, dst, member
+
+
+def test_pickled_weight_needs_allow_pickle(tmp_path):
+    buf = io.BytesIO()
+    torch.save(zoo.exported("mlp_dynamic").state_dict["fc1.weight"].detach().clone(), buf)
+    ep, dst, member = _pickled_weight_archive(tmp_path, buf.getvalue())
+    with pytest.raises(UnsafeContentError) as ei:
+        load_exported_program(dst)
+    assert ei.value.member == member and "allow_pickle" in str(ei.value)
+    loaded = load_exported_program(dst, allow_pickle=True)
+    x = zoo.all_cases()["mlp_dynamic"].args()
+    assert outputs_equal(_run(ep, x, {}), _run(loaded, x, {}))
+
+
+class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_malicious_pickle_refused_even_with_allow_pickle(tmp_path):
+    import pickle
+
+    marker = tmp_path / "MARKER"
+    ep, dst, member = _pickled_weight_archive(tmp_path, pickle.dumps(_Evil(marker)))
+    for allow in (False, True):
+        with pytest.raises(UnsafeContentError) as ei:
+            load_exported_program(dst, allow_pickle=allow)
+        assert ei.value.member == member
+    assert not marker.exists()
