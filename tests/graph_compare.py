@@ -3,8 +3,10 @@
 ``compare_programs(a, b)`` returns a list of differences (empty when equal):
   * graphs, subgraphs included: node count, op, name, target, args/kwargs (nodes by
     name), ``val`` (tensor shape/stride with symbols by name, dtype, device,
-    requires_grad; symbolic scalars by expression), and the metadata torch serializes
-    (stack_trace, nn_module_stack, source_fn_stack, torch_fn, custom);
+    requires_grad; symbolic scalars by expression), ``unbacked_bindings``, and the
+    metadata torch serializes (stack_trace, nn_module_stack, source_fn_stack, torch_fn,
+    custom);
+  * dialect and verifiers;
   * graph signature, range constraints (by symbol name), module call graph FQNs and
     signatures, state dict / constants (keys, kinds, shape, stride, dtype, values,
     requires_grad).
@@ -107,6 +109,10 @@ def compare_graph_modules(a: torch.fx.GraphModule, b: torch.fx.GraphModule, wher
         if not skip_val and _val(x.meta.get("val")) != _val(y.meta.get("val")):
             diffs.append(f"{w}: val {_val(x.meta.get('val'))} vs {_val(y.meta.get('val'))}")
         # get_attr nodes of subgraphs get their higher-order op's metadata on load (torch too)
+        ua = {str(k): str(v) for k, v in (x.meta.get("unbacked_bindings") or {}).items()}
+        ub = {str(k): str(v) for k, v in (y.meta.get("unbacked_bindings") or {}).items()}
+        if ua != ub:
+            diffs.append(f"{w}: unbacked_bindings {ua} vs {ub}")
         if meta and x.op not in ("placeholder", "output", "get_attr"):
             ma, mb = _meta(x), _meta(y)
             for k in META_KEYS:
@@ -137,6 +143,8 @@ def _tensor_diff(x, y, w) -> list[str]:
 
 def compare_programs(a, b, *, meta: bool = True) -> list[str]:
     diffs = compare_graph_modules(a.graph_module, b.graph_module, meta=meta)
+    if a.dialect != b.dialect or [v.dialect for v in a.verifiers] != [v.dialect for v in b.verifiers]:
+        diffs.append(f"dialect {a.dialect} {[v.dialect for v in a.verifiers]} vs {b.dialect} {[v.dialect for v in b.verifiers]}")
     if str(a.graph_signature) != str(b.graph_signature):
         diffs.append(f"signature:\n{a.graph_signature}\nvs\n{b.graph_signature}")
     ra = {str(k): (str(v.lower), str(v.upper)) for k, v in a.range_constraints.items()}
