@@ -304,7 +304,7 @@ def from_schema(
     example_inputs=None,
     member: str | None = None,
     copy: bool = False,
-    _not_loaded: dict[str, str] | None = None,
+    _not_loaded: dict[str, tuple[str, str]] | None = None,
 ) -> "torch.export.ExportedProgram":
     """Build a ``torch.export.ExportedProgram`` from a schema program and its weights.
 
@@ -347,10 +347,11 @@ def from_schema(
             if fqn in alt:
                 continue
             if fqn in not_loaded:
+                nl_member, nl_kind = not_loaded[fqn]
                 raise UnsafeContentError(
-                    f"{kind} {fqn!r} is a pickled payload ({not_loaded[fqn]}); it is not loaded without "
+                    f"{kind} {fqn!r} is a pickled payload ({nl_kind}); it is not loaded without "
                     f"allow_pickle=True (then only with torch.load(weights_only=True))",
-                    member=not_loaded[fqn].split(" ", 1)[0],
+                    member=nl_member,
                 )
             raise Pt2FormatError(f"{kind} {fqn!r} has no data in the archive", member=member, path="graph_module.signature")
 
@@ -523,7 +524,7 @@ def load_exported_program(
         raise
     m = archive.model(model)
     sd, consts = dict(m.state_dict), dict(m.constants)
-    not_loaded: dict[str, str] = {}
+    not_loaded: dict[str, tuple[str, str]] = {}
     example_inputs = None
     for nl in m.pickled:
         if nl.kind == "sample_inputs":
@@ -533,7 +534,7 @@ def load_exported_program(
         if nl.fqn is None:
             continue
         if not allow_pickle:
-            not_loaded[nl.fqn] = f"{nl.member} ({nl.kind})"
+            not_loaded[nl.fqn] = (nl.member, nl.kind)
             continue
         val = _torch_load_safe(archive.zip.read(nl.member), f"{nl.kind} {nl.fqn!r}", nl.member)
         in_weights = m.weights_config is not None and nl.fqn in m.weights_config.config

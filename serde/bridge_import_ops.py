@@ -158,16 +158,10 @@ def resolve_meta_func(name: str):
     parts = name.split(".")
     if len(parts) < 2 or parts[0] != "torch" or not all(_IDENT.match(p) for p in parts):
         return name
-    mod = sys.modules.get(".".join(parts[:-1]))
+    mod = sys.modules.get(".".join(parts[:-1]))  # already imported, or not at all
     if mod is None:
-        # torch.nn.Linear-style names: the class may live on a parent package.
-        mod = sys.modules.get(".".join(parts[:-1]))
-        if mod is None:
-            return name
-    obj = mod.__dict__.get(parts[-1])
-    if isinstance(obj, type) or callable(obj) and type(obj).__name__ in (
-        "builtin_function_or_method",
-        "function",
-    ):
+        return name
+    obj = getattr(mod, "__dict__", {}).get(parts[-1])
+    if isinstance(obj, type) or type(obj).__name__ in ("builtin_function_or_method", "function"):
         return obj
     return name

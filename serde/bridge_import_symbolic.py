@@ -73,6 +73,24 @@ _ASSUMPTIONS = frozenset(
 )
 
 
+# sympy evaluates numeric powers and shifts eagerly: ``Pow(2, 10**300)`` would never
+# finish. Shape expressions need small exponents; larger ones are refused.
+MAX_EXPONENT = 4096
+_EXPONENT_ARG = frozenset({"PowByNatural", "FloatPow", "LShift", "RShift"})
+
+
+MAX_RESULT_BITS = 1 << 16
+
+
+def _check_exponent(e, what: str, fail, base=None) -> None:
+    if e.is_Number and abs(e) > MAX_EXPONENT:
+        raise fail(f"{what} exponent/shift {e} is larger than {MAX_EXPONENT}")
+    if base is not None and e.is_Number and base.is_Integer:
+        bits = int(abs(base)).bit_length() * abs(float(e))
+        if bits > MAX_RESULT_BITS:
+            raise fail(f"{what}({base}, {e}) would be a number of ~{int(bits)} bits")
+
+
 def _attr(node, *names):
     for n in names:
         if hasattr(node, n):
@@ -130,7 +148,9 @@ def to_sympy(node, *, member: str | None, path: str | None, symbols: dict[str, s
         if kind == "Mul":
             return sympy.Mul(*(conv(a) for a in n.args))
         if kind == "Pow":
-            return sympy.Pow(conv(n.base), conv(n.exp))
+            base, exp = conv(n.base), conv(n.exp)
+            _check_exponent(exp, "Pow", fail, base)
+            return sympy.Pow(base, exp)
         if kind == "Relational":
             op = _REL.get(str(n.op))
             if op is None:
@@ -142,6 +162,10 @@ def to_sympy(node, *, member: str | None, path: str | None, symbols: dict[str, s
                 raise fail(f"function {n.func!r} is not allowed in shape expressions")
             if fn is sympy.Rational:
                 return sympy.Rational(*(int(conv(a)) for a in n.args))
+            if n.func in _EXPONENT_ARG:
+                args = [conv(a) for a in n.args]
+                _check_exponent(args[1], n.func, fail, args[0])
+                return fn(*args)
             if fn is sympy.Piecewise:
                 return sympy.Piecewise(*((conv(p.args[0]), conv(p.args[1])) for p in n.args))
             return fn(*(conv(a) for a in n.args))

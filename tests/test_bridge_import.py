@@ -293,6 +293,11 @@ PAYLOADS = [
     "s0 if __import__('os').system('touch {marker}') else s0",
     "Function('system')(s0)",
     "eval('1')",
+    "Pow(Integer(2), Integer(10**300))",
+    "Pow(Integer(3), Integer(1000000000000))",
+    "PowByNatural(Symbol('s77', positive=True, integer=True), Integer(99999999999))",
+    "LShift(Integer(1), Integer(10000000000))",
+    "Pow(Pow(Pow(Integer(2), Integer(4096)), Integer(4096)), Integer(4096))",
 ]
 
 
