@@ -19,6 +19,7 @@ Imported lazily (imports torch); re-exported by ``pt2x.serde.bridge``.
 from __future__ import annotations
 
 import io
+import os
 import warnings
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 import torch
 
 from ..schema import definitions as d
-from .errors import Pt2Error, Pt2FormatError, SchemaError, UnsafeContentError
+from .errors import Pt2Error, Pt2FormatError, Pt2UsageError, UnsafeContentError
 
 __all__ = ["from_schema", "load_exported_program", "tensors_from_numpy"]
 
@@ -522,7 +523,11 @@ def load_exported_program(
             f.seek(0)
         pt2_load(f)  # the same failure, reported under the file's own name
         raise
-    m = archive.model(model)
+    try:
+        m = archive.model(model)
+    except Pt2UsageError as e:
+        label = os.path.basename(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", "<bytes>")
+        raise Pt2UsageError(str(e).replace("<bytes>", str(label))) from None
     sd, consts = dict(m.state_dict), dict(m.constants)
     not_loaded: dict[str, tuple[str, str]] = {}
     example_inputs = None

@@ -191,6 +191,28 @@ def test_sample_inputs_only_with_allow_pickle(tmp_path):
     assert outputs_equal(got, ep.example_inputs)
 
 
+def test_multi_model_archive(tmp_path):
+    from torch.export.pt2_archive._package import package_pt2
+
+    from pt2x.serde.errors import Pt2UsageError
+
+    eps = {"mlp": zoo.exported("mlp_dynamic"), "branch": zoo.exported("cond")}
+    package_pt2(tmp_path / "multi.pt2", exported_programs=eps)
+    for name, ep in eps.items():
+        assert_programs_equal(ep, load_exported_program(tmp_path / "multi.pt2", model=name))
+    with pytest.raises(Pt2UsageError, match=r"multi\.pt2.*\['branch', 'mlp'\]"):
+        load_exported_program(tmp_path / "multi.pt2")
+
+
+@pytest.mark.parametrize("name", ["mlp_dynamic", "cond", "non_contiguous", "transformer_encoder"])
+def test_loads_what_pt2x_saves(name, tmp_path):
+    from pt2x.serde.bridge import save
+
+    ep = zoo.exported(name)
+    save(ep, tmp_path / "p.pt2")
+    assert_programs_equal(ep, load_exported_program(tmp_path / "p.pt2"))
+
+
 def test_import_pt2x_serde_does_not_import_the_bridge():
     r = run_torch_free(
         "import sys, pt2x.serde\nassert not any(m.startswith('pt2x.serde.bridge') for m in sys.modules)\nprint('ok')"
