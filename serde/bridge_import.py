@@ -369,7 +369,10 @@ def from_schema(
                 out[fqn] = DTYPES[tm.dtype]
         return out
 
-    sym = SymbolicContext(program.range_constraints, member=member)
+    try:
+        sym = SymbolicContext(program.range_constraints, member=member)
+    except Exception as e:
+        raise Pt2FormatError(f"range constraints: {type(e).__name__}: {e}", member=member, path="range_constraints") from None
     gb = GraphBuilder(sym, gm_s.signature, constants, member=member)
     try:
         graph = gb.build_graph(g, "graph_module.graph")
@@ -379,6 +382,11 @@ def from_schema(
         gm = _create_graph_module_for_export(st.module, graph)
     except Pt2Error as e:
         raise _with_release(e, program) from None
+    except Exception as e:  # torch refusing the signature / call graph / graph module
+        raise _with_release(
+            Pt2FormatError(f"torch rejected it: {type(e).__name__}: {str(e)[:500]}", member=member, path="graph_module"),
+            program,
+        ) from None
 
     # State the program writes (mutation outputs, in-place ops on its placeholders) must
     # not live in read-only memory.
@@ -387,15 +395,20 @@ def from_schema(
     mutated |= {by_placeholder[n] for n in written if n in by_placeholder}
     storages = _Storages()
     copy_set: bool | set[str] = True if copy else mutated
-    sd = tensors_from_numpy(state_dict, dtypes=dtypes_for(state_dict), copy=copy_set, member=member, storages=storages)
-    consts = tensors_from_numpy(constants, dtypes=dtypes_for(constants), copy=copy_set, member=member, storages=storages)
-    for fqn, ph in params.items():
-        t = sd.get(fqn)
-        if t is None or isinstance(t, torch.nn.Parameter):
-            continue
-        tm = tv.get(ph)
-        rg = bool(tm.requires_grad) if tm is not None else True
-        sd[fqn] = torch.nn.Parameter(t, requires_grad=rg and (t.dtype.is_floating_point or t.dtype.is_complex))
+    try:
+        sd = tensors_from_numpy(state_dict, dtypes=dtypes_for(state_dict), copy=copy_set, member=member, storages=storages)
+        consts = tensors_from_numpy(constants, dtypes=dtypes_for(constants), copy=copy_set, member=member, storages=storages)
+        for fqn, ph in params.items():
+            t = sd.get(fqn)
+            if t is None or isinstance(t, torch.nn.Parameter):
+                continue
+            tm = tv.get(ph)
+            rg = bool(tm.requires_grad) if tm is not None else True
+            sd[fqn] = torch.nn.Parameter(t, requires_grad=rg and (t.dtype.is_floating_point or t.dtype.is_complex))
+    except Pt2Error:
+        raise
+    except Exception as e:
+        raise Pt2FormatError(f"weights: {type(e).__name__}: {str(e)[:300]}", member=member) from None
 
     meta: dict[str, Any] = {}
     if custom := gm_s.metadata.get("custom"):

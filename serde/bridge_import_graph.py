@@ -274,16 +274,22 @@ class GraphBuilder:
                 st.metas[name] = (kind, v)
         sym = self.sym
         saved_unbacked, sym.unbacked = sym.unbacked, st.unbacked
+        where = f"{path}.inputs"
         try:
             self._inputs(g, path)
             for i, sn in enumerate(g.nodes):
-                npath = f"{path}.nodes[{i}]" + (f" ({sn.name})" if sn.name else "")
+                where = npath = f"{path}.nodes[{i}]" + (f" ({sn.name})" if sn.name else "")
                 target = resolve_target(sn.target, member=self.member, path=f"{npath}.target")
                 self._node(sn, target, npath)
                 self.st = st  # subgraphs swap it
+            where = f"{path}.outputs"
             self._outputs(g, path)
             self._drop_unused_outputs()
             self._bind_unbacked(path)
+        except Pt2FormatError:
+            raise
+        except Exception as e:  # torch/sympy refusing what the file says (bad sizes, ranges, args)
+            raise self.fail(f"torch rejected it: {type(e).__name__}: {str(e)[:500]}", where) from None
         finally:
             sym.unbacked = saved_unbacked
         return st.graph

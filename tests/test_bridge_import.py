@@ -441,3 +441,68 @@ def test_malicious_pickle_refused_even_with_allow_pickle(tmp_path):
             load_exported_program(dst, allow_pickle=allow)
         assert ei.value.member == member
     assert not marker.exists()
+
+
+# ------------------------------------------------------------------------ fuzzed programs
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def mutable_program(tmp_path_factory):
+    """A dynamic program with a subgraph-free and a cond case, as JSON plus torch weights."""
+    out = []
+    for name in ("mlp_dynamic", "cond", "dynamic_reshape"):
+        ep = zoo.exported(name)
+        p = tmp_path_factory.mktemp("fuzz") / f"{name}.pt2"
+        torch.export.save(ep, p)
+        with zipfile.ZipFile(p) as z:
+            j = json.loads(z.read(_json_member(z.namelist())))
+        out.append((j, dict(ep.state_dict), dict(ep.constants)))
+    return out
+
+
+def _leaves(x, path=()):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _leaves(v, path + (i,))
+    else:
+        yield path
+
+
+_VALUES = st.one_of(
+    st.integers(-(2**63), 2**63),
+    st.sampled_from([0, 1, -1, 2**62, 7, 99, True, False, None, 1.5, float("nan")]),
+    st.sampled_from(
+        ["", "x", "s0", "u0", "getitem", "Symbol('s77', positive=True, integer=True) * -1", "Integer(-5)",
+         "torch.ops.aten.relu.default", "torch.ops.aten.add.Tensor", "_operator.getitem", "FloorDiv(s0, 0)",
+         "Eq(s77, 2)", "Mod(Symbol('s77', positive=True, integer=True), Integer(0))", "[]", "{}", "L__self__,,x"]
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_mutated_programs_fail_only_with_pt2x_errors(data, mutable_program):
+    """Random edits of real programs: either a valid ExportedProgram or a Pt2Error, never another exception."""
+    from pt2x.schema import definitions as d
+    from pt2x.serde.json_codec import decode
+
+    j, sd, consts = data.draw(st.sampled_from(mutable_program))
+    j = copy.deepcopy(j)
+    paths = list(_leaves(j))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(paths))
+        node = j
+        for k in path[:-1]:
+            node = node[k]
+        node[path[-1]] = data.draw(_VALUES)
+    try:
+        program = decode(d.ExportedProgram, j, member="models/model.json")
+        from_schema(program, sd, consts, member="models/model.json")
+    except Pt2Error:
+        pass
