@@ -413,3 +413,35 @@ def nan_to_num(ctx, node):
     x = ctx.op("Where", ctx.op("IsInf", x, detect_negative=0), ctx.const(big if a.posinf is None else a.posinf, cst), x)
     x = ctx.op("Where", ctx.op("IsInf", x, detect_positive=0), ctx.const(-big if a.neginf is None else a.neginf, cst), x)
     return ctx.cast(x, cst, out)
+
+
+@lowering("onnx", "aten.frac.default")
+def frac(ctx, node):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(bind(node, "self")[0], cst)
+    return ctx.cast(ctx.op("Sub", x, _trunc(ctx, x)), cst, out)
+
+
+@lowering("onnx", "aten.hypot.default")
+def hypot(ctx, node):
+    a = bind(node, "self", "other")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x, y = ctx.t(a.self, cst), ctx.t(a.other, cst)
+    return ctx.cast(ctx.op("Sqrt", ctx.op("Add", ctx.op("Mul", x, x), ctx.op("Mul", y, y))), cst, out)
+
+
+@lowering("onnx", "aten.log_sigmoid.default", "aten.log_sigmoid_forward.default")
+def log_sigmoid(ctx, node):
+    """-softplus(-x), stable for large |x|."""
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(bind(node, "self")[0], cst)
+    r = ctx.cast(ctx.op("Neg", ctx.op("Softplus", ctx.op("Neg", x))), cst, out)
+    return [r, None] if "forward" in node.target else r
+
+
+@lowering("onnx", "aten.special_expit.default")
+def expit(ctx, node):
+    return nary(ctx, "Sigmoid", bind(node, "self")[0])

@@ -170,6 +170,27 @@ def batch_norm(ctx, node):
     return r if node.target.endswith("batch_norm.default") and "native" not in node.target else [r, None, None]
 
 
+@lowering("onnx", "aten._native_batch_norm_legit.no_stats")
+def batch_norm_batch_stats(ctx, node):
+    """Normalise with the batch's own statistics (what ``instance_norm`` decomposes into):
+    mean and biased variance over every axis but the channels."""
+    a = bind(node, "input", "weight", "bias", "training", "momentum", "eps")
+    out, cst = _ct(ctx)
+    r = ctx.rank(a.input)
+    x = ctx.t(a.input, cst)
+    ax = axes_const(ctx, [0] + list(range(2, r)))
+    mean = ctx.op("ReduceMean", x, ax, keepdims=1)
+    d = ctx.op("Sub", x, mean)
+    var = ctx.op("ReduceMean", ctx.op("Mul", d, d), ax, keepdims=1)
+    y = ctx.op("Div", d, ctx.op("Sqrt", ctx.op("Add", var, ctx.const(float(a.eps), cst))))
+    shape = ctx.ints([-1] + [1] * (r - 2))
+    if a.weight is not None:
+        y = ctx.op("Mul", y, ctx.op("Reshape", ctx.t(a.weight, cst), shape))
+    if a.bias is not None:
+        y = ctx.op("Add", y, ctx.op("Reshape", ctx.t(a.bias, cst), shape))
+    return [ctx.cast(y, cst, out), None, None]
+
+
 @lowering("onnx", "aten._native_batch_norm_legit_no_training.default")
 def batch_norm_no_training(ctx, node):
     a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "momentum", "eps")
@@ -446,3 +467,30 @@ def prelu(ctx, node):
         w = ctx.op("Reshape", w, ctx.ints([-1] + [1] * (r - 2)))
     return ctx.cast(ctx.op("PRelu", ctx.t(a.self, cst), w), cst, out)
 
+
+
+@lowering("onnx", "aten.instance_norm.default")
+def instance_norm(ctx, node):
+    a = bind(node, "input", weight=None, bias=None, running_mean=None, running_var=None, use_input_stats=True,
+             momentum=0.1, eps=1e-5)
+    if not a.use_input_stats:
+        return _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
+    out, cst = _ct(ctx)
+    c = _channels(ctx, a.input)
+    w = ctx.t(a.weight, cst) if a.weight is not None else ctx.const(np.ones(c), cst)
+    b = ctx.t(a.bias, cst) if a.bias is not None else ctx.const(np.zeros(c), cst)
+    return ctx.cast(ctx.op("InstanceNormalization", ctx.t(a.input, cst), w, b, epsilon=float(a.eps)), cst, out)
+
+
+@lowering("onnx", "aten.cosine_similarity.default")
+def cosine_similarity(ctx, node):
+    a = bind(node, "x1", "x2", dim=1, eps=1e-8)
+    out, cst = _ct(ctx)
+    x, y = ctx.t(a.x1, cst), ctx.t(a.x2, cst)
+    ax = axes_const(ctx, [a.dim])
+    dot = ctx.op("ReduceSum", ctx.op("Mul", x, y), ax, keepdims=0)
+    nx = ctx.op("ReduceSum", ctx.op("Mul", x, x), ax, keepdims=0)
+    ny = ctx.op("ReduceSum", ctx.op("Mul", y, y), ax, keepdims=0)
+    # torch: x.y / sqrt(clamp_min(|x|^2 |y|^2, eps^2))
+    den = ctx.op("Sqrt", ctx.op("Max", ctx.op("Mul", nx, ny), ctx.const(a.eps * a.eps, cst)))
+    return ctx.cast(ctx.op("Div", dot, den), cst, out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import dtypes
 from ..args import bind
 from ..dtypes import ST
@@ -106,7 +108,7 @@ def reduce_named(ctx, op, name, ref, dims, keepdim):
 
 
 @lowering("onnx", "aten.var.correction", "aten.var.dim", "aten.std.correction", "aten.std.dim",
-          "aten.var_mean.correction")
+          "aten.var_mean.correction", "aten.var_mean.dim", "aten.std_mean.correction", "aten.std_mean.dim")
 def var(ctx, node):
     a = bind(node, "self", dim=None, correction=None, keepdim=False, unbiased=True)
     out = ctx.out_info().dtype
@@ -132,9 +134,9 @@ def var(ctx, node):
     else:
         denom = ctx.const(max(n - corr, 0), cst)
     v = ctx.op("Div", ss, denom)
-    if ".std." in node.target:
+    if ".std." in node.target or ".std_mean." in node.target:
         v = ctx.op("Sqrt", v)
-    if "var_mean" in node.target:
+    if "_mean." in node.target:
         m = mean if a.keepdim else ctx.op("Squeeze", mean, ax)
         return [ctx.cast(v, cst, out), ctx.cast(m, cst, out)]
     return ctx.cast(v, cst, out)
@@ -176,5 +178,18 @@ def _softmax(op):
     return lower
 
 
-lowering("onnx", "aten._softmax.default", "aten.softmax.int", "aten._safe_softmax.default")(_softmax("Softmax"))
+lowering("onnx", "aten._softmax.default", "aten.softmax.int")(_softmax("Softmax"))
+
+
+@lowering("onnx", "aten._safe_softmax.default")
+def safe_softmax(ctx, node):
+    """Softmax whose rows that are all -inf give 0 rather than NaN (masked attention rows)."""
+    a = bind(node, "self", "dim", dtype=None)
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    dim = a.dim % max(ctx.rank(a.self), 1)
+    x = ctx.t(a.self, cst)
+    sm = ctx.op("Softmax", x, axis=dim)
+    dead = ctx.op("Equal", ctx.op("ReduceMax", x, axes_const(ctx, [dim]), keepdims=1), ctx.const(-np.inf, cst))
+    return ctx.cast(ctx.op("Where", dead, ctx.const(0, cst), sm), cst, out)
 lowering("onnx", "aten._log_softmax.default", "aten.log_softmax.int")(_softmax("LogSoftmax"))

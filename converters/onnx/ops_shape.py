@@ -94,6 +94,12 @@ def transpose(ctx, node):
     return _transpose(ctx, a.self, perm)
 
 
+@lowering("onnx", "aten.mT.default", "aten.mH.default", "aten.adjoint.default")
+def mT(ctx, node):
+    r = ctx.rank(bind(node, "self")[0])
+    return _transpose(ctx, bind(node, "self")[0], list(range(r - 2)) + [r - 1, r - 2])
+
+
 @lowering("onnx", "aten.t.default", "aten.numpy_T.default", "aten.permute_copy.default")
 def t(ctx, node):
     a = bind(node, "self", dims=None)
@@ -262,6 +268,39 @@ def narrow(ctx, node):
     return ctx.op("Slice", ctx.t(a.self), st, end, ctx.ints([dim]))
 
 
+def _index_plan(ctx, x, indices):
+    """Advanced indexing with several index tensors: (x with the indexed axes moved first,
+    the stacked broadcast indices for GatherND/ScatterND, perm from GatherND's layout
+    [index dims, other dims] to torch's, or None when torch's layout already matches)."""
+    idx = list(indices) + [None] * (ctx.rank(x) - len(indices))
+    present = [i for i, t in enumerate(idx) if t is not None]
+    if any(ctx.dtype(idx[i]) == ST.BOOL for i in present):
+        raise Unsupported("boolean mask among several index tensors")
+    r = ctx.rank(x)
+    others = [i for i in range(r) if i not in present]
+    xt = _transpose(ctx, x, present + others) if present + others != list(range(r)) else ctx.t(x)
+    ts = [ctx.t(idx[i], ST.LONG) for i in present]
+    shapes = {ctx.info(idx[i]).shape for i in present}
+    if len(shapes) != 1:
+        total = ts[0]
+        for t in ts[1:]:
+            total = ctx.op("Add", total, t)
+        b = ctx.op("Shape", total)
+        ts = [ctx.op("Expand", t, b) for t in ts]
+    ranks = [ctx.info(idx[i]).rank for i in present]
+    ib = max(ranks)
+    ax = axes_const(ctx, [-1])
+    stacked = ctx.op("Concat", *[ctx.op("Unsqueeze", t, ax) for t in ts], axis=-1)
+    consecutive = present == list(range(present[0], present[-1] + 1))
+    k = present[0]
+    perm = None
+    if consecutive and k > 0:
+        # GatherND gives [idx..., before..., after...]; torch wants [before..., idx..., after...]
+        n_after = r - present[-1] - 1
+        perm = list(range(ib, ib + k)) + list(range(ib)) + list(range(ib + k, ib + k + n_after))
+    return xt, stacked, perm
+
+
 @lowering("onnx", "aten.index.Tensor", "aten._unsafe_index.Tensor")
 def index(ctx, node):
     a = bind(node, "self", "indices")
@@ -271,22 +310,14 @@ def index(ctx, node):
         k = present[0]
         ix = idx[k]
         if ctx.dtype(ix) == ST.BOOL:
-            if k != 0 or ctx.rank(ix) != 1:
-                raise Unsupported("boolean mask index other than a 1-D mask on dim 0")
+            if ctx.rank(ix) != 1:
+                raise Unsupported("boolean mask index of rank > 1")
             nz = ctx.op("Squeeze", ctx.op("NonZero", ctx.t(ix)), axes_const(ctx, [0]))
-            return ctx.op("Gather", ctx.t(a.self), nz, axis=0)
+            return ctx.op("Gather", ctx.t(a.self), nz, axis=k)
         return ctx.op("Gather", ctx.t(a.self), ctx.t(ix, ST.LONG), axis=k)
-    if present and present == list(range(len(present))) and all(ctx.dtype(idx[i]) != ST.BOOL for i in present):
-        ts = [ctx.t(idx[i], ST.LONG) for i in present]
-        if len(set(ctx.info(idx[i]).shape for i in present)) != 1:
-            if len(ts) != 2:
-                raise Unsupported("more than two broadcast index tensors")
-            b = ctx.op("Shape", ctx.op("Add", *ts))
-            ts = [ctx.op("Expand", t, b) for t in ts]
-        ax = axes_const(ctx, [-1])
-        stacked = ctx.op("Concat", *[ctx.op("Unsqueeze", t, ax) for t in ts], axis=-1)
-        return ctx.op("GatherND", ctx.t(a.self), stacked)
-    raise Unsupported("advanced indexing pattern (non-leading or mixed index tensors)")
+    xt, stacked, perm = _index_plan(ctx, a.self, idx)
+    g = ctx.op("GatherND", xt, stacked)
+    return ctx.op("Transpose", g, perm=perm) if perm else g
 
 
 @lowering("onnx", "aten.index_select.default")
@@ -314,19 +345,45 @@ def scatter(ctx, node):
                   reduction=reduction)
 
 
-@lowering("onnx", "aten.index_put.default", "aten.index_put_.default")
+@lowering("onnx", "aten.index_put.default", "aten.index_put_.default", "aten._unsafe_index_put.default")
 def index_put(ctx, node):
     a = bind(node, "self", "indices", "values", accumulate=False)
     idx = list(a.indices)
     out = ctx.out_info()
-    if len(idx) == 1 and idx[0] is not None and ctx.dtype(idx[0]) != ST.BOOL:
-        ix = ctx.op("Unsqueeze", ctx.t(idx[0], ST.LONG), axes_const(ctx, [-1]))
-        shape = ctx.op("Concat", ctx.op("Shape", ix, end=-1), ctx.shape(ctx.t(a.self), 1), axis=0)
-        vals = ctx.op("Expand", ctx.t(a.values, out.dtype), shape)
-        return ctx.op("ScatterND", ctx.t(a.self), ix, vals, reduction="add" if a.accumulate else None)
-    if len(idx) == 1 and idx[0] is not None and ctx.dtype(idx[0]) == ST.BOOL and not a.accumulate:
+    present = [i for i, x in enumerate(idx) if x is not None]
+    if len(present) == 1 and present[0] == 0 and ctx.dtype(idx[0]) == ST.BOOL and not a.accumulate \
+            and ctx.rank(idx[0]) == out.rank:
         return ctx.op("Where", ctx.t(idx[0]), ctx.t(a.values, out.dtype), ctx.t(a.self))
-    raise Unsupported("index_put with several index tensors")
+    if any(ctx.dtype(idx[i]) == ST.BOOL for i in present):
+        raise Unsupported("index_put with a boolean mask that is not full-rank")
+    r = out.rank
+    others = [i for i in range(r) if i not in present]
+    order = present + others
+    xt, stacked, perm = _index_plan(ctx, a.self, idx)
+    # values broadcast to torch's indexing-result layout, then to GatherND's [idx..., others...]
+    res_shape = ctx.op("Shape", ctx.op("GatherND", xt, stacked))
+    vals = ctx.t(a.values, out.dtype)
+    if perm:
+        inv = [perm.index(i) for i in range(len(perm))]
+        torch_shape = ctx.op("Gather", res_shape, ctx.const(np.asarray(perm, np.int64), ST.LONG))
+        vals = ctx.op("Transpose", ctx.op("Expand", vals, torch_shape), perm=inv)
+    else:
+        vals = ctx.op("Expand", vals, res_shape)
+    r_t = ctx.op("ScatterND", xt, stacked, vals, reduction="add" if a.accumulate else None)
+    if order != list(range(r)):
+        r_t = ctx.op("Transpose", r_t, perm=[order.index(i) for i in range(r)])
+    return r_t
+
+
+@lowering("onnx", "aten.tile.default")
+def tile(ctx, node):
+    a = bind(node, "self", "dims")
+    reps = [1] * (ctx.rank(a.self) - len(a.dims)) + list(a.dims)
+    x = ctx.t(a.self)
+    extra = len(reps) - ctx.rank(a.self)
+    if extra:
+        x = ctx.op("Reshape", x, ctx.op("Concat", ctx.ints([1] * extra), ctx.shape_of(a.self), axis=0))
+    return ctx.op("Tile", x, ctx.ints(reps))
 
 
 @lowering("onnx", "aten.repeat.default")
@@ -595,3 +652,163 @@ def diff(ctx, node):
         lo = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([-1]), ax)
         x = ctx.op("Sub", hi, lo) if out.dtype != ST.BOOL else ctx.op("Not", ctx.op("Equal", hi, lo))
     return ctx.cast(x, cst, out.dtype) if out.dtype != ST.BOOL else x
+
+
+@lowering("onnx", "aten.fill.Scalar", "aten.fill.Tensor", "aten.fill_.Scalar", "aten.fill_.Tensor")
+def fill(ctx, node):
+    a = bind(node, "self", "value")
+    out = ctx.out_info()
+    v = a.value
+    if isinstance(v, TensorRef):
+        return ctx.op("Expand", ctx.t(v, out.dtype), ctx.shape_of(a.self))
+    return _fill(ctx, ctx.shape_of(a.self), v, out.dtype)
+
+
+@lowering("onnx", "aten.nonzero.default")
+def nonzero(ctx, node):
+    x = bind(node, "self")[0]
+    return ctx.op("Transpose", ctx.op("NonZero", ctx.t(x)), perm=[1, 0])
+
+
+def _pad_mode(mode):
+    def lower(ctx, node):
+        a = bind(node, "self", "padding")
+        r = ctx.rank(a.self)
+        pads = list(a.padding)
+        begins, ends = [0] * r, [0] * r
+        for i in range(len(pads) // 2):
+            begins[r - 1 - i], ends[r - 1 - i] = pads[2 * i], pads[2 * i + 1]
+        return ctx.op("Pad", ctx.t(a.self), ctx.ints(begins + ends), mode=mode)
+
+    return lower
+
+
+for _d in ("1d", "2d", "3d"):
+    lowering("onnx", f"aten.reflection_pad{_d}.default")(_pad_mode("reflect"))
+    lowering("onnx", f"aten.replication_pad{_d}.default")(_pad_mode("edge"))
+    lowering("onnx", f"aten.circular_pad{_d}.default")(_pad_mode("wrap"))
+
+
+@lowering("onnx", "aten.scatter_reduce.two")
+def scatter_reduce(ctx, node):
+    a = bind(node, "self", "dim", "index", "src", "reduce", include_self=True)
+    red = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(a.reduce)
+    if red is None or not a.include_self:
+        raise Unsupported(f"scatter_reduce {a.reduce!r} include_self={a.include_self}")
+    out = ctx.out_info()
+    return ctx.op("ScatterElements", ctx.t(a.self), ctx.t(a.index, ST.LONG), ctx.t(a.src, out.dtype),
+                  axis=a.dim % out.rank, reduction=red)
+
+
+@lowering("onnx", "aten.slice_scatter.default")
+def slice_scatter(ctx, node):
+    a = bind(node, "self", "src", dim=0, start=None, end=None, step=1)
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    if a.step != 1:
+        raise Unsupported("slice_scatter with a step")
+    start = 0 if a.start is None else a.start
+    end = INT64_MAX if a.end is None else a.end
+    x, ax = ctx.t(a.self), ctx.ints([dim])
+    parts = []
+    if start != 0:
+        parts.append(ctx.op("Slice", x, ctx.ints([0]), ctx.ints([start]), ax))
+    parts.append(ctx.t(a.src, out.dtype))
+    if end != INT64_MAX and not (isinstance(end, int) and end >= (out.shape[dim] if isinstance(out.shape[dim], int) else INT64_MAX)):
+        parts.append(ctx.op("Slice", x, ctx.ints([end]), ctx.ints([INT64_MAX]), ax))
+    return parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, axis=dim)
+
+
+@lowering("onnx", "aten.select_scatter.default")
+def select_scatter(ctx, node):
+    a = bind(node, "self", "src", "dim", "index")
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    idx = a.index
+    if isinstance(idx, int) and idx < 0:
+        size = out.shape[dim]
+        if not isinstance(size, int):
+            raise Unsupported("select_scatter with a negative index on a dynamic dim")
+        idx += size
+    x, ax = ctx.t(a.self), ctx.ints([dim])
+    src = ctx.op("Unsqueeze", ctx.t(a.src, out.dtype), axes_const(ctx, [dim]))
+    after = ctx.ints([idx + 1]) if isinstance(idx, int) else ctx.op("Add", ctx.ints([idx]), ctx.ints([1]))
+    lo = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([idx]), ax)
+    hi = ctx.op("Slice", x, after, ctx.ints([INT64_MAX]), ax)
+    return ctx.op("Concat", lo, src, hi, axis=dim)
+
+
+@lowering("onnx", "aten.grid_sampler_2d.default", "aten.grid_sampler.default")
+def grid_sampler(ctx, node):
+    a = bind(node, "input", "grid", "interpolation_mode", "padding_mode", "align_corners")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    mode = {0: "linear", 1: "nearest", 2: "cubic"}[a.interpolation_mode]
+    pad = {0: "zeros", 1: "border", 2: "reflection"}[a.padding_mode]
+    r = ctx.op("GridSample", ctx.t(a.input, cst), ctx.t(a.grid, cst), mode=mode, padding_mode=pad,
+               align_corners=int(bool(a.align_corners)))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.diagonal.default", "aten.diagonal_copy.default")
+def diagonal(ctx, node):
+    a = bind(node, "self", offset=0, dim1=0, dim2=1)
+    info = ctx.info(a.self)
+    r = info.rank
+    d1, d2 = a.dim1 % r, a.dim2 % r
+    n1, n2 = info.shape[d1], info.shape[d2]
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        raise Unsupported("diagonal of dynamic dims")
+    # move d1, d2 last, gather the (i, i + offset) pairs with a one-hot mask, reduce
+    perm = [i for i in range(r) if i not in (d1, d2)] + [d1, d2]
+    x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if perm != list(range(r)) else ctx.t(a.self)
+    mask = np.eye(n1, n2, k=a.offset, dtype=bool)
+    rows = [i for i in range(n1) if 0 <= i + a.offset < n2]
+    out_dtype = info.dtype
+    cst = ctx.compute_type(out_dtype) if out_dtype != ST.BOOL else ST.INT
+    xm = ctx.op("Where", ctx.const(mask, ST.BOOL), ctx.cast(x, out_dtype, cst), ctx.const(0, cst))
+    s = ctx.op("ReduceSum", xm, axes_const(ctx, [-1]), keepdims=0)
+    s = ctx.op("Gather", s, ctx.const(np.asarray(rows, np.int64), ST.LONG), axis=-1)
+    return ctx.cast(s, cst, out_dtype)
+
+
+@lowering("onnx", "aten.index_fill.int_Scalar", "aten.index_fill.int_Tensor")
+def index_fill(ctx, node):
+    a = bind(node, "self", "dim", "index", "value")
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    # mask over ``dim``: any(arange(size) == index), broadcast along the other dims
+    size = ctx.dim(a.self, dim)
+    rng = ctx.op("Range", ctx.const(0, ST.LONG), ctx.op("Squeeze", size, axes_const(ctx, [0])), ctx.const(1, ST.LONG))
+    idx = ctx.op("Reshape", ctx.t(a.index, ST.LONG), ctx.ints([-1, 1]))
+    hit = ctx.cast(ctx.op("ReduceMax", ctx.cast(ctx.op("Equal", rng, idx), ST.BOOL, ST.INT), axes_const(ctx, [0]),
+                          keepdims=0), ST.INT, ST.BOOL)
+    shape = [1] * out.rank
+    shape[dim] = -1
+    mask = ctx.op("Reshape", hit, ctx.ints(shape))
+    return ctx.op("Where", mask, ctx.t(a.value, out.dtype), ctx.t(a.self))
+
+
+@lowering("onnx", "aten.eye.default", "aten.eye.m")
+def eye(ctx, node):
+    out = ctx.out_info()
+    if not out.is_static:
+        raise Unsupported("eye of a dynamic size")
+    return ctx.const(np.eye(*out.shape), out.dtype)
+
+
+@lowering("onnx", "aten.linspace.default")
+def linspace(ctx, node):
+    a = bind(node, "start", "end", "steps")
+    out = ctx.out_info()
+    if not all(isinstance(v, (int, float)) for v in (a.start, a.end, a.steps)):
+        raise Unsupported("linspace with tensor or symbolic bounds")
+    return ctx.const(np.linspace(a.start, a.end, a.steps), out.dtype)
+
+
+@lowering("onnx", "aten.einsum.default")
+def einsum(ctx, node):
+    a = bind(node, "equation", "tensors")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    return ctx.cast(ctx.op("Einsum", *[ctx.t(t, cst) for t in a.tensors], equation=a.equation), cst, out)
