@@ -54,19 +54,35 @@ def _addr(obj) -> tuple[int, int]:
     return arr.__array_interface__["data"][0], arr.nbytes
 
 
-def _torch_dtype(a: np.ndarray, want: torch.dtype | None, name: str, member):
-    from .bridge_import_ops import DTYPES
-    from .tensor_data import numpy_dtype
+_NP_TO_TORCH: dict | None = None
 
+
+def _natural_dtype(a: np.ndarray):
+    """The torch dtype whose numpy counterpart (as ``pt2x.serde.load`` maps them) ``a`` has."""
+    global _NP_TO_TORCH
+    if _NP_TO_TORCH is None:
+        from .bridge_import_ops import DTYPES
+        from .tensor_data import numpy_dtype
+
+        table = {}
+        for st, td in DTYPES.items():
+            try:
+                table.setdefault(numpy_dtype(st), td)
+            except Pt2Error:
+                continue  # no numpy counterpart (complex32)
+        _NP_TO_TORCH = table
+    return _NP_TO_TORCH.get(a.dtype)
+
+
+def _torch_dtype(a: np.ndarray, want: torch.dtype | None, name: str, member):
+    natural = _natural_dtype(a)
+    if want is not None and natural is not None and natural != want:
+        raise Pt2FormatError(f"data is {natural} but the graph says {want}", member=member, path=name)
     if want is not None:
         return want
-    for st, td in DTYPES.items():
-        try:
-            if numpy_dtype(st) == a.dtype:
-                return td
-        except Exception:
-            continue
-    raise Pt2FormatError(f"array dtype {a.dtype} has no torch dtype", member=member, path=name)
+    if natural is None:
+        raise Pt2FormatError(f"array dtype {a.dtype} has no torch dtype", member=member, path=name)
+    return natural
 
 
 class _Storages:
@@ -409,6 +425,20 @@ def from_schema(
         raise
     except Exception as e:
         raise Pt2FormatError(f"weights: {type(e).__name__}: {str(e)[:300]}", member=member) from None
+    for fqn, (kind, ph) in needed.items():  # the data must fit what the graph was traced with
+        t = sd.get(fqn, consts.get(fqn))
+        node = st.nodes.get(ph)
+        val = node.meta.get("val") if node is not None else None
+        if not isinstance(t, torch.Tensor) or not isinstance(val, torch.Tensor):
+            continue
+        if t.dtype != val.dtype or (
+            all(isinstance(x, int) for x in val.shape) and tuple(t.shape) != tuple(val.shape)
+        ):
+            raise Pt2FormatError(
+                f"{kind} {fqn!r} is {t.dtype} {list(t.shape)} but the graph's {ph!r} is {val.dtype} {list(val.shape)}",
+                member=member,
+                path="graph_module.signature",
+            )
 
     meta: dict[str, Any] = {}
     if custom := gm_s.metadata.get("custom"):

@@ -153,6 +153,22 @@ def test_from_schema_with_read_only_arrays_copies_only_written_state(tmp_path):
     assert float(m.state_dict["steps"][0]) == steps
 
 
+def test_weights_that_do_not_fit_the_graph_are_refused(tmp_path):
+    from pt2x.serde import load
+
+    torch.export.save(zoo.exported("mlp_dynamic"), tmp_path / "m.pt2")
+    m = load(tmp_path / "m.pt2").model()
+    wrong_shape = dict(m.state_dict, **{"fc1.weight": np.zeros((8, 16), np.float32)})
+    with pytest.raises(Pt2FormatError, match="fc1.weight"):
+        from_schema(m.program, wrong_shape, m.constants)
+    wrong_dtype = dict(m.state_dict, **{"fc1.weight": np.zeros((16, 8), np.int32)})
+    with pytest.raises(Pt2FormatError, match="fc1.weight"):
+        from_schema(m.program, wrong_dtype, m.constants)
+    missing = {k: v for k, v in m.state_dict.items() if k != "fc2.bias"}
+    with pytest.raises(Pt2FormatError, match="fc2.bias"):
+        from_schema(m.program, missing, m.constants)
+
+
 def test_from_schema_accepts_torch_tensors_and_bytes_and_file_objects(tmp_path):
     ep = zoo.exported("tied_weights")
     path = tmp_path / "t.pt2"
