@@ -289,7 +289,8 @@ def sdpa(ctx, node):
         res = ctx.cast(r, cst, out)
         return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
     if a.enable_gqa and qi.shape[-3] != ki.shape[-3]:
-        raise Unsupported("grouped-query attention below opset 23")
+        k = _repeat_heads(ctx, k, qi.shape[-3], ki.shape[-3], ki.rank, ki.shape[-1])
+        v = _repeat_heads(ctx, v, qi.shape[-3], ki.shape[-3], ki.rank, ctx.info(a.value).shape[-1])
     if not isinstance(e, int):
         raise Unsupported("attention with a dynamic head size")
     scale = a.scale if a.scale is not None else 1 / math.sqrt(e)
@@ -310,6 +311,16 @@ def sdpa(ctx, node):
     attn = ctx.op("Softmax", scores, axis=-1)
     res = ctx.cast(ctx.op("MatMul", attn, v), cst, out)
     return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
+
+
+def _repeat_heads(ctx, t, hq, hkv, rank, e):
+    """repeat_interleave of the kv heads (dim -3) up to the query heads, as torch's GQA does."""
+    if not all(isinstance(v, int) for v in (hq, hkv, e)) or rank != 4:
+        raise Unsupported("grouped-query attention with dynamic head counts below opset 23")
+    g = hq // hkv
+    u = ctx.op("Unsqueeze", t, axes_const(ctx, [2]))
+    ex = ctx.op("Expand", u, ctx.ints([1, 1, g, 1, 1]))
+    return ctx.op("Reshape", ex, ctx.ints([0, hq, -1, e]))
 
 
 def _is_bool(ctx, a, mask):
