@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..args import SymRef
 from ..dtypes import ST
 
 
@@ -29,14 +28,5 @@ def reshape_target(ctx, x, sizes, out_shape) -> str:
     return ctx.ints(vals)
 
 
-def static_or_sym(ctx, dims) -> list:
-    """Metadata dims -> ints, else None (caller supplies a SymRef/graph value)."""
-    return [d if isinstance(d, int) else None for d in dims]
-
-
 def axes_const(ctx, axes) -> str:
     return ctx.const(np.asarray(list(axes), np.int64).reshape(-1), ST.LONG)
-
-
-def is_sym(v) -> bool:
-    return isinstance(v, SymRef)
