@@ -79,6 +79,11 @@ OPS = {
                                torch.bmm(x, x.mT), torch.einsum("bcn,bdn->bcd", x, x), F.normalize(x, dim=-1),
                                F.cosine_similarity(x, x.flip(0), dim=-1), F.prelu(x, torch.full((4,), 0.2))),
                  (_x(2, 4, 6), _x(6, 5))),
+    "distances_bags": (lambda x, w, i, o: (torch.cdist(x, x.flip(0)), torch.cdist(x, x, p=1.0),
+                                           F.embedding_bag(i, w, o, mode="sum"), F.embedding_bag(i, w, o, mode="mean"),
+                                           F.embedding_bag(i, w, o, mode="max")),
+                       (_x(4, 3), _x(10, 3), lambda: torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]),
+                        lambda: torch.tensor([0, 2, 3, 6]))),
 }
 
 

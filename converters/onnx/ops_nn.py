@@ -505,3 +505,73 @@ def cosine_similarity(ctx, node):
     # torch: x.y / sqrt(clamp_min(|x|^2 |y|^2, eps^2))
     den = ctx.op("Sqrt", ctx.op("Max", ctx.op("Mul", nx, ny), ctx.const(a.eps * a.eps, cst)))
     return ctx.cast(ctx.op("Div", dot, den), cst, out)
+
+
+@lowering("onnx", "aten._cdist_forward.default", "aten.cdist.default")
+def cdist(ctx, node):
+    a = bind(node, "x1", "x2", "p", p=2.0, compute_mode=None)
+    out, cst = _ct(ctx)
+    x1 = ctx.op("Unsqueeze", ctx.t(a.x1, cst), axes_const(ctx, [-2]))  # (..., P, 1, M)
+    x2 = ctx.op("Unsqueeze", ctx.t(a.x2, cst), axes_const(ctx, [-3]))  # (..., 1, R, M)
+    d = ctx.op("Abs", ctx.op("Sub", x1, x2))
+    ax = axes_const(ctx, [-1])
+    if a.p == 2:
+        r = ctx.op("ReduceL2", d, ax, keepdims=0)
+    elif a.p == 1:
+        r = ctx.op("ReduceL1", d, ax, keepdims=0)
+    elif a.p == float("inf"):
+        r = ctx.op("ReduceMax", d, ax, keepdims=0)
+    else:
+        p = ctx.const(float(a.p), cst)
+        r = ctx.op("Pow", ctx.op("ReduceSum", ctx.op("Pow", d, p), ax, keepdims=0), ctx.op("Reciprocal", p))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten._embedding_bag.default", "aten._embedding_bag_forward_only.default",
+          "aten.embedding_bag.default", "aten.embedding_bag.padding_idx")
+def embedding_bag(ctx, node):
+    """1-D indices with offsets: bag ids by a cumulative sum of bag starts, then a
+    ScatterND reduction into (num_bags, D). Only the first output (the bags) is produced."""
+    a = bind(node, "weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+             "include_last_offset", "padding_idx", scale_grad_by_freq=False, mode=0, sparse=False,
+             per_sample_weights=None, include_last_offset=False, padding_idx=-1)
+    if ctx.rank(a.indices) != 1:
+        raise Unsupported("embedding_bag with 2-D indices")
+    if a.padding_idx is not None and a.padding_idx >= 0:
+        raise Unsupported("embedding_bag with padding_idx")
+    out, cst = _ct(ctx)
+    L = ctx.const
+    idx = ctx.t(a.indices, ST.LONG)
+    offs = ctx.t(a.offsets, ST.LONG)
+    rows = ctx.op("Gather", ctx.t(a.weight, cst), idx, axis=0)  # (N, D)
+    if a.per_sample_weights is not None:
+        rows = ctx.op("Mul", rows, ctx.op("Unsqueeze", ctx.t(a.per_sample_weights, cst), axes_const(ctx, [1])))
+    n = ctx.op("Shape", idx)
+    nb = ctx.op("Shape", offs)
+    if a.include_last_offset:
+        nb = ctx.op("Sub", nb, ctx.ints([1]))
+        offs = ctx.op("Slice", offs, ctx.ints([0]), nb, ctx.ints([0]))
+    # bag id of every index: number of bag starts at or before its position, minus one
+    marks = ctx.op("ScatterElements", ctx.op("ConstantOfShape", n, value=_long_zero()), offs,
+                   ctx.op("Expand", L(np.array([1], np.int64), ST.LONG), ctx.op("Shape", offs)), axis=0,
+                   reduction="add")
+    bag = ctx.op("Sub", ctx.op("CumSum", marks, L(0, ST.LONG)), L(1, ST.LONG))
+    dshape = ctx.op("Concat", nb, ctx.op("Shape", ctx.t(a.weight), start=1), axis=0)
+    red = {0: "add", 1: "add", 2: "max"}[a.mode]
+    init = 0.0 if a.mode != 2 else -np.inf
+    base = ctx.op("Expand", L(init, cst), dshape)
+    sums = ctx.op("ScatterND", base, ctx.op("Unsqueeze", bag, axes_const(ctx, [1])), rows, reduction=red)
+    if a.mode == 1:
+        cnt = ctx.op("ScatterElements", ctx.op("ConstantOfShape", nb, value=_long_zero()), bag,
+                     ctx.op("Expand", L(np.array([1], np.int64), ST.LONG), n), axis=0, reduction="add")
+        cnt = ctx.op("Max", ctx.cast(cnt, ST.LONG, cst), L(1.0, cst))
+        sums = ctx.op("Div", sums, ctx.op("Unsqueeze", cnt, axes_const(ctx, [1])))
+    if a.mode == 2:
+        sums = ctx.op("Where", ctx.op("IsInf", sums, detect_positive=0), L(0.0, cst), sums)
+    return [ctx.cast(sums, cst, out), None, None, None]
+
+
+def _long_zero():
+    from .ops_shape import _scalar_tensor
+
+    return _scalar_tensor(0, ST.LONG)
