@@ -497,8 +497,13 @@ def _torch_load_safe(data: bytes, what: str, member: str):
     try:
         return torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
     except Exception as e:
+        text = str(e)
+        # torch's message advises weights_only=False; keep only what it refused.
+        why = next((ln.strip() for ln in text.splitlines() if "WeightsUnpickler error" in ln), text.splitlines()[0] if text else "")
         raise UnsafeContentError(
-            f"{what}: torch.load(weights_only=True) refused it ({type(e).__name__}: {str(e)[:300]})", member=member
+            f"{what}: torch.load(weights_only=True) refused it ({type(e).__name__}: {why[:300]}); pt2x never "
+            f"unpickles with weights_only=False (use torch.export.load only for files you trust)",
+            member=member,
         ) from None
 
 

@@ -53,6 +53,13 @@ def _split_top(s: str) -> list[str]:
     return out
 
 
+def _returns_one_list(target) -> bool:
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    rets = target._schema.returns
+    return len(rets) == 1 and isinstance(rets[0].real_type, torch.ListType)
+
+
 def deserialize_metadata(md: dict[str, str], *, member: str | None, path: str) -> dict[str, Any]:
     """A node's string metadata as the objects torch keeps in ``node.meta``."""
     ret: dict[str, Any] = {}
@@ -353,7 +360,8 @@ class GraphBuilder:
         for node in reversed(list(g.nodes)):
             if node.target is operator.getitem and not node.users and node.op == "call_function":
                 parent = node.args[0]
-                if isinstance(parent, torch.fx.Node) and node.name.startswith(f"{parent.name}_unused_"):
+                invented = isinstance(parent, torch.fx.Node) and node.name.startswith(f"{parent.name}_unused_")
+                if invented or (node.name.startswith("as_none") and node.meta.get("val", 0) is None):
                     g.erase_node(node)
                     self.st.nodes.pop(node.name, None)
 
@@ -508,7 +516,8 @@ class GraphBuilder:
             self._getitems(vals, node, outs[0].value, meta, opath)
         else:
             self._getitems(vals, node, outs, meta, opath)
-        node.meta["val"] = tuple(vals)
+        # An op returning one Tensor[] (split, unbind, ...) traces to a list, several returns to a tuple.
+        node.meta["val"] = vals if _returns_one_list(node.target) else tuple(vals)
         self.st.nodes[node.name] = node
 
     def _getitem(self, vals: list, node, arg, idx: int, meta: dict, path: str) -> None:

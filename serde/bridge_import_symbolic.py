@@ -250,7 +250,10 @@ class SymbolicContext:
         if hint is not None and e not in env.backed_var_to_val:
             env.add_backed_var_to_val(e, hint)
         vr = self.ranges.get(s)
-        if vr is not None:
+        if vr is not None and isinstance(e, sympy.Symbol):
+            # Ranges of derived expressions ("2*s94") stay in range_constraints only: the
+            # ShapeEnv keeps ranges per symbol (a compound key there breaks
+            # run_decompositions, as it does for programs torch.export.load reads).
             env.constrain_symbol_range(e, compiler_min=vr.lower, compiler_max=vr.upper)
         return e
 

@@ -207,6 +207,47 @@ def test_sample_inputs_only_with_allow_pickle(tmp_path):
     assert outputs_equal(got, ep.example_inputs)
 
 
+EXTRA_PROGRAMS = [
+    "auto_functionalized", "grad_mode", "preserve_signature", "torch_object_args", "sym_float",
+    "derived_dims", "complex_scalar", "tokens",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("decomposed", [False, True], ids=["exported", "decomposed"])
+@pytest.mark.parametrize("name", EXTRA_PROGRAMS)
+def test_extra_programs_of_the_saving_tests(name, decomposed, tmp_path):
+    """The saving suite's extra programs (auto_functionalized_v2, set_grad_enabled, preserved
+    call signatures, dtype/device/layout arguments and list outputs, SymFloat, derived dims,
+    complex scalars, effect tokens) round-trip too."""
+    try:
+        import test_bridge_export as tbe
+
+        ep, inputs = tbe._program("extra", name, decomposed)
+    except (ImportError, AttributeError, KeyError) as e:
+        pytest.skip(f"saving suite's programs unavailable: {e}")
+    torch.export.save(ep, tmp_path / "e.pt2")
+    loaded = load_exported_program(tmp_path / "e.pt2")
+    assert_programs_equal(ep, loaded)
+    for args, kwargs in inputs:
+        assert outputs_equal(_run(ep, args, kwargs), _run(loaded, args, kwargs))
+    loaded.run_decompositions()
+
+
+@pytest.mark.parametrize("name", ["opaque_custom_obj", "torchbind"])
+def test_custom_objects_need_a_pickle_pt2x_will_not_run(name, tmp_path):
+    try:
+        import test_bridge_export as tbe
+
+        ep, _ = tbe._program("extra", name, False)
+    except Exception as e:
+        pytest.skip(f"program unavailable: {e}")
+    torch.export.save(ep, tmp_path / "o.pt2")
+    for allow in (False, True):
+        with pytest.raises(UnsafeContentError) as ei:
+            load_exported_program(tmp_path / "o.pt2", allow_pickle=allow)
+        assert "obj_0" in ei.value.member and "weights_only=False" not in str(ei.value).split("pt2x never")[0]
+
+
 def test_multi_model_archive(tmp_path):
     from torch.export.pt2_archive._package import package_pt2
 
