@@ -11,6 +11,7 @@ CPU lacks most bf16 kernels; torch CPU also accumulates these in float32).
 from __future__ import annotations
 
 import numpy as np
+
 from onnx import TensorProto, helper
 
 from .. import dtypes

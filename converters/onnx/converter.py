@@ -5,17 +5,16 @@ from __future__ import annotations
 import json
 import os
 
-import numpy as np
 import onnx
 from onnx import helper
 
+from ...serde.symbolic import Symbol, to_infix
 from .. import registry
-from ..args import SymRef, TensorRef, decode
+from ..args import decode
 from ..dtypes import ST
 from ..errors import ConversionError, Unsupported
 from ..graph import GraphView, ProgramView, open_program, output_names
 from ..report import Problems, missing_lowerings
-from ...serde.symbolic import Symbol, to_infix
 from .context import Ctx, Names, onnx_type
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
@@ -32,7 +31,19 @@ _loaded = False
 def _load_lowerings() -> None:
     global _loaded
     if not _loaded:
-        from . import ops_control, ops_elementwise, ops_nn, ops_reduce, ops_rnn, ops_shape, ops_sym  # noqa: F401
+        from . import (  # noqa: F401  (registration side effects)
+            ops_attention,
+            ops_control,
+            ops_create,
+            ops_elementwise,
+            ops_index,
+            ops_nn,
+            ops_pool,
+            ops_reduce,
+            ops_rnn,
+            ops_shape,
+            ops_sym,
+        )
 
         _loaded = True
 

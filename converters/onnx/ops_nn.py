@@ -1,10 +1,7 @@
-"""Neural-network lowerings: matmul family, convolution, normalisation, attention, pools,
-resizing and recurrent layers. Fused ONNX ops where the opset has them (Gemm,
-LayerNormalization, Attention at opset >= 23)."""
+"""Neural-network lowerings: matmul family, convolution and normalisation. Fused ONNX ops where
+the opset has them (Gemm, LayerNormalization, BatchNormalization, InstanceNormalization)."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -13,6 +10,14 @@ from ..dtypes import ST
 from ..errors import Unsupported
 from ..registry import lowering
 from .shapes import axes_const
+
+
+@lowering("onnx", "aten.einsum.default")
+def einsum(ctx, node):
+    a = bind(node, "equation", "tensors")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    return ctx.cast(ctx.op("Einsum", *[ctx.t(t, cst) for t in a.tensors], equation=a.equation), cst, out)
 
 
 def _ct(ctx):
@@ -270,195 +275,6 @@ def native_group_norm(ctx, node):
 # -------------------------------------------------------------------- attention
 
 
-@lowering("onnx", "aten.scaled_dot_product_attention.default", "aten._scaled_dot_product_flash_attention_for_cpu.default")
-def sdpa(ctx, node):
-    a = bind(node, "query", "key", "value", attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-             enable_gqa=False)
-    if a.dropout_p:
-        raise Unsupported("attention dropout")
-    out, cst = _ct(ctx)
-    q, k, v = (ctx.t(x, cst) for x in (a.query, a.key, a.value))
-    qi, ki = ctx.info(a.query), ctx.info(a.key)
-    e = qi.shape[-1]
-    mask = None
-    if a.attn_mask is not None:
-        mask = ctx.t(a.attn_mask) if ctx.dtype(a.attn_mask) == ST.BOOL else ctx.t(a.attn_mask, cst)
-    if ctx.opset >= 23 and qi.rank == 4 and (a.enable_gqa or qi.shape[1] == ki.shape[1]):
-        r = ctx.op("Attention", q, k, v, mask, is_causal=int(bool(a.is_causal)),
-                   scale=None if a.scale is None else float(a.scale))
-        res = ctx.cast(r, cst, out)
-        return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
-    if a.enable_gqa and qi.shape[-3] != ki.shape[-3]:
-        k = _repeat_heads(ctx, k, qi.shape[-3], ki.shape[-3], ki.rank, ki.shape[-1])
-        v = _repeat_heads(ctx, v, qi.shape[-3], ki.shape[-3], ki.rank, ctx.info(a.value).shape[-1])
-    if not isinstance(e, int):
-        raise Unsupported("attention with a dynamic head size")
-    scale = a.scale if a.scale is not None else 1 / math.sqrt(e)
-    r = qi.rank
-    perm = list(range(r))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    # scale q and k by sqrt(scale) each, as torch's math path does
-    s = ctx.const(math.sqrt(scale), cst)
-    scores = ctx.op("MatMul", ctx.op("Mul", q, s), ctx.op("Transpose", ctx.op("Mul", k, s), perm=perm))
-    if a.is_causal:
-        ones = ctx.op("ConstantOfShape", ctx.op("Concat", ctx.dim(a.query, -2), ctx.dim(a.key, -2), axis=0),
-                      value=_one_bool())
-        mask = ctx.op("Trilu", ones, upper=0)
-    if mask is not None:
-        if _is_bool(ctx, a, mask):
-            mask = ctx.op("Where", mask, ctx.const(0.0, cst), ctx.const(-np.inf, cst))
-        scores = ctx.op("Add", scores, mask)
-    attn = ctx.op("Softmax", scores, axis=-1)
-    res = ctx.cast(ctx.op("MatMul", attn, v), cst, out)
-    return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
-
-
-def _repeat_heads(ctx, t, hq, hkv, rank, e):
-    """repeat_interleave of the kv heads (dim -3) up to the query heads, as torch's GQA does."""
-    if not all(isinstance(v, int) for v in (hq, hkv, e)) or rank != 4:
-        raise Unsupported("grouped-query attention with dynamic head counts below opset 23")
-    g = hq // hkv
-    u = ctx.op("Unsqueeze", t, axes_const(ctx, [2]))
-    ex = ctx.op("Expand", u, ctx.ints([1, 1, g, 1, 1]))
-    return ctx.op("Reshape", ex, ctx.ints([0, hq, -1, e]))
-
-
-def _is_bool(ctx, a, mask):
-    return a.is_causal or (a.attn_mask is not None and ctx.dtype(a.attn_mask) == ST.BOOL)
-
-
-def _one_bool():
-    from .ops_shape import _scalar_tensor
-
-    return _scalar_tensor(True, ST.BOOL)
-
-
-# ------------------------------------------------------------------------ pools
-
-
-def _pool_attrs(ctx, x, kernel, stride, padding, n, ceil_mode, dilation=None):
-    k = _rep(kernel, n)
-    s = _rep(stride, n) if stride not in (None, [], ()) else k
-    p = _rep(padding, n)
-    attrs = dict(kernel_shape=k, strides=s, pads=p + p, ceil_mode=int(bool(ceil_mode)))
-    if dilation is not None and any(d != 1 for d in _rep(dilation, n)):
-        attrs["dilations"] = _rep(dilation, n)
-    return attrs
-
-
-def _pool(ctx, node, op, n, with_indices=False):
-    a = bind(node, "self", "kernel_size", stride=None, padding=0, dilation=1, ceil_mode=False,
-             count_include_pad=True, divisor_override=None)
-    if a.divisor_override is not None:
-        raise Unsupported("avg_pool divisor_override")
-    out, cst = _ct(ctx)
-    attrs = _pool_attrs(ctx, a.self, a.kernel_size, a.stride, a.padding, n, a.ceil_mode,
-                        a.dilation if op == "MaxPool" else None)
-    if op == "AveragePool":
-        attrs["count_include_pad"] = int(bool(a.count_include_pad))
-    x = ctx.t(a.self, cst)
-    unbatched = ctx.rank(a.self) == n + 1
-    if unbatched:
-        x = ctx.op("Unsqueeze", x, axes_const(ctx, [0]))
-    r = ctx.op(op, x, **attrs)
-    if unbatched:
-        r = ctx.op("Squeeze", r, axes_const(ctx, [0]))
-    r = ctx.cast(r, cst, out)
-    return [r, None] if with_indices else r
-
-
-for _n in (1, 2, 3):
-    lowering("onnx", f"aten.max_pool{_n}d.default")(lambda ctx, node, _n=_n: _pool(ctx, node, "MaxPool", _n))
-    lowering("onnx", f"aten.max_pool{_n}d_with_indices.default")(
-        lambda ctx, node, _n=_n: _pool(ctx, node, "MaxPool", _n, True))
-    lowering("onnx", f"aten.avg_pool{_n}d.default")(lambda ctx, node, _n=_n: _pool(ctx, node, "AveragePool", _n))
-
-
-def _adaptive(ctx, node, op, n, with_indices=False):
-    a = bind(node, "self", "output_size")
-    out, cst = _ct(ctx)
-    info = ctx.info(a.self)
-    sizes = _rep(a.output_size, n)
-    x = ctx.t(a.self, cst)
-    if all(s == 1 for s in sizes):
-        r = ctx.op("GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool", x)
-    else:
-        spatial = info.shape[-n:]
-        if not all(isinstance(s, int) for s in spatial) or any(i % o for i, o in zip(spatial, sizes)):
-            raise Unsupported("adaptive pool with an output size that does not divide the (static) input")
-        k = [i // o for i, o in zip(spatial, sizes)]
-        r = ctx.op(op, x, kernel_shape=k, strides=k)
-    r = ctx.cast(r, cst, out)
-    return [r, None] if with_indices else r
-
-
-for _n in (1, 2, 3):
-    lowering("onnx", f"aten.adaptive_avg_pool{_n}d.default", f"aten._adaptive_avg_pool{_n}d.default")(
-        lambda ctx, node, _n=_n: _adaptive(ctx, node, "AveragePool", _n))
-    lowering("onnx", f"aten.adaptive_max_pool{_n}d.default")(
-        lambda ctx, node, _n=_n: _adaptive(ctx, node, "MaxPool", _n, True))
-
-
-# --------------------------------------------------------------------- resizing
-
-
-def _resize(ctx, node, mode, n):
-    a = bind(node, "input", output_size=None, align_corners=None, scale_factors=None, scales_h=None, scales_w=None,
-             scales_d=None, scales=None)
-    out, cst = _ct(ctx)
-    x = ctx.t(a.input, cst)
-    oshape = ctx.out_info().shape
-    scales = a.scale_factors
-    if scales is None:
-        per = [a.scales_d, a.scales_h, a.scales_w][-n:] if n > 1 else [a.scales]
-        if all(s is not None for s in per):
-            scales = per
-    attrs = {}
-    if mode == "nearest":
-        attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-    elif mode == "nearest-exact":
-        attrs = dict(mode="nearest", coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")
-    else:
-        attrs = dict(mode="linear" if mode != "cubic" else "cubic",
-                     coordinate_transformation_mode="align_corners" if a.align_corners else "pytorch_half_pixel")
-        if mode == "cubic":
-            attrs["cubic_coeff_a"] = -0.75
-    if scales is not None and not a.align_corners:
-        sc = ctx.const(np.asarray([1.0, 1.0] + [float(s) for s in scales], np.float32), ST.FLOAT)
-        r = ctx.op("Resize", x, None, sc, **attrs)
-    else:
-        if all(isinstance(s, int) for s in oshape[-n:]):
-            size_tail = ctx.ints(list(oshape[-n:]))
-        elif a.output_size is not None:
-            size_tail = ctx.ints(list(a.output_size))
-        else:
-            raise Unsupported("resize to a dynamic size without output_size")
-        sizes = ctx.op("Concat", ctx.shape(x, 0, 2), size_tail, axis=0)
-        r = ctx.op("Resize", x, None, None, sizes, **attrs)
-    return ctx.cast(r, cst, out)
-
-
-for _n, _d in ((1, "1d"), (2, "2d"), (3, "3d")):
-    for _ov in ("vec", "default"):
-        lowering("onnx", f"aten.upsample_nearest{_d}.{_ov}")(lambda ctx, node, _n=_n: _resize(ctx, node, "nearest", _n))
-        lowering("onnx", f"aten._upsample_nearest_exact{_d}.{_ov}")(
-            lambda ctx, node, _n=_n: _resize(ctx, node, "nearest-exact", _n))
-lowering("onnx", "aten.upsample_linear1d.vec", "aten.upsample_linear1d.default")(
-    lambda ctx, node: _resize(ctx, node, "linear", 1))
-lowering("onnx", "aten.upsample_bilinear2d.vec", "aten.upsample_bilinear2d.default")(
-    lambda ctx, node: _resize(ctx, node, "linear", 2))
-lowering("onnx", "aten.upsample_trilinear3d.vec", "aten.upsample_trilinear3d.default")(
-    lambda ctx, node: _resize(ctx, node, "linear", 3))
-lowering("onnx", "aten.upsample_bicubic2d.vec", "aten.upsample_bicubic2d.default")(
-    lambda ctx, node: _resize(ctx, node, "cubic", 2))
-
-
-@lowering("onnx", "aten.pixel_shuffle.default")
-def pixel_shuffle(ctx, node):
-    a = bind(node, "self", "upscale_factor")
-    return ctx.op("DepthToSpace", ctx.t(a.self), blocksize=int(a.upscale_factor), mode="CRD")
-
-
 @lowering("onnx", "aten.glu.default")
 def glu(ctx, node):
     a = bind(node, "self", dim=-1)
@@ -477,7 +293,6 @@ def prelu(ctx, node):
     if r > 2 and ctx.info(a.weight).shape[0] != 1:
         w = ctx.op("Reshape", w, ctx.ints([-1] + [1] * (r - 2)))
     return ctx.cast(ctx.op("PRelu", ctx.t(a.self, cst), w), cst, out)
-
 
 
 @lowering("onnx", "aten.instance_norm.default")
@@ -525,53 +340,3 @@ def cdist(ctx, node):
         p = ctx.const(float(a.p), cst)
         r = ctx.op("Pow", ctx.op("ReduceSum", ctx.op("Pow", d, p), ax, keepdims=0), ctx.op("Reciprocal", p))
     return ctx.cast(r, cst, out)
-
-
-@lowering("onnx", "aten._embedding_bag.default", "aten._embedding_bag_forward_only.default",
-          "aten.embedding_bag.default", "aten.embedding_bag.padding_idx")
-def embedding_bag(ctx, node):
-    """1-D indices with offsets: bag ids by a cumulative sum of bag starts, then a
-    ScatterND reduction into (num_bags, D). Only the first output (the bags) is produced."""
-    a = bind(node, "weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
-             "include_last_offset", "padding_idx", scale_grad_by_freq=False, mode=0, sparse=False,
-             per_sample_weights=None, include_last_offset=False, padding_idx=-1)
-    if ctx.rank(a.indices) != 1:
-        raise Unsupported("embedding_bag with 2-D indices")
-    if a.padding_idx is not None and a.padding_idx >= 0:
-        raise Unsupported("embedding_bag with padding_idx")
-    out, cst = _ct(ctx)
-    L = ctx.const
-    idx = ctx.t(a.indices, ST.LONG)
-    offs = ctx.t(a.offsets, ST.LONG)
-    rows = ctx.op("Gather", ctx.t(a.weight, cst), idx, axis=0)  # (N, D)
-    if a.per_sample_weights is not None:
-        rows = ctx.op("Mul", rows, ctx.op("Unsqueeze", ctx.t(a.per_sample_weights, cst), axes_const(ctx, [1])))
-    n = ctx.op("Shape", idx)
-    nb = ctx.op("Shape", offs)
-    if a.include_last_offset:
-        nb = ctx.op("Sub", nb, ctx.ints([1]))
-        offs = ctx.op("Slice", offs, ctx.ints([0]), nb, ctx.ints([0]))
-    # bag id of every index: number of bag starts at or before its position, minus one
-    marks = ctx.op("ScatterElements", ctx.op("ConstantOfShape", n, value=_long_zero()), offs,
-                   ctx.op("Expand", L(np.array([1], np.int64), ST.LONG), ctx.op("Shape", offs)), axis=0,
-                   reduction="add")
-    bag = ctx.op("Sub", ctx.op("CumSum", marks, L(0, ST.LONG)), L(1, ST.LONG))
-    dshape = ctx.op("Concat", nb, ctx.op("Shape", ctx.t(a.weight), start=1), axis=0)
-    red = {0: "add", 1: "add", 2: "max"}[a.mode]
-    init = 0.0 if a.mode != 2 else -np.inf
-    base = ctx.op("Expand", L(init, cst), dshape)
-    sums = ctx.op("ScatterND", base, ctx.op("Unsqueeze", bag, axes_const(ctx, [1])), rows, reduction=red)
-    if a.mode == 1:
-        cnt = ctx.op("ScatterElements", ctx.op("ConstantOfShape", nb, value=_long_zero()), bag,
-                     ctx.op("Expand", L(np.array([1], np.int64), ST.LONG), n), axis=0, reduction="add")
-        cnt = ctx.op("Max", ctx.cast(cnt, ST.LONG, cst), L(1.0, cst))
-        sums = ctx.op("Div", sums, ctx.op("Unsqueeze", cnt, axes_const(ctx, [1])))
-    if a.mode == 2:
-        sums = ctx.op("Where", ctx.op("IsInf", sums, detect_positive=0), L(0.0, cst), sums)
-    return [ctx.cast(sums, cst, out), None, None, None]
-
-
-def _long_zero():
-    from .ops_shape import _scalar_tensor
-
-    return _scalar_tensor(0, ST.LONG)

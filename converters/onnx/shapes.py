@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..dtypes import ST
+
+INT64_MAX = 2**63 - 1
 
 
 def reshape_target(ctx, x, sizes, out_shape) -> str:
@@ -30,3 +33,13 @@ def reshape_target(ctx, x, sizes, out_shape) -> str:
 
 def axes_const(ctx, axes) -> str:
     return ctx.const(np.asarray(list(axes), np.int64).reshape(-1), ST.LONG)
+
+
+def scalar_attr(v, st):
+    """A one-element tensor attribute (``ConstantOfShape``'s ``value``)."""
+    from onnx import helper
+
+    from .context import onnx_type
+
+    arr = np.asarray([v]).astype(dtypes.to_numpy(st))
+    return helper.make_tensor("value", onnx_type(st), [1], arr.tobytes(), raw=True)

@@ -1,0 +1,79 @@
+"""``scaled_dot_product_attention``: ONNX ``Attention`` from opset 23 (masks, causal, grouped
+query), else MatMul/Softmax with torch's math-path scaling."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..args import bind
+from ..dtypes import ST
+from ..errors import Unsupported
+from ..registry import lowering
+from .ops_nn import _ct
+from .shapes import axes_const, scalar_attr
+
+
+@lowering("onnx", "aten.scaled_dot_product_attention.default", "aten._scaled_dot_product_flash_attention_for_cpu.default")
+def sdpa(ctx, node):
+    a = bind(node, "query", "key", "value", attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+             enable_gqa=False)
+    if a.dropout_p:
+        raise Unsupported("attention dropout")
+    out, cst = _ct(ctx)
+    q, k, v = (ctx.t(x, cst) for x in (a.query, a.key, a.value))
+    qi, ki = ctx.info(a.query), ctx.info(a.key)
+    e = qi.shape[-1]
+    mask = None
+    if a.attn_mask is not None:
+        mask = ctx.t(a.attn_mask) if ctx.dtype(a.attn_mask) == ST.BOOL else ctx.t(a.attn_mask, cst)
+    if ctx.opset >= 23 and qi.rank == 4 and (a.enable_gqa or qi.shape[1] == ki.shape[1]):
+        r = ctx.op("Attention", q, k, v, mask, is_causal=int(bool(a.is_causal)),
+                   scale=None if a.scale is None else float(a.scale))
+        res = ctx.cast(r, cst, out)
+        return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
+    if a.enable_gqa and qi.shape[-3] != ki.shape[-3]:
+        k = _repeat_heads(ctx, k, qi.shape[-3], ki.shape[-3], ki.rank, ki.shape[-1])
+        v = _repeat_heads(ctx, v, qi.shape[-3], ki.shape[-3], ki.rank, ctx.info(a.value).shape[-1])
+    if not isinstance(e, int):
+        raise Unsupported("attention with a dynamic head size")
+    scale = a.scale if a.scale is not None else 1 / math.sqrt(e)
+    r = qi.rank
+    perm = list(range(r))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    # scale q and k by sqrt(scale) each, as torch's math path does
+    s = ctx.const(math.sqrt(scale), cst)
+    scores = ctx.op("MatMul", ctx.op("Mul", q, s), ctx.op("Transpose", ctx.op("Mul", k, s), perm=perm))
+    if a.is_causal:
+        ones = ctx.op("ConstantOfShape", ctx.op("Concat", ctx.dim(a.query, -2), ctx.dim(a.key, -2), axis=0),
+                      value=_one_bool())
+        mask = ctx.op("Trilu", ones, upper=0)
+    if mask is not None:
+        if _is_bool(ctx, a, mask):
+            mask = ctx.op("Where", mask, ctx.const(0.0, cst), ctx.const(-np.inf, cst))
+        scores = ctx.op("Add", scores, mask)
+    attn = ctx.op("Softmax", scores, axis=-1)
+    res = ctx.cast(ctx.op("MatMul", attn, v), cst, out)
+    return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
+
+
+def _repeat_heads(ctx, t, hq, hkv, rank, e):
+    """repeat_interleave of the kv heads (dim -3) up to the query heads, as torch's GQA does."""
+    if not all(isinstance(v, int) for v in (hq, hkv, e)) or rank != 4:
+        raise Unsupported("grouped-query attention with dynamic head counts below opset 23")
+    g = hq // hkv
+    u = ctx.op("Unsqueeze", t, axes_const(ctx, [2]))
+    ex = ctx.op("Expand", u, ctx.ints([1, 1, g, 1, 1]))
+    return ctx.op("Reshape", ex, ctx.ints([0, hq, -1, e]))
+
+
+def _is_bool(ctx, a, mask):
+    return a.is_causal or (a.attn_mask is not None and ctx.dtype(a.attn_mask) == ST.BOOL)
+
+
+def _one_bool():
+    return scalar_attr(True, ST.BOOL)
+
+
+# ------------------------------------------------------------------------ pools

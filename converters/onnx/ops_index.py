@@ -1,0 +1,300 @@
+"""Indexing lowerings: advanced indexing and index_put (GatherND/ScatterND), gather/scatter
+families, embedding and embedding_bag, sort/topk, cumsum, one_hot, nonzero."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..args import TensorRef, bind
+from ..dtypes import ST
+from ..errors import Unsupported
+from ..registry import lowering
+from .ops_nn import _ct
+from .ops_shape import _transpose
+from .shapes import INT64_MAX, axes_const, scalar_attr
+
+
+def _index_plan(ctx, x, indices):
+    """Advanced indexing with several index tensors: (x with the indexed axes moved first,
+    the stacked broadcast indices for GatherND/ScatterND, perm from GatherND's layout
+    [index dims, other dims] to torch's, or None when torch's layout already matches)."""
+    idx = list(indices) + [None] * (ctx.rank(x) - len(indices))
+    present = [i for i, t in enumerate(idx) if t is not None]
+    if any(ctx.dtype(idx[i]) == ST.BOOL for i in present):
+        raise Unsupported("boolean mask among several index tensors")
+    r = ctx.rank(x)
+    others = [i for i in range(r) if i not in present]
+    xt = _transpose(ctx, x, present + others) if present + others != list(range(r)) else ctx.t(x)
+    ts = [ctx.t(idx[i], ST.LONG) for i in present]
+    shapes = {ctx.info(idx[i]).shape for i in present}
+    if len(shapes) != 1:
+        total = ts[0]
+        for t in ts[1:]:
+            total = ctx.op("Add", total, t)
+        b = ctx.op("Shape", total)
+        ts = [ctx.op("Expand", t, b) for t in ts]
+    ranks = [ctx.info(idx[i]).rank for i in present]
+    ib = max(ranks)
+    ax = axes_const(ctx, [-1])
+    stacked = ctx.op("Concat", *[ctx.op("Unsqueeze", t, ax) for t in ts], axis=-1)
+    consecutive = present == list(range(present[0], present[-1] + 1))
+    k = present[0]
+    perm = None
+    if consecutive and k > 0:
+        # GatherND gives [idx..., before..., after...]; torch wants [before..., idx..., after...]
+        n_after = r - present[-1] - 1
+        perm = list(range(ib, ib + k)) + list(range(ib)) + list(range(ib + k, ib + k + n_after))
+    return xt, stacked, perm
+
+
+@lowering("onnx", "aten.index.Tensor", "aten._unsafe_index.Tensor")
+def index(ctx, node):
+    a = bind(node, "self", "indices")
+    idx = list(a.indices)
+    present = [i for i, x in enumerate(idx) if x is not None]
+    if len(present) == 1:
+        k = present[0]
+        ix = idx[k]
+        if ctx.dtype(ix) == ST.BOOL:
+            if ctx.rank(ix) != 1:
+                raise Unsupported("boolean mask index of rank > 1")
+            nz = ctx.op("Squeeze", ctx.op("NonZero", ctx.t(ix)), axes_const(ctx, [0]))
+            return ctx.op("Gather", ctx.t(a.self), nz, axis=k)
+        return ctx.op("Gather", ctx.t(a.self), ctx.t(ix, ST.LONG), axis=k)
+    xt, stacked, perm = _index_plan(ctx, a.self, idx)
+    g = ctx.op("GatherND", xt, stacked)
+    return ctx.op("Transpose", g, perm=perm) if perm else g
+
+
+@lowering("onnx", "aten.index_select.default")
+def index_select(ctx, node):
+    a = bind(node, "self", "dim", "index")
+    return ctx.op("Gather", ctx.t(a.self), ctx.t(a.index, ST.LONG), axis=a.dim % max(ctx.rank(a.self), 1))
+
+
+@lowering("onnx", "aten.gather.default")
+def gather(ctx, node):
+    a = bind(node, "self", "dim", "index")
+    return ctx.op("GatherElements", ctx.t(a.self), ctx.t(a.index, ST.LONG), axis=a.dim % max(ctx.rank(a.self), 1))
+
+
+@lowering("onnx", "aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default", "aten.scatter.reduce")
+def scatter(ctx, node):
+    a = bind(node, "self", "dim", "index", "src", reduce=None)
+    src = a.get("src", a.get("value"))
+    out = ctx.out_info()
+    reduction = "add" if "scatter_add" in node.target else {None: "none", "add": "add", "multiply": "mul"}[a.reduce]
+    upd = ctx.t(src, out.dtype)
+    if not isinstance(src, TensorRef):
+        upd = ctx.op("Expand", upd, ctx.shape_of(a.index))
+    return ctx.op("ScatterElements", ctx.t(a.self), ctx.t(a.index, ST.LONG), upd, axis=a.dim % out.rank,
+                  reduction=reduction)
+
+
+@lowering("onnx", "aten.index_put.default", "aten.index_put_.default", "aten._unsafe_index_put.default")
+def index_put(ctx, node):
+    a = bind(node, "self", "indices", "values", accumulate=False)
+    idx = list(a.indices)
+    out = ctx.out_info()
+    present = [i for i, x in enumerate(idx) if x is not None]
+    if len(present) == 1 and present[0] == 0 and ctx.dtype(idx[0]) == ST.BOOL and not a.accumulate \
+            and ctx.rank(idx[0]) == out.rank:
+        return ctx.op("Where", ctx.t(idx[0]), ctx.t(a.values, out.dtype), ctx.t(a.self))
+    if any(ctx.dtype(idx[i]) == ST.BOOL for i in present):
+        raise Unsupported("index_put with a boolean mask that is not full-rank")
+    r = out.rank
+    others = [i for i in range(r) if i not in present]
+    order = present + others
+    xt, stacked, perm = _index_plan(ctx, a.self, idx)
+    # values broadcast to torch's indexing-result layout, then to GatherND's [idx..., others...]
+    res_shape = ctx.op("Shape", ctx.op("GatherND", xt, stacked))
+    vals = ctx.t(a.values, out.dtype)
+    if perm:
+        inv = [perm.index(i) for i in range(len(perm))]
+        torch_shape = ctx.op("Gather", res_shape, ctx.const(np.asarray(perm, np.int64), ST.LONG))
+        vals = ctx.op("Transpose", ctx.op("Expand", vals, torch_shape), perm=inv)
+    else:
+        vals = ctx.op("Expand", vals, res_shape)
+    r_t = ctx.op("ScatterND", xt, stacked, vals, reduction="add" if a.accumulate else None)
+    if order != list(range(r)):
+        r_t = ctx.op("Transpose", r_t, perm=[order.index(i) for i in range(r)])
+    return r_t
+
+
+@lowering("onnx", "aten.embedding.default")
+def embedding(ctx, node):
+    a = bind(node, "weight", "indices", padding_idx=-1)
+    return ctx.op("Gather", ctx.t(a.weight), ctx.t(a.indices, ST.LONG), axis=0)
+
+
+@lowering("onnx", "aten.topk.default")
+def topk(ctx, node):
+    a = bind(node, "self", "k", dim=-1, largest=True, sorted=True)
+    dim = a.dim % max(ctx.rank(a.self), 1)
+    st = ctx.dtype(a.self)
+    cst = ctx.compute_type(st)
+    v, i = ctx.op("TopK", ctx.t(a.self, cst), ctx.ints([a.k]), axis=dim, largest=int(a.largest),
+                  sorted=int(a.sorted), outputs=2)
+    return [ctx.cast(v, cst, st), i]
+
+
+@lowering("onnx", "aten.sort.default", "aten.sort.stable")
+def sort(ctx, node):
+    a = bind(node, "self", dim=-1, descending=False, stable=None)
+    dim = a.dim % max(ctx.rank(a.self), 1)
+    st = ctx.dtype(a.self)
+    cst = ctx.compute_type(st)
+    k = ctx.dim(a.self, dim)
+    v, i = ctx.op("TopK", ctx.t(a.self, cst), k, axis=dim, largest=int(bool(a.descending)), sorted=1, outputs=2)
+    return [ctx.cast(v, cst, st), i]
+
+
+@lowering("onnx", "aten.argsort.default", "aten.argsort.stable")
+def argsort(ctx, node):
+    a = bind(node, "self", dim=-1, descending=False)
+    dim = a.dim % max(ctx.rank(a.self), 1)
+    st = ctx.dtype(a.self)
+    cst = ctx.compute_type(st)
+    _, i = ctx.op("TopK", ctx.t(a.self, cst), ctx.dim(a.self, dim), axis=dim, largest=int(bool(a.descending)),
+                  sorted=1, outputs=2)
+    return i
+
+
+@lowering("onnx", "aten.cumsum.default")
+def cumsum(ctx, node):
+    a = bind(node, "self", "dim", dtype=None)
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    if cst == ST.INT and out != ST.INT:
+        cst = ST.LONG
+    r = ctx.op("CumSum", ctx.t(a.self, cst), ctx.const(a.dim, ST.LONG))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.one_hot.default")
+def one_hot(ctx, node):
+    a = bind(node, "self", num_classes=-1)
+    if a.num_classes < 0:
+        raise Unsupported("one_hot without num_classes")
+    r = ctx.op("OneHot", ctx.t(a.self, ST.LONG), ctx.const(a.num_classes, ST.LONG), ctx.const([0, 1], ST.LONG), axis=-1)
+    return r
+
+
+@lowering("onnx", "aten.nonzero.default")
+def nonzero(ctx, node):
+    x = bind(node, "self")[0]
+    return ctx.op("Transpose", ctx.op("NonZero", ctx.t(x)), perm=[1, 0])
+
+
+@lowering("onnx", "aten.scatter_reduce.two")
+def scatter_reduce(ctx, node):
+    a = bind(node, "self", "dim", "index", "src", "reduce", include_self=True)
+    red = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(a.reduce)
+    if red is None or not a.include_self:
+        raise Unsupported(f"scatter_reduce {a.reduce!r} include_self={a.include_self}")
+    out = ctx.out_info()
+    return ctx.op("ScatterElements", ctx.t(a.self), ctx.t(a.index, ST.LONG), ctx.t(a.src, out.dtype),
+                  axis=a.dim % out.rank, reduction=red)
+
+
+@lowering("onnx", "aten.slice_scatter.default")
+def slice_scatter(ctx, node):
+    a = bind(node, "self", "src", dim=0, start=None, end=None, step=1)
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    if a.step != 1:
+        raise Unsupported("slice_scatter with a step")
+    start = 0 if a.start is None else a.start
+    end = INT64_MAX if a.end is None else a.end
+    x, ax = ctx.t(a.self), ctx.ints([dim])
+    parts = []
+    if start != 0:
+        parts.append(ctx.op("Slice", x, ctx.ints([0]), ctx.ints([start]), ax))
+    parts.append(ctx.t(a.src, out.dtype))
+    if end != INT64_MAX and not (isinstance(end, int) and end >= (out.shape[dim] if isinstance(out.shape[dim], int) else INT64_MAX)):
+        parts.append(ctx.op("Slice", x, ctx.ints([end]), ctx.ints([INT64_MAX]), ax))
+    return parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, axis=dim)
+
+
+@lowering("onnx", "aten.select_scatter.default")
+def select_scatter(ctx, node):
+    a = bind(node, "self", "src", "dim", "index")
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    idx = a.index
+    if isinstance(idx, int) and idx < 0:
+        size = out.shape[dim]
+        if not isinstance(size, int):
+            raise Unsupported("select_scatter with a negative index on a dynamic dim")
+        idx += size
+    x, ax = ctx.t(a.self), ctx.ints([dim])
+    src = ctx.op("Unsqueeze", ctx.t(a.src, out.dtype), axes_const(ctx, [dim]))
+    after = ctx.ints([idx + 1]) if isinstance(idx, int) else ctx.op("Add", ctx.ints([idx]), ctx.ints([1]))
+    lo = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([idx]), ax)
+    hi = ctx.op("Slice", x, after, ctx.ints([INT64_MAX]), ax)
+    return ctx.op("Concat", lo, src, hi, axis=dim)
+
+
+@lowering("onnx", "aten.index_fill.int_Scalar", "aten.index_fill.int_Tensor")
+def index_fill(ctx, node):
+    a = bind(node, "self", "dim", "index", "value")
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    # mask over ``dim``: any(arange(size) == index), broadcast along the other dims
+    size = ctx.dim(a.self, dim)
+    rng = ctx.op("Range", ctx.const(0, ST.LONG), ctx.op("Squeeze", size, axes_const(ctx, [0])), ctx.const(1, ST.LONG))
+    idx = ctx.op("Reshape", ctx.t(a.index, ST.LONG), ctx.ints([-1, 1]))
+    hit = ctx.cast(ctx.op("ReduceMax", ctx.cast(ctx.op("Equal", rng, idx), ST.BOOL, ST.INT), axes_const(ctx, [0]),
+                          keepdims=0), ST.INT, ST.BOOL)
+    shape = [1] * out.rank
+    shape[dim] = -1
+    mask = ctx.op("Reshape", hit, ctx.ints(shape))
+    return ctx.op("Where", mask, ctx.t(a.value, out.dtype), ctx.t(a.self))
+
+
+@lowering("onnx", "aten._embedding_bag.default", "aten._embedding_bag_forward_only.default",
+          "aten.embedding_bag.default", "aten.embedding_bag.padding_idx")
+def embedding_bag(ctx, node):
+    """1-D indices with offsets: bag ids by a cumulative sum of bag starts, then a
+    ScatterND reduction into (num_bags, D). Only the first output (the bags) is produced."""
+    a = bind(node, "weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+             "include_last_offset", "padding_idx", scale_grad_by_freq=False, mode=0, sparse=False,
+             per_sample_weights=None, include_last_offset=False, padding_idx=-1)
+    if ctx.rank(a.indices) != 1:
+        raise Unsupported("embedding_bag with 2-D indices")
+    if a.padding_idx is not None and a.padding_idx >= 0:
+        raise Unsupported("embedding_bag with padding_idx")
+    out, cst = _ct(ctx)
+    L = ctx.const
+    idx = ctx.t(a.indices, ST.LONG)
+    offs = ctx.t(a.offsets, ST.LONG)
+    rows = ctx.op("Gather", ctx.t(a.weight, cst), idx, axis=0)  # (N, D)
+    if a.per_sample_weights is not None:
+        rows = ctx.op("Mul", rows, ctx.op("Unsqueeze", ctx.t(a.per_sample_weights, cst), axes_const(ctx, [1])))
+    n = ctx.op("Shape", idx)
+    nb = ctx.op("Shape", offs)
+    if a.include_last_offset:
+        nb = ctx.op("Sub", nb, ctx.ints([1]))
+        offs = ctx.op("Slice", offs, ctx.ints([0]), nb, ctx.ints([0]))
+    # bag id of every index: number of bag starts at or before its position, minus one
+    marks = ctx.op("ScatterElements", ctx.op("ConstantOfShape", n, value=_long_zero()), offs,
+                   ctx.op("Expand", L(np.array([1], np.int64), ST.LONG), ctx.op("Shape", offs)), axis=0,
+                   reduction="add")
+    bag = ctx.op("Sub", ctx.op("CumSum", marks, L(0, ST.LONG)), L(1, ST.LONG))
+    dshape = ctx.op("Concat", nb, ctx.op("Shape", ctx.t(a.weight), start=1), axis=0)
+    red = {0: "add", 1: "add", 2: "max"}[a.mode]
+    init = 0.0 if a.mode != 2 else -np.inf
+    base = ctx.op("Expand", L(init, cst), dshape)
+    sums = ctx.op("ScatterND", base, ctx.op("Unsqueeze", bag, axes_const(ctx, [1])), rows, reduction=red)
+    if a.mode == 1:
+        cnt = ctx.op("ScatterElements", ctx.op("ConstantOfShape", nb, value=_long_zero()), bag,
+                     ctx.op("Expand", L(np.array([1], np.int64), ST.LONG), n), axis=0, reduction="add")
+        cnt = ctx.op("Max", ctx.cast(cnt, ST.LONG, cst), L(1.0, cst))
+        sums = ctx.op("Div", sums, ctx.op("Unsqueeze", cnt, axes_const(ctx, [1])))
+    if a.mode == 2:
+        sums = ctx.op("Where", ctx.op("IsInf", sums, detect_positive=0), L(0.0, cst), sums)
+    return [ctx.cast(sums, cst, out), None, None, None]
+
+
+def _long_zero():
+    return scalar_attr(0, ST.LONG)

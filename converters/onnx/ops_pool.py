@@ -1,0 +1,155 @@
+"""Pools, adaptive pools, resizing (``upsample_*``/``interpolate``), pixel shuffle, grid sample."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..args import bind
+from ..dtypes import ST
+from ..errors import Unsupported
+from ..registry import lowering
+from .ops_nn import _ct, _rep
+from .shapes import axes_const
+
+
+@lowering("onnx", "aten.grid_sampler_2d.default", "aten.grid_sampler.default")
+def grid_sampler(ctx, node):
+    a = bind(node, "input", "grid", "interpolation_mode", "padding_mode", "align_corners")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    mode = {0: "linear", 1: "nearest", 2: "cubic"}[a.interpolation_mode]
+    pad = {0: "zeros", 1: "border", 2: "reflection"}[a.padding_mode]
+    r = ctx.op("GridSample", ctx.t(a.input, cst), ctx.t(a.grid, cst), mode=mode, padding_mode=pad,
+               align_corners=int(bool(a.align_corners)))
+    return ctx.cast(r, cst, out)
+
+
+def _pool_attrs(ctx, x, kernel, stride, padding, n, ceil_mode, dilation=None):
+    k = _rep(kernel, n)
+    s = _rep(stride, n) if stride not in (None, [], ()) else k
+    p = _rep(padding, n)
+    attrs = dict(kernel_shape=k, strides=s, pads=p + p, ceil_mode=int(bool(ceil_mode)))
+    if dilation is not None and any(d != 1 for d in _rep(dilation, n)):
+        attrs["dilations"] = _rep(dilation, n)
+    return attrs
+
+
+def _pool(ctx, node, op, n, with_indices=False):
+    a = bind(node, "self", "kernel_size", stride=None, padding=0, dilation=1, ceil_mode=False,
+             count_include_pad=True, divisor_override=None)
+    if a.divisor_override is not None:
+        raise Unsupported("avg_pool divisor_override")
+    out, cst = _ct(ctx)
+    attrs = _pool_attrs(ctx, a.self, a.kernel_size, a.stride, a.padding, n, a.ceil_mode,
+                        a.dilation if op == "MaxPool" else None)
+    if op == "AveragePool":
+        attrs["count_include_pad"] = int(bool(a.count_include_pad))
+    x = ctx.t(a.self, cst)
+    unbatched = ctx.rank(a.self) == n + 1
+    if unbatched:
+        x = ctx.op("Unsqueeze", x, axes_const(ctx, [0]))
+    r = ctx.op(op, x, **attrs)
+    if unbatched:
+        r = ctx.op("Squeeze", r, axes_const(ctx, [0]))
+    r = ctx.cast(r, cst, out)
+    return [r, None] if with_indices else r
+
+
+for _n in (1, 2, 3):
+    lowering("onnx", f"aten.max_pool{_n}d.default")(lambda ctx, node, _n=_n: _pool(ctx, node, "MaxPool", _n))
+    lowering("onnx", f"aten.max_pool{_n}d_with_indices.default")(
+        lambda ctx, node, _n=_n: _pool(ctx, node, "MaxPool", _n, True))
+    lowering("onnx", f"aten.avg_pool{_n}d.default")(lambda ctx, node, _n=_n: _pool(ctx, node, "AveragePool", _n))
+
+
+def _adaptive(ctx, node, op, n, with_indices=False):
+    a = bind(node, "self", "output_size")
+    out, cst = _ct(ctx)
+    info = ctx.info(a.self)
+    sizes = _rep(a.output_size, n)
+    x = ctx.t(a.self, cst)
+    if all(s == 1 for s in sizes):
+        r = ctx.op("GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool", x)
+    else:
+        spatial = info.shape[-n:]
+        if not all(isinstance(s, int) for s in spatial) or any(i % o for i, o in zip(spatial, sizes)):
+            raise Unsupported("adaptive pool with an output size that does not divide the (static) input")
+        k = [i // o for i, o in zip(spatial, sizes)]
+        r = ctx.op(op, x, kernel_shape=k, strides=k)
+    r = ctx.cast(r, cst, out)
+    return [r, None] if with_indices else r
+
+
+for _n in (1, 2, 3):
+    lowering("onnx", f"aten.adaptive_avg_pool{_n}d.default", f"aten._adaptive_avg_pool{_n}d.default")(
+        lambda ctx, node, _n=_n: _adaptive(ctx, node, "AveragePool", _n))
+    lowering("onnx", f"aten.adaptive_max_pool{_n}d.default")(
+        lambda ctx, node, _n=_n: _adaptive(ctx, node, "MaxPool", _n, True))
+
+
+# --------------------------------------------------------------------- resizing
+
+
+def _resize(ctx, node, mode, n):
+    a = bind(node, "input", output_size=None, align_corners=None, scale_factors=None, scales_h=None, scales_w=None,
+             scales_d=None, scales=None)
+    out, cst = _ct(ctx)
+    x = ctx.t(a.input, cst)
+    oshape = ctx.out_info().shape
+    scales = a.scale_factors
+    if scales is None:
+        per = [a.scales_d, a.scales_h, a.scales_w][-n:] if n > 1 else [a.scales]
+        if all(s is not None for s in per):
+            scales = per
+    attrs = {}
+    if mode == "nearest":
+        attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    elif mode == "nearest-exact":
+        attrs = dict(mode="nearest", coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")
+    else:
+        attrs = dict(mode="linear" if mode != "cubic" else "cubic",
+                     coordinate_transformation_mode="align_corners" if a.align_corners else "pytorch_half_pixel")
+        if mode == "cubic":
+            attrs["cubic_coeff_a"] = -0.75
+    if scales is not None and not a.align_corners:
+        sc = ctx.const(np.asarray([1.0, 1.0] + [float(s) for s in scales], np.float32), ST.FLOAT)
+        r = ctx.op("Resize", x, None, sc, **attrs)
+    else:
+        if all(isinstance(s, int) for s in oshape[-n:]):
+            size_tail = ctx.ints(list(oshape[-n:]))
+        elif a.output_size is not None:
+            size_tail = ctx.ints(list(a.output_size))
+        else:
+            raise Unsupported("resize to a dynamic size without output_size")
+        sizes = ctx.op("Concat", ctx.shape(x, 0, 2), size_tail, axis=0)
+        r = ctx.op("Resize", x, None, None, sizes, **attrs)
+    return ctx.cast(r, cst, out)
+
+
+for _n, _d in ((1, "1d"), (2, "2d"), (3, "3d")):
+    for _ov in ("vec", "default"):
+        lowering("onnx", f"aten.upsample_nearest{_d}.{_ov}")(lambda ctx, node, _n=_n: _resize(ctx, node, "nearest", _n))
+        lowering("onnx", f"aten._upsample_nearest_exact{_d}.{_ov}")(
+            lambda ctx, node, _n=_n: _resize(ctx, node, "nearest-exact", _n))
+
+
+lowering("onnx", "aten.upsample_linear1d.vec", "aten.upsample_linear1d.default")(
+    lambda ctx, node: _resize(ctx, node, "linear", 1))
+
+
+lowering("onnx", "aten.upsample_bilinear2d.vec", "aten.upsample_bilinear2d.default")(
+    lambda ctx, node: _resize(ctx, node, "linear", 2))
+
+
+lowering("onnx", "aten.upsample_trilinear3d.vec", "aten.upsample_trilinear3d.default")(
+    lambda ctx, node: _resize(ctx, node, "linear", 3))
+
+
+lowering("onnx", "aten.upsample_bicubic2d.vec", "aten.upsample_bicubic2d.default")(
+    lambda ctx, node: _resize(ctx, node, "cubic", 2))
+
+
+@lowering("onnx", "aten.pixel_shuffle.default")
+def pixel_shuffle(ctx, node):
+    a = bind(node, "self", "upscale_factor")
+    return ctx.op("DepthToSpace", ctx.t(a.self), blocksize=int(a.upscale_factor), mode="CRD")
