@@ -331,6 +331,13 @@ def from_schema(
     parameters the program mutates when their memory is read-only (``copy=True``
     copies everything into writable memory).
     """
+    try:
+        return _from_schema(program, state_dict, constants, example_inputs, member, copy, _not_loaded or {})
+    except Pt2FormatError as e:
+        raise _with_release(e, program) from None
+
+
+def _from_schema(program, state_dict, constants, example_inputs, member, copy, not_loaded):
     from torch.export.exported_program import ExportedProgram, _create_graph_module_for_export
 
     from .bridge_import_graph import GraphBuilder
@@ -338,7 +345,6 @@ def from_schema(
 
     gm_s = program.graph_module
     g = gm_s.graph
-    not_loaded = _not_loaded or {}
 
     # which state the graph needs, as what
     params: dict[str, str] = {}  # fqn -> placeholder name
@@ -396,13 +402,10 @@ def from_schema(
         signature = _signature(gm_s.signature, gb, "graph_module.signature")
         mcg = _module_call_graph(gm_s.module_call_graph, gb, "graph_module.module_call_graph")
         gm = _create_graph_module_for_export(st.module, graph)
-    except Pt2Error as e:
-        raise _with_release(e, program) from None
+    except Pt2Error:
+        raise
     except Exception as e:  # torch refusing the signature / call graph / graph module
-        raise _with_release(
-            Pt2FormatError(f"torch rejected it: {type(e).__name__}: {str(e)[:500]}", member=member, path="graph_module"),
-            program,
-        ) from None
+        raise Pt2FormatError(f"torch rejected it: {type(e).__name__}: {str(e)[:500]}", member=member, path="graph_module") from None
 
     # State the program writes (mutation outputs, in-place ops on its placeholders) must
     # not live in read-only memory.
@@ -456,7 +459,7 @@ def from_schema(
             verifiers.append(load_verifier(v))
         except KeyError:
             raise Pt2FormatError(
-                f"verifier/dialect {v!r} is not known to this torch ({torch.__version__}); file from {_release(program)}",
+                f"verifier/dialect {v!r} is not known to this torch ({torch.__version__})",
                 member=member,
                 path=f"verifiers[{i}]",
             ) from None
@@ -476,7 +479,7 @@ def from_schema(
         raise
     except Exception as e:  # torch's own consistency checks (signature vs graph vs state)
         raise Pt2FormatError(
-            f"torch rejected the program ({type(e).__name__}: {str(e)[:500]}); file from {_release(program)}",
+            f"torch rejected the program ({type(e).__name__}: {str(e)[:500]})",
             member=member,
         ) from None
     ep._guards_code = list(program.guards_code)

@@ -14,12 +14,8 @@ Imported lazily by the bridge (imports torch).
 
 from __future__ import annotations
 
-import math
-
 import sympy
-import torch
 import torch.utils._sympy.functions as F
-from torch.fx.experimental import symbolic_shapes
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.symbol import SymT, prefix_str, symbol_is_type
