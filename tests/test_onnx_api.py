@@ -115,7 +115,9 @@ def test_writes_file_and_external_data(tmp_path):
     m = to_onnx(onnx_zoo.saved("transformer_encoder"), dst)
     assert dst.stat().st_size > 1000 and onnx.load(str(dst)).graph.node
     ext = tmp_path / "ext.onnx"
+    before = m.SerializeToString()
     save(m, str(ext), external_threshold=1024)
+    assert m.SerializeToString() == before or all(t.raw_data for t in m.graph.initializer)
     assert (tmp_path / "ext.onnx.data").exists()
     assert ext.stat().st_size < dst.stat().st_size
     import onnxruntime as ort

@@ -160,11 +160,7 @@ class Ctx:
             arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
         st = dtypes.from_numpy(arr.dtype)
         onnx_name = r.names.fresh(name)
-        t = TensorProto()
-        t.name = onnx_name
-        t.data_type = onnx_type(st)
-        t.dims.extend(arr.shape)
-        t.raw_data = arr.tobytes()
+        t = helper.make_tensor(onnx_name, onnx_type(st), arr.shape, arr.tobytes(), raw=True)
         r.initializers.append(t)
         r.consts[onnx_name] = arr
         return onnx_name

@@ -75,6 +75,10 @@ def save(m: onnx.ModelProto, path: str, *, external_threshold: int = _EXTERNAL_D
     if size > external_threshold:
         onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
                         location=os.path.basename(path) + ".data", size_threshold=1024)
+        # save_model moved the weights out of ``m``; the caller still holds it: read them back
+        from onnx.external_data_helper import load_external_data_for_model
+
+        load_external_data_for_model(m, os.path.dirname(os.path.abspath(path)))
     else:
         with open(path, "wb") as f:
             f.write(m.SerializeToString())
