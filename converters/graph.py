@@ -24,7 +24,7 @@ from .errors import ConversionError
 
 __all__ = [
     "Dim", "TensorInfo", "GraphView", "ProgramView", "UserInput", "Weight", "Mutation",
-    "open_program", "sym_dim",
+    "open_program", "sym_dim", "output_names", "input_names",
 ]
 
 Dim = Union[int, Expr]

@@ -175,3 +175,14 @@ def item(ctx, node):
 def assertion(ctx, node):
     """Checked by torch at export for the example inputs and by range constraints; no data."""
     return None
+
+
+@lowering("onnx", "_operator.getitem")
+def getitem(ctx, node):
+    """``seq[i]`` on a list of tensors or SymInts (torch 2.13 rarely writes it: multi-output
+    ops list their outputs directly)."""
+    a = bind(node, "a", "b")
+    seq, i = a[0], a[1]
+    if isinstance(seq, list) and isinstance(i, int):
+        return ctx.t(seq[i])
+    raise Unsupported("getitem on a tensor or with a symbolic index")
