@@ -14,7 +14,6 @@ Imported lazily by the bridge (imports torch).
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 import re
@@ -100,9 +99,22 @@ def _fail(name: str, why: str, member, path) -> Pt2FormatError:
     return Pt2FormatError(f"operator {name!r} {why}", member=member, path=path)
 
 
-@functools.lru_cache(maxsize=4096)
+_FOUND: dict[str, object] = {}
+
+
 def _lookup_op(name: str):
-    """``torch.ops.ns.op.overload`` -> OpOverload / HigherOrderOperator, or a str reason."""
+    """``torch.ops.ns.op.overload`` -> OpOverload / HigherOrderOperator, or a str reason.
+
+    Successes are cached; failures are not (a library may register the op later)."""
+    op = _FOUND.get(name)
+    if op is None:
+        op = _lookup_op_uncached(name)
+        if not isinstance(op, str):
+            _FOUND[name] = op
+    return op
+
+
+def _lookup_op_uncached(name: str):
     parts = name.split(".")
     if len(parts) < 3 or parts[0] != "torch" or parts[1] != "ops":
         return "is not a registered operator or a known Python builtin"

@@ -186,12 +186,14 @@ def test_from_schema_accepts_torch_tensors_and_bytes_and_file_objects(tmp_path):
     assert torch.equal(_run(from_schema(m.program, sd, {}), x, {}), ref)
 
 
-def test_metadata_restored_like_torch(tmp_path):
-    ep = zoo.exported("transformer_encoder")
+@pytest.mark.parametrize("name", ["transformer_encoder", "cond", "map", "conv_bn_pool", "custom_op"])
+def test_metadata_restored_like_torch(name, tmp_path):
+    ep = zoo.exported(name)
     torch.export.save(ep, tmp_path / "t.pt2")
     ours = load_exported_program(tmp_path / "t.pt2")
     theirs = torch.export.load(tmp_path / "t.pt2")
     ta = {n.name: n.meta for n in theirs.graph.nodes}
+    assert len(ta) >= len(list(ours.graph.nodes)) - 1
     for n in ours.graph.nodes:
         if n.name not in ta:
             continue
@@ -429,6 +431,26 @@ def test_unknown_operator_is_refused_by_name(target, dynamic_pt2, tmp_path):
     with pytest.raises(Pt2FormatError) as ei:
         load_exported_program(dst)
     assert target in str(ei.value) and "nodes[1]" in ei.value.path
+
+
+def test_an_operator_registered_later_resolves_then(tmp_path):
+    ep = zoo.exported("mlp_dynamic")
+    torch.export.save(ep, tmp_path / "m.pt2")
+
+    def edit(j):
+        assert j["graph_module"]["graph"]["nodes"][1]["target"] == "torch.ops.aten.relu.default"
+        j["graph_module"]["graph"]["nodes"][1]["target"] = "torch.ops.pt2x_late.ident.default"
+
+    _rewrite(tmp_path / "m.pt2", tmp_path / "late.pt2", edit)
+    with pytest.raises(Pt2FormatError, match="pt2x_late"):
+        load_exported_program(tmp_path / "late.pt2")
+    lib = torch.library.Library("pt2x_late", "DEF")  # noqa: F841  (kept alive for the test)
+    lib.define("ident(Tensor self) -> Tensor")  # stands in for the relu it replaces
+    lib.impl("ident", torch.relu, "CompositeExplicitAutograd")
+    lib.impl("ident", torch.relu, "Meta")
+    loaded = load_exported_program(tmp_path / "late.pt2")
+    x = zoo.all_cases()["mlp_dynamic"].args()
+    assert outputs_equal(_run(loaded, x, {}), _run(ep, x, {}))
 
 
 def test_as_operator_argument_is_resolved_the_same_way(dynamic_pt2, tmp_path):
