@@ -139,6 +139,31 @@ def test_weights_are_zero_copy_and_keep_aliasing(name, tmp_path):
     assert all(v.untyped_storage().nbytes() < size for v in loaded.state_dict.values())
 
 
+def test_tensors_from_numpy_bfloat16_float8_strides_read_only():
+    import ml_dtypes
+
+    from pt2x.serde.bridge_import import tensors_from_numpy
+
+    raw = bytearray(range(256)) * 2
+    ro = memoryview(bytes(raw))  # read-only buffer, like a memory-mapped member
+    bf = np.lib.stride_tricks.as_strided(np.frombuffer(ro, ml_dtypes.bfloat16, count=64), (4, 8), (2, 16))
+    f8 = np.frombuffer(ro, ml_dtypes.float8_e4m3fn, count=12, offset=4).reshape(3, 4)
+    f8e5 = np.frombuffer(ro, ml_dtypes.float8_e5m2, count=8, offset=100)
+    ts = tensors_from_numpy({"bf": bf, "f8": f8, "f8e5": f8e5, "bf_copy": bf}, copy={"bf_copy"})
+    assert ts["bf"].dtype == torch.bfloat16 and ts["bf"].shape == (4, 8) and ts["bf"].stride() == (1, 8)
+    assert ts["f8"].dtype == torch.float8_e4m3fn and ts["f8e5"].dtype == torch.float8_e5m2
+    for k, a in (("bf", bf), ("f8", f8), ("f8e5", f8e5), ("bf_copy", bf)):
+        t = ts[k]
+        assert t.view(torch.uint8 if t.element_size() == 1 else torch.int16).numpy().tobytes() == np.ascontiguousarray(
+            a
+        ).view(np.uint8 if a.itemsize == 1 else np.int16).tobytes()
+    # zero-copy views share one storage; the copy asked for is private (and keeps strides)
+    assert ts["f8e5"].data_ptr() - ts["f8"].data_ptr() == 96  # both over the same bytes
+    assert ts["bf"].untyped_storage().data_ptr() == ts["f8"].untyped_storage().data_ptr()
+    assert ts["bf_copy"].stride() == (1, 8)
+    assert ts["bf_copy"].untyped_storage().data_ptr() != ts["bf"].untyped_storage().data_ptr()
+
+
 def test_from_schema_with_read_only_arrays_copies_only_written_state(tmp_path):
     from pt2x.serde import load
 
