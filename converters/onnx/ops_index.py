@@ -298,3 +298,35 @@ def embedding_bag(ctx, node):
 
 def _long_zero():
     return scalar_attr(0, ST.LONG)
+
+
+@lowering("onnx", "aten.masked_scatter.default")
+def masked_scatter(ctx, node):
+    """``self`` with the True positions of ``mask`` filled, in order, from ``source``."""
+    a = bind(node, "self", "mask", "source")
+    out = ctx.out_info()
+    shape = ctx.shape_of(a.self)
+    m = ctx.op("Expand", ctx.t(a.mask, ST.BOOL), shape)
+    flat = ctx.op("Reshape", ctx.cast(m, ST.BOOL, ST.LONG), ctx.ints([-1]))
+    pos = ctx.op("Max", ctx.op("Sub", ctx.op("CumSum", flat, ctx.const(0, ST.LONG)), ctx.const(1, ST.LONG)),
+                 ctx.const(0, ST.LONG))
+    src = ctx.op("Reshape", ctx.t(a.source, out.dtype), ctx.ints([-1]))
+    picked = ctx.op("Reshape", ctx.op("Gather", src, pos, axis=0), shape)
+    return ctx.op("Where", m, picked, ctx.t(a.self))
+
+
+@lowering("onnx", "aten.as_strided.default", "aten.as_strided_copy.default")
+def as_strided(ctx, node):
+    """Static sizes/strides only: the element offsets are computed at conversion time and
+    gathered from the (contiguous) input flattened."""
+    a = bind(node, "self", "size", "stride", storage_offset=0)
+    vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
+    if not all(isinstance(v, int) for v in vals):
+        raise Unsupported("as_strided with symbolic sizes or strides")
+    idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
+    for axis, (n, st) in enumerate(zip(a.size, a.stride)):
+        shape = [1] * len(a.size)
+        shape[axis] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+    flat = ctx.op("Reshape", ctx.t(a.self), ctx.ints([-1]))
+    return ctx.op("Gather", flat, ctx.const_array(idx, "as_strided_index"), axis=0)

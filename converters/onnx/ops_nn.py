@@ -340,3 +340,27 @@ def cdist(ctx, node):
         p = ctx.const(float(a.p), cst)
         r = ctx.op("Pow", ctx.op("ReduceSum", ctx.op("Pow", d, p), ax, keepdims=0), ctx.op("Reciprocal", p))
     return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten._pdist_forward.default", "aten.pdist.default")
+def pdist(ctx, node):
+    """Upper-triangle pairwise distances of the rows (static row count)."""
+    a = bind(node, "self", p=2.0)
+    out, cst = _ct(ctx)
+    n = ctx.info(a.self).shape[0]
+    if not isinstance(n, int):
+        raise Unsupported("pdist over a dynamic number of rows")
+    x = ctx.t(a.self, cst)
+    d = ctx.op("Abs", ctx.op("Sub", ctx.op("Unsqueeze", x, axes_const(ctx, [1])), ctx.op("Unsqueeze", x, axes_const(ctx, [0]))))
+    ax = axes_const(ctx, [-1])
+    if a.p == 2:
+        full = ctx.op("ReduceL2", d, ax, keepdims=0)
+    elif a.p == 1:
+        full = ctx.op("ReduceL1", d, ax, keepdims=0)
+    else:
+        p = ctx.const(float(a.p), cst)
+        full = ctx.op("Pow", ctx.op("ReduceSum", ctx.op("Pow", d, p), ax, keepdims=0), ctx.op("Reciprocal", p))
+    i, j = np.triu_indices(n, 1)
+    flat = ctx.op("Reshape", full, ctx.ints([-1]))
+    return ctx.cast(ctx.op("Gather", flat, ctx.const_array((i * n + j).astype(np.int64), "pdist_index"), axis=0),
+                    cst, out)
