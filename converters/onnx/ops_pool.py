@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
+
 from ..args import bind
 from ..dtypes import ST
 from ..errors import Unsupported
@@ -153,3 +155,58 @@ lowering("onnx", "aten.upsample_bicubic2d.vec", "aten.upsample_bicubic2d.default
 def pixel_shuffle(ctx, node):
     a = bind(node, "self", "upscale_factor")
     return ctx.op("DepthToSpace", ctx.t(a.self), blocksize=int(a.upscale_factor), mode="CRD")
+
+
+@lowering("onnx", "aten.col2im.default")
+def col2im(ctx, node):
+    """``F.fold`` with static sizes: each column element's target position in the padded
+    output is computed at conversion time; ScatterElements(add) sums the overlaps."""
+    a = bind(node, "self", "output_size", "kernel_size", "dilation", "padding", "stride")
+    out, cst = _ct(ctx)
+    info = ctx.info(a.self)
+    if not info.is_static or ctx.rank(a.self) != 3:
+        raise Unsupported("col2im with dynamic or unbatched input")
+    n, ckk, blocks = info.shape
+    (oh, ow), (kh, kw) = _rep(a.output_size, 2), _rep(a.kernel_size, 2)
+    (dh, dw), (ph, pw), (sh, sw) = _rep(a.dilation, 2), _rep(a.padding, 2), _rep(a.stride, 2)
+    c = ckk // (kh * kw)
+    hp, wp = oh + 2 * ph, ow + 2 * pw
+    idx = _patch_index(c, hp, wp, kh, kw, dh, dw, sh, sw).reshape(1, -1)
+    idx = ctx.op("Expand", ctx.const_array(idx, "col2im_index"), ctx.ints([n, ckk * blocks]))
+    src = ctx.op("Reshape", ctx.t(a.self, cst), ctx.ints([n, -1]))
+    zeros = ctx.const_array(np.zeros((n, c * hp * wp), dtypes.to_numpy(cst)), "col2im_zeros")
+    r = ctx.op("ScatterElements", zeros, idx, src, axis=1, reduction="add")
+    r = ctx.op("Reshape", r, ctx.ints([n, c, hp, wp]))
+    if ph or pw:
+        r = ctx.op("Slice", r, ctx.ints([ph, pw]), ctx.ints([ph + oh, pw + ow]), ctx.ints([2, 3]))
+    return ctx.cast(r, cst, out)
+
+
+def _patch_index(c, hp, wp, kh, kw, dh, dw, sh, sw):
+    """(C*kh*kw, L) offsets of every patch element in a flattened (C, hp, wp) image."""
+    bh = (hp - dh * (kh - 1) - 1) // sh + 1
+    bw = (wp - dw * (kw - 1) - 1) // sw + 1
+    ci, ki, kj = np.meshgrid(np.arange(c), np.arange(kh), np.arange(kw), indexing="ij")
+    bi, bj = np.meshgrid(np.arange(bh), np.arange(bw), indexing="ij")
+    rows = ki.reshape(-1, 1) * dh + bi.reshape(1, -1) * sh
+    cols = kj.reshape(-1, 1) * dw + bj.reshape(1, -1) * sw
+    return (ci.reshape(-1, 1) * hp * wp + rows * wp + cols).astype(np.int64)
+
+
+@lowering("onnx", "aten.im2col.default")
+def im2col(ctx, node):
+    """``F.unfold`` with static channels and spatial size: pad, flatten, gather patches."""
+    a = bind(node, "self", "kernel_size", "dilation", "padding", "stride")
+    out, cst = _ct(ctx)
+    shape = ctx.info(a.self).shape
+    if ctx.rank(a.self) != 4 or not all(isinstance(s, int) for s in shape[1:]):
+        raise Unsupported("im2col with dynamic channels/spatial dims or unbatched input")
+    c, h, w = shape[1:]
+    (kh, kw), (dh, dw) = _rep(a.kernel_size, 2), _rep(a.dilation, 2)
+    (ph, pw), (sh, sw) = _rep(a.padding, 2), _rep(a.stride, 2)
+    x = ctx.t(a.self, cst)
+    if ph or pw:
+        x = ctx.op("Pad", x, ctx.ints([0, 0, ph, pw, 0, 0, ph, pw]))
+    idx = _patch_index(c, h + 2 * ph, w + 2 * pw, kh, kw, dh, dw, sh, sw)
+    flat = ctx.op("Reshape", x, ctx.ints([0, -1]))
+    return ctx.cast(ctx.op("Gather", flat, ctx.const_array(idx, "im2col_index"), axis=1), cst, out)
