@@ -4,6 +4,7 @@ lowerings, the CLI, and conversion where ``import torch`` fails."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -256,3 +257,38 @@ def test_report_collects_lowering_refusals_with_reasons(tmp_path):
     assert pool.count == 1  # the second pool reads a value already refused: not reported twice
     assert any("does not divide" in r for r in pool.reasons)
     assert "pt2x_onnx_test.twice.default" in ops
+
+
+# --------------------------------------------------------- any size within the ranges
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@functools.cache
+def _sess(name):
+    return onnx_zoo.ort_session(onnx_zoo.converted(name))
+
+
+def _compare(name, args, scale=1.0):
+    from tolerances import assert_close
+
+    expected = onnx_zoo.eager_outputs(name, args, {})
+    got = onnx_zoo.run(_sess(name), list(args))
+    for i, (e, g) in enumerate(zip(expected, got)):
+        e = e if isinstance(e, torch.Tensor) else torch.tensor(e)
+        assert_close(g, onnx_zoo.to_numpy(e), e.dtype, what=f"{name} output {i} at {[a.shape for a in args]}",
+                     scale=scale)
+
+
+@settings(max_examples=6, deadline=None)
+@given(b=st.integers(2, 32), s=st.integers(3, 64))
+def test_dynamic_reshape_any_size_in_range(b, s):
+    _compare("dynamic_reshape", (torch.randn(b, s), torch.randn(b, 4)))
+
+
+@settings(max_examples=4, deadline=None)
+@given(b=st.integers(1, 16), s=st.integers(2, 48))
+def test_llama_any_size_in_range(b, s):
+    pytest.importorskip("transformers")
+    _compare("hf_llama", (torch.randint(0, 100, (b, s)),), scale=10)
