@@ -119,6 +119,28 @@ def _scalar_type(v) -> ST:
     raise TypeError(f"not a scalar: {v!r}")
 
 
+def _to_complex(st: ST) -> ST:
+    return {ST.HALF: ST.COMPLEXHALF, ST.DOUBLE: ST.COMPLEXDOUBLE}.get(st, ST.COMPLEXFLOAT)
+
+
+def _combine(higher: ST | None, lower: ST | None) -> ST | None:
+    """c10's ``combine_categories``: ``higher`` (dimensioned tensors) keeps its type unless
+    ``lower`` (zero-dim tensors, then Python scalars) is of a higher category."""
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if is_complex(higher):
+        return higher
+    if is_complex(lower):
+        return _to_complex(higher) if is_floating(higher) else lower
+    if is_floating(higher):
+        return higher
+    if higher == ST.BOOL or is_floating(lower):
+        return promote_types(higher, lower)
+    return higher
+
+
 def result_type(*operands) -> ST:
     """``torch.result_type`` over operands: a ``ScalarType`` (a dimensioned tensor), a
     ``(ScalarType, rank)`` pair (rank 0 means a zero-dim tensor), or a Python number."""
@@ -136,14 +158,7 @@ def result_type(*operands) -> ST:
             wrapped = st if wrapped is None else promote_types(wrapped, st)
             continue
         dims = st if dims is None else promote_types(dims, st)
-    out = dims
-    for other in (zero, wrapped):
-        if other is None:
-            continue
-        if out is None:
-            out = other
-        elif category(other) > category(out):
-            out = other  # only a higher category overrides the dimensioned tensors
+    out = _combine(dims, _combine(zero, wrapped))
     if out is None:
         raise ValueError("result_type of no operands")
     return out

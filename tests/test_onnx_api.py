@@ -81,7 +81,7 @@ def test_ir_version_and_opset():
     assert [(o.domain, o.version) for o in m.opset_import] == [("", 23)]
 
 
-@pytest.mark.parametrize("opset", [18, 20, 23])
+@pytest.mark.parametrize("opset", [18, 20, 23, 24])
 def test_opsets_fuse_what_they_have(opset):
     m = onnx.load_from_string(onnx_zoo.converted("transformer_encoder", False, opset))
     onnx.checker.check_model(m, full_check=True)
