@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from onnx import helper
 
-from ..args import bind
+from ..args import TensorRef, bind
 from ..dtypes import ST
 from ..errors import Unsupported
 from ..registry import lowering
@@ -65,24 +65,18 @@ def _out_types(ctx, node):
 @lowering("onnx", "higher_order.cond")
 def cond(ctx, node):
     a = bind(node, "pred", "true_fn", "false_fn", "operands")
-    pred = ctx.t(a[0], ST.BOOL) if not isinstance(a[0], bool) else ctx.const(a[0], ST.BOOL)
-    if ctx.opset and not isinstance(a[0], bool) and _rank(ctx, a[0]):
-        pred = ctx.op("Reshape", pred, ctx.ints([]))
+    p = a[0]  # a bool tensor (any shape with one element), a SymBool, or a constant
+    pred = ctx.t(p, ST.BOOL)
+    if isinstance(p, TensorRef) and ctx.rank(p):
+        pred = ctx.op("Reshape", pred, ctx.ints([]))  # If wants a scalar
     operands = [ctx.t(x) for x in a[3]]
     types = _out_types(ctx, node)
     branches = []
-    for i, g in ((1, a[1]), (2, a[2])):
+    for g in (a[1], a[2]):
         child, _, outs, _ = _body(ctx, g.graph, [(o, None) for o in operands], g.name)
         branches.append(_graph_proto(child, ctx.names.fresh(g.name), [], outs, types))
-    return ctx.op("If", pred, then_branch=branches[0], else_branch=branches[1], outputs=len(types)) \
-        if len(types) > 1 else [ctx.op("If", pred, then_branch=branches[0], else_branch=branches[1])]
-
-
-def _rank(ctx, ref):
-    try:
-        return ctx.rank(ref)
-    except Exception:
-        return 0
+    r = ctx.op("If", pred, then_branch=branches[0], else_branch=branches[1], outputs=len(types))
+    return r if isinstance(r, list) else [r]
 
 
 @lowering("onnx", "higher_order.while_loop")
