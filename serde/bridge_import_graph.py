@@ -177,6 +177,16 @@ class GraphBuilder:
         # A FakeTensor over a meta tensor, built directly: what ``empty_strided`` under the
         # fake mode gives, without its dispatch and cache-validation cost.
         meta = torch.empty_strided(sizes, strides, device="meta", dtype=dtype)
+        so = tm.storage_offset
+        if not (so.type == "as_int" and so.value == 0):
+            # A view's offset into its base (torch's loader drops it; the traced value had it).
+            try:
+                off = sym.sym_int(so, f"{path}.storage_offset")
+                extent = 1 + sum((n - 1) * st for n, st in zip(sizes, strides))
+                base = torch.empty_strided((off + extent,), (1,), device="meta", dtype=dtype)
+                meta = base.as_strided(sizes, strides, off)
+            except Exception:  # noqa: BLE001  (an offset torch cannot express: keep the offset-less value)
+                pass
         fake = FakeTensor(sym.fake_mode, meta, device)
         if tm.requires_grad:
             fake.requires_grad_(True)

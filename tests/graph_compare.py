@@ -41,6 +41,7 @@ def _val(v) -> Any:
             "tensor",
             tuple(str(s) for s in v.shape),
             tuple(str(s) for s in v.stride()),
+            str(v.storage_offset()),
             v.dtype,
             v.device.type,
             v.requires_grad,

@@ -73,6 +73,14 @@ def test_zoo_round_trip(name, decomposed, tmp_path):
         assert outputs_equal(_run(ep, args2, kwargs2), _run(loaded, args2, kwargs2))
     dec = loaded.run_decompositions()
     assert outputs_equal(_run(ep, args, kwargs), _run(dec, args, kwargs)) or not decomposed
+    # torch writes the loaded program exactly as it wrote the original
+    torch.export.save(loaded, tmp_path / "again.pt2")
+    assert _model_json(tmp_path / "again.pt2") == _model_json(path)
+
+
+def _model_json(path):
+    with zipfile.ZipFile(path) as z:
+        return json.loads(z.read(_json_member(z.namelist())))
 
 
 @pytest.mark.parametrize(
