@@ -47,6 +47,23 @@ class CnnUpsample(torch.nn.Module):
         return self.head(h)
 
 
+class CnnDynamicHW(torch.nn.Module):
+    """Dynamic batch, height and width (derived dims ``2*H``): resize to the input's size."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        h1 = torch.relu(self.c1(x))
+        h = torch.relu(self.c2(h1))
+        h = torch.nn.functional.interpolate(h, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        h = h + torch.nn.functional.max_pool2d(h1, 3, 1, 1)
+        return self.head(torch.nn.functional.adaptive_avg_pool2d(h, 1).flatten(1)), h.mean((2, 3))
+
+
 class Convs1d3d(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -204,6 +221,9 @@ _SEQ = Dim("seq", min=2, max=48)
 ONNX_CASES: list[Case] = [
     Case("cnn_upsample", _seeded(CnnUpsample), lambda: (torch.randn(2, 3, 16, 16),),
          dynamic_shapes=({0: _BATCH},), second_args=lambda: (torch.randn(3, 3, 16, 16),), tags={"dynamic"}),
+    Case("cnn_dynamic_hw", _seeded(CnnDynamicHW), lambda: (torch.randn(2, 3, 16, 20),),
+         dynamic_shapes=({0: Dim("b", max=8), 2: 2 * Dim("H", min=8, max=64), 3: 2 * Dim("W", min=8, max=64)},),
+         second_args=lambda: (torch.randn(3, 3, 40, 18),), tags={"dynamic"}),
     Case("convs_1d_3d", _seeded(Convs1d3d), lambda: (torch.randn(2, 4, 10), torch.randn(1, 2, 4, 4, 4))),
     Case("transformer_decoder", _seeded(transformer_decoder), lambda: (torch.randn(2, 5, 32), torch.randn(2, 7, 32)),
          dynamic_shapes=({0: _BATCH}, {0: _BATCH}),
