@@ -496,6 +496,20 @@ def test_as_operator_argument_is_resolved_the_same_way(dynamic_pt2, tmp_path):
         load_exported_program(dst)
 
 
+@pytest.mark.parametrize("type_name", ["os.system", "builtins.eval", "collections.namedtuple", "torch.load"])
+def test_pytree_spec_types_come_from_the_registry_only(type_name, dynamic_pt2, tmp_path):
+    def edit(j):
+        spec = json.loads(j["graph_module"]["module_call_graph"][0]["signature"]["in_spec"])
+        spec[1]["type"] = type_name
+        j["graph_module"]["module_call_graph"][0]["signature"]["in_spec"] = json.dumps(spec)
+
+    dst = tmp_path / "spec.pt2"
+    _rewrite(dynamic_pt2, dst, edit)
+    with pytest.raises(Pt2FormatError) as ei:
+        load_exported_program(dst)
+    assert "module_call_graph[0].signature.in_spec" in ei.value.path
+
+
 def test_source_fn_stack_never_imports(dynamic_pt2, tmp_path):
     def edit(j):
         for n in j["graph_module"]["graph"]["nodes"]:
