@@ -19,6 +19,7 @@ from pt2x.converters import registry, to_onnx
 from pt2x.converters.args import bind
 from pt2x.converters.dtypes import ST
 from pt2x.converters.errors import ConversionError, UnsupportedOpsError
+from pt2x.converters.graph import open_program
 from torchfree import run_cli_torch_free, run_torch_free
 
 
@@ -292,3 +293,26 @@ def test_dynamic_reshape_any_size_in_range(b, s):
 def test_llama_any_size_in_range(b, s):
     pytest.importorskip("transformers")
     _compare("hf_llama", (torch.randint(0, 100, (b, s)),), scale=10)
+
+
+def test_conversion_is_deterministic():
+    path = onnx_zoo.saved("transformer_encoder")
+    assert to_onnx(path).SerializeToString() == to_onnx(path).SerializeToString()
+
+
+@pytest.mark.parametrize("name", ["transformer_encoder", "hf_gpt2", "lstm", "tied_weights"])
+def test_weights_are_stored_once(name):
+    """Folded transposes replace their source; nothing is duplicated or left unread."""
+    if "hf" in onnx_zoo.case(name).tags:
+        pytest.importorskip("transformers")
+    from pt2x.serde import load
+
+    m = _model(name)
+    stored = sum(len(t.raw_data) for t in m.graph.initializer)
+    with load(onnx_zoo.saved(name)) as archive:
+        model = archive.model()
+        arrays = {id(w.array): w.array for w in open_program(model)[0].weights.values()}  # tied: one placeholder
+        weights = sum(a.nbytes for a in arrays.values())
+    assert stored <= weights * 1.01 + 4096
+    used = {i for n in m.graph.node for i in n.input}
+    assert all(t.name in used for t in m.graph.initializer)

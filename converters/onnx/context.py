@@ -151,6 +151,17 @@ class Ctx:
             return None if w is None else np.asarray(w.array)
         return r.consts.get(name)
 
+    def foldable(self, ref) -> np.ndarray | None:
+        """``value_of(ref)`` when folding an op over it stores no second copy of a large
+        constant: small values, or values this node is the only reader of (a parameter
+        tied to an embedding is also read elsewhere, so its transpose stays a node, which
+        ONNX Runtime folds at load time)."""
+        v = self.value_of(ref)
+        if v is None or v.size <= 4096 or not isinstance(ref, TensorRef):
+            return v
+        readers = self.view.consumers.get(ref.name, [])
+        return v if len(readers) <= 1 else None
+
     # ------------------------------------------------------------- constants
 
     def const_array(self, arr: np.ndarray, name: str = "const") -> str:

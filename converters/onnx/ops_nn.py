@@ -27,7 +27,7 @@ def _ct(ctx):
 
 def _transposed(ctx, w, cst):
     """``w.T`` (2-D): a folded initializer when ``w`` is constant, else a Transpose node."""
-    v = ctx.value_of(w)
+    v = ctx.foldable(w)
     if v is not None:
         from .. import dtypes
 

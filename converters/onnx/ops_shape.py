@@ -15,7 +15,7 @@ from .shapes import INT64_MAX, axes_const, reshape_target, scalar_attr
 
 
 def _fold(ctx, x, fn):
-    v = ctx.value_of(x)
+    v = ctx.foldable(x)
     if v is None:
         return None
     return ctx.const_array(np.asarray(fn(v)), name=(x.name if isinstance(x, TensorRef) else "folded"))
