@@ -189,6 +189,13 @@ def _parse(expr_str: str, member, path):
         raise
 
 
+def _default_range(sym: sympy.Symbol) -> ValueRanges:
+    if sym.is_integer:
+        lo = 1 if sym.is_positive else 0 if sym.is_nonnegative else -int_oo
+        return ValueRanges(lo, int_oo)
+    return ValueRanges.unknown()
+
+
 class SymbolicContext:
     """ShapeEnv, fake-tensor mode and symbol tables for one program."""
 
@@ -245,6 +252,10 @@ class SymbolicContext:
         env = self.shape_env
         if hint is not None and e not in env.backed_var_to_val:
             env.add_backed_var_to_val(e, hint)
+        if isinstance(e, sympy.Symbol) and e not in env.var_to_range and s not in self.ranges:
+            # A symbol the file gives no range for still needs one (the ShapeEnv asserts it
+            # has one when reasoning about it): what its assumptions allow.
+            env.var_to_range[e] = _default_range(e)
         vr = self.ranges.get(s)
         if vr is not None and isinstance(e, sympy.Symbol):
             # Ranges of derived expressions ("2*s94") stay in range_constraints only: the

@@ -108,6 +108,20 @@ def test_symbolic_shapes_ranges_and_guards(tmp_path):
         loaded.module()(torch.randn(3, 100), torch.randn(3, 4))
 
 
+def test_symbols_without_a_declared_range_get_one_from_their_assumptions(tmp_path):
+    torch.export.save(zoo.exported("mlp_dynamic"), tmp_path / "m.pt2")
+
+    def edit(j):
+        j["range_constraints"] = {}
+
+    _rewrite(tmp_path / "m.pt2", tmp_path / "norange.pt2", edit)
+    loaded = load_exported_program(tmp_path / "norange.pt2")
+    assert loaded.range_constraints == {}
+    case = zoo.all_cases()["mlp_dynamic"]
+    dec = loaded.run_decompositions()  # the ShapeEnv needs a range for every symbol it reasons about
+    assert outputs_equal(_run(dec, case.args(), {}), _run(zoo.exported("mlp_dynamic"), case.args(), {}))
+
+
 def test_state_is_parameters_with_torch_layout_and_writable_without_touching_the_file(tmp_path):
     ep = zoo.exported("non_contiguous")
     path = tmp_path / "nc.pt2"
