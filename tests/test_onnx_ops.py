@@ -108,21 +108,26 @@ def _inputs(name):
 
 
 @functools.cache
-def _converted(name, decomposed):
+def _saved(name, decomposed):
     ep = torch.export.export(Fn(OPS[name][0]), _inputs(name))
     if decomposed:
         ep = ep.run_decompositions()
     path = os.path.join(_TMP, f"{name}_{int(decomposed)}.pt2")
     torch.export.save(ep, path)
-    return to_onnx(path).SerializeToString()
+    return path
 
 
-@pytest.mark.parametrize("decomposed", [False, True], ids=["exported", "decomposed"])
+def _converted(name, decomposed, opset=None):
+    return to_onnx(_saved(name, decomposed), **({} if opset is None else {"opset": opset})).SerializeToString()
+
+
+@pytest.mark.parametrize("decomposed,opset", [(False, None), (True, None), (False, 18)],
+                         ids=["exported", "decomposed", "exported-opset18"])
 @pytest.mark.parametrize("name", list(OPS))
-def test_op_family(name, decomposed):
+def test_op_family(name, decomposed, opset):
     from tolerances import assert_close
 
-    m = onnx.load_from_string(_converted(name, decomposed))
+    m = onnx.load_from_string(_converted(name, decomposed, opset))
     onnx.checker.check_model(m, full_check=True)
     args = _inputs(name)
     with torch.no_grad():

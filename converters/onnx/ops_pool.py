@@ -20,6 +20,8 @@ def grid_sampler(ctx, node):
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     mode = {0: "linear", 1: "nearest", 2: "cubic"}[a.interpolation_mode]
+    if ctx.opset < 20:  # GridSample-16 spells the modes bilinear/bicubic
+        mode = {"linear": "bilinear", "cubic": "bicubic"}.get(mode, mode)
     pad = {0: "zeros", 1: "border", 2: "reflection"}[a.padding_mode]
     r = ctx.op("GridSample", ctx.t(a.input, cst), ctx.t(a.grid, cst), mode=mode, padding_mode=pad,
                align_corners=int(bool(a.align_corners)))

@@ -377,8 +377,8 @@ def constant_pad_nd(ctx, node):
     a = bind(node, "self", "pad", mode="constant", value=0)
     if a.mode != "constant":
         mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(a.mode)
-        if mode is None:
-            raise Unsupported(f"pad mode {a.mode}")
+        if mode is None or (mode == "wrap" and ctx.opset < 19):
+            raise Unsupported(f"pad mode {a.mode} at opset {ctx.opset}")
     else:
         mode = "constant"
     r = ctx.rank(a.self)
@@ -411,6 +411,8 @@ def diff(ctx, node):
 def _pad_mode(mode):
     def lower(ctx, node):
         a = bind(node, "self", "padding")
+        if mode == "wrap" and ctx.opset < 19:
+            raise Unsupported("circular padding needs opset >= 19")
         r = ctx.rank(a.self)
         pads = list(a.padding)
         begins, ends = [0] * r, [0] * r
