@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import dtypes
 from ..args import bind
 from ..dtypes import ST
 from ..errors import Unsupported
@@ -230,8 +231,16 @@ def rms_norm(ctx, node):
     a = bind(node, "input", "normalized_shape", weight=None, eps=None)
     out, cst = _ct(ctx)
     k = len(a.normalized_shape)
-    eps = a.eps if a.eps is not None else float(np.finfo(np.float32).eps)
+    if a.eps is None:  # torch: the epsilon of the input's dtype
+        import ml_dtypes
+
+        eps = float(ml_dtypes.finfo(dtypes.to_numpy(ctx.dtype(a.input))).eps)
+    else:
+        eps = a.eps
     x = ctx.t(a.input, cst)
+    if ctx.opset >= 23:
+        w = ctx.t(a.weight, cst) if a.weight is not None else ctx.const(np.ones(a.normalized_shape), cst)
+        return ctx.cast(ctx.op("RMSNormalization", x, w, axis=-k, epsilon=float(eps)), cst, out)
     ax = axes_const(ctx, list(range(-k, 0)))
     ms = ctx.op("ReduceMean", ctx.op("Mul", x, x), ax, keepdims=1)
     y = ctx.op("Mul", x, ctx.op("Reciprocal", ctx.op("Sqrt", ctx.op("Add", ms, ctx.const(eps, cst)))))
