@@ -272,9 +272,23 @@ class NotExportable(Exception):
     pass
 
 
-@functools.cache
 def exported(name: str, decomposed: bool = False) -> torch.export.ExportedProgram:
-    """The case's ExportedProgram (cached); ``decomposed`` runs ``run_decompositions()``."""
+    """The case's ExportedProgram; ``decomposed`` runs ``run_decompositions()``.
+
+    Cached, except for programs that mutate their buffers: running one (``.module()``)
+    advances its state, so every caller gets its own.
+    """
+    if "mutation" in all_cases()[name].tags:
+        return _export(name, decomposed)
+    return _cached_export(name, decomposed)
+
+
+@functools.cache
+def _cached_export(name: str, decomposed: bool) -> torch.export.ExportedProgram:
+    return _export(name, decomposed)
+
+
+def _export(name: str, decomposed: bool) -> torch.export.ExportedProgram:
     if decomposed:
         return exported(name).run_decompositions()
     case = all_cases()[name]
