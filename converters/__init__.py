@@ -1,21 +1,51 @@
 """pt2x.converters: torch-free lowering of loaded .pt2 programs to ONNX and TFLite.
 
 ``to_onnx`` and ``to_tflite`` are imported lazily so ``import pt2x.converters`` stays
-cheap and needs neither onnx nor flatbuffers.
+cheap and needs neither onnx nor flatbuffers. When the target's extra is not installed,
+getting them raises ``MissingExtraError`` (an ``ImportError``) naming ``pt2x[onnx]`` /
+``pt2x[tflite]``.
 """
 
 from __future__ import annotations
 
 __all__ = ["to_onnx", "to_tflite"]
 
+# top-level module -> the extra that installs it (pyproject.toml's optional-dependencies)
+_EXTRA_OF = {"onnx": "onnx", "onnx_ir": "onnx", "onnxruntime": "onnx", "flatbuffers": "tflite", "ai_edge_litert": "tflite"}
+
+
+def _missing_extra(e: ModuleNotFoundError, feature: str) -> Exception:
+    """A ``MissingExtraError`` when ``e`` is about an extra's module, else ``e`` itself."""
+    from ..serde.errors import MissingExtraError
+
+    top = (e.name or "").split(".")[0]
+    return MissingExtraError(feature, top, _EXTRA_OF[top]) if top in _EXTRA_OF else e
+
+
+def _tflite_not_available(*args, **kwargs):
+    """Stands in for ``to_tflite`` while ``converters/tflite`` has no converter."""
+    from .errors import ConversionError
+
+    raise ConversionError("TFLite conversion is not available yet in this pt2x version (ONNX is: --to onnx / to_onnx)")
+
 
 def __getattr__(name: str):
-    if name == "to_onnx":
-        from .onnx import to_onnx
+    if name not in __all__:
+        raise AttributeError(name)
+    try:
+        if name == "to_onnx":
+            from .onnx import to_onnx
 
-        return to_onnx
-    if name == "to_tflite":
+            return to_onnx
         from .tflite import to_tflite
 
         return to_tflite
-    raise AttributeError(name)
+    except ModuleNotFoundError as e:
+        err = _missing_extra(e, f"pt2x.converters.{name}")
+        if err is e:
+            raise
+        raise err from e
+    except ImportError as e:
+        if name == "to_tflite" and e.name == f"{__name__}.tflite":  # the placeholder package
+            return _tflite_not_available
+        raise

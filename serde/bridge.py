@@ -14,9 +14,20 @@ import json
 import os
 from typing import Any
 
-from .errors import Pt2UsageError
+from .errors import MissingExtraError, Pt2UsageError
 
 __all__ = ["save", "to_schema", "load_exported_program", "from_schema"]
+
+
+def _import_torch(feature: str):
+    """``torch``, for ``feature``; when it is not installed, a ``MissingExtraError`` naming ``pt2x[torch]``."""
+    try:
+        import torch
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        raise MissingExtraError(feature, "torch", "torch") from e
+    return torch
 
 
 def _archive_root(f) -> str:
@@ -57,7 +68,7 @@ def save(
     ``target_schema=(major, minor)`` writes each model's JSON downgraded to that schema
     version (via ``pt2x.serde.compat.downgrade``); refused when something would be lost.
     """
-    import torch
+    torch = _import_torch("pt2x.serde.save")
 
     from . import bridge_export as bx
     from .archive_writer import write_archive
@@ -84,6 +95,7 @@ def save(
 
 def to_schema(ep, *, opset_version: dict[str, int] | None = None):
     """pt2x's schema ``ExportedProgram`` for a torch ``ExportedProgram``."""
+    _import_torch("pt2x.serde.to_schema")
     from .bridge_export import to_schema as _to_schema
 
     return _to_schema(ep, opset_version=opset_version)
@@ -91,6 +103,7 @@ def to_schema(ep, *, opset_version: dict[str, int] | None = None):
 
 def load_exported_program(*args: Any, **kwargs: Any):
     """A torch ``ExportedProgram`` from a PT2 archive (see ``bridge_import``)."""
+    _import_torch("pt2x.serde.load_exported_program")
     from .bridge_import import load_exported_program as _load
 
     return _load(*args, **kwargs)
@@ -98,6 +111,7 @@ def load_exported_program(*args: Any, **kwargs: Any):
 
 def from_schema(*args: Any, **kwargs: Any):
     """A torch ``ExportedProgram`` from a schema program and its tensors (see ``bridge_import``)."""
+    _import_torch("pt2x.serde.from_schema")
     from .bridge_import import from_schema as _from_schema
 
     return _from_schema(*args, **kwargs)

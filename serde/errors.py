@@ -18,6 +18,7 @@ __all__ = [
     "SymbolicExprError",
     "TensorDataError",
     "Pt2UsageError",
+    "MissingExtraError",
 ]
 
 
@@ -27,6 +28,23 @@ class Pt2Error(Exception):
 
 class Pt2UsageError(Pt2Error, ValueError):
     """The caller asked for something that does not exist (a model name, an option)."""
+
+
+class MissingExtraError(Pt2UsageError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it.
+
+    Also an ``ImportError`` (``name`` is the missing module), so ``except ImportError`` works.
+    """
+
+    def __init__(self, feature: str, module: str, extra: str):
+        self.feature, self.extra = feature, extra
+        message = f"{feature} needs {module!r}, which is not installed: pip install 'pt2x[{extra}]'"
+        Pt2UsageError.__init__(self, message)
+        self.name = module
+        self.msg = message
+
+    def __reduce__(self):
+        return type(self), (self.feature, self.name, self.extra)
 
 
 class Pt2FormatError(Pt2Error):
