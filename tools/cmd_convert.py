@@ -1,8 +1,14 @@
-"""``pt2x convert FILE --to onnx|tflite|pt2 -o OUT``: dispatch to the converters."""
+"""``pt2x convert FILE --to onnx|tflite|pt2 -o OUT``: dispatch to the converters.
+
+The input and output paths are checked before any work (exit 2, one line naming the path);
+a missing extra names the one to install (``pip install 'pt2x[onnx]'``).
+"""
 
 from __future__ import annotations
 
 import argparse
+
+from .cli import check_input, check_output, writing
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,19 +22,37 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.to == "onnx":
+def _converter(to: str):
+    """The function writing format ``to``: ``(src, dst, args) -> exit code``. Imports its extra."""
+    if to == "onnx":
         from ..converters import to_onnx
 
-        kw = {} if args.opset is None else {"opset": args.opset}
-        to_onnx(args.file, args.output, model=args.model or "model", **kw)
-    elif args.to == "tflite":
+        def convert(src, dst, args):
+            kw = {} if args.opset is None else {"opset": args.opset}
+            to_onnx(src, dst, model=args.model or "model", **kw)
+            print(f"wrote {dst}")
+            return 0
+
+    elif to == "tflite":
         from ..converters import to_tflite
 
-        to_tflite(args.file, args.output, model=args.model or "model")
+        def convert(src, dst, args):
+            to_tflite(src, dst, model=args.model or "model")
+            print(f"wrote {dst}")
+            return 0
+
     else:
         from ..serde.rewrite import rewrite_for_target
 
-        return rewrite_for_target(args.file, args.output, target_schema=args.target_schema)
-    print(f"wrote {args.output}")
-    return 0
+        def convert(src, dst, args):
+            return rewrite_for_target(src, dst, target_schema=args.target_schema)
+
+    return convert
+
+
+def run(args: argparse.Namespace) -> int:
+    convert = _converter(args.to)
+    check_input(args.file)
+    check_output(args.output)
+    with writing(args.output):
+        return convert(args.file, args.output, args)

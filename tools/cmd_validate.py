@@ -28,9 +28,11 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
     from ..serde import load
     from ..serde.errors import Pt2Error
     from ..serde.validate import validate_archive
+    from .cli import check_input
 
     target = args.target or args.target_schema
     try:
+        check_input(path)
         with load(path) as archive:
             findings = validate_archive(archive, check_crc=not args.no_crc)
             if target:
