@@ -1,11 +1,18 @@
-"""``pt2x inspect FILE [--json]``: what is in a .pt2, read without torch."""
+"""``pt2x inspect FILE [--json]``: what is in a .pt2, read without torch.
+
+Exit 0; 1 when a shape expression is not one the restricted parser accepts (shown as
+invalid, never evaluated: ``pt2x validate`` reports it as ``bad-expression``); 2 unreadable.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from .cli import check_input
 from .summary import archive_summary
+
+_SHOWN_CHARS = 120  # of an invalid expression's text, in the text output
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -15,20 +22,40 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _dim(x) -> str:
+    return "<invalid>" if isinstance(x, dict) else str(x)
+
+
 def _shape(e: dict) -> str:
     if "dtype" not in e:
         return ""
-    return f"{e['dtype']}[{', '.join(str(x) for x in e['shape'])}]"
+    return f"{e['dtype']}[{', '.join(_dim(x) for x in e['shape'])}]"
+
+
+def _quoted(text: str) -> str:
+    """Untrusted text made safe for a terminal (escapes, no control characters) and shortened."""
+    short = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."
+    return ascii(short)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..serde import load
 
+    check_input(args.file)
     with load(args.file) as archive:
         s = archive_summary(archive)
+    invalid = sum(len(m["invalid_expressions"]) for m in s["models"].values())
     if args.json:
         print(json.dumps(s, indent=2))
-        return 0
+        return 1 if invalid else 0
+    _print_text(s)
+    if invalid:
+        print(f"INVALID: {invalid} shape expression(s) pt2x cannot parse (shown as <invalid>, never evaluated)")
+        return 1
+    return 0
+
+
+def _print_text(s: dict) -> None:
     print(f"{s['file']}: layout {s['layout']}, {len(s['models'])} model(s)")
     for name, m in s["models"].items():
         print(f"\nmodel {name!r}: schema {m['schema_version']}, written by torch {m['torch_version']}, verifiers {m['verifiers']}")
@@ -53,10 +80,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"  not loaded: {x['member']}{' (' + x['fqn'] + ')' if x['fqn'] else ''}: {x['reason']}")
         for f in m["unknown_fields"]:
             print(f"  unknown field (kept): {f}")
+        for x in m["invalid_expressions"]:
+            print(f"  invalid shape expression: {x['path']}: {_quoted(x['text'])}: {x['error']}")
     for x in s["not_loaded"]:
         print(f"not loaded: {x['member']}: {x['reason']}")
     for n in s["unrecognized_members"]:
         print(f"unrecognized member (kept, not interpreted): {n}")
     if s["extra_files"]:
         print(f"extra files: {', '.join(s['extra_files'])}")
-    return 0

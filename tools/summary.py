@@ -1,31 +1,53 @@
 """A loaded archive as a plain, JSON-able summary: what ``pt2x inspect`` prints.
 
 The ``--json`` output is this dict; its keys are documented in the README and stable.
+Shape expressions go through the restricted parser only (``serde.symbolic``): text it
+refuses is shown as ``{"invalid": text, "error": why}`` and listed in the model's
+``invalid_expressions``; nothing is ever evaluated.
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from ..schema import definitions as d
 from ..serde.archive import Pt2Archive, Pt2Model
+from ..serde.errors import Pt2FormatError
 from ..serde.graph_refs import subgraphs
+from ..serde.symbolic import parse_cached, to_infix
 
-_SYMBOL = re.compile(r"Symbol\('([^']*)'[^)]*\)")
 
-
-def dim_text(s: d.SymInt) -> int | str:
-    """A size as an int, or its expression's text (``s77``, ``2*s0 + 1``)."""
+def dim_text(s: d.SymInt) -> int | str | dict:
+    """A size as an int, its expression's text (``s77``, ``2*s0 + 1``), or, for text the
+    restricted parser refuses, ``{"invalid": text, "error": why}`` (never evaluated)."""
     if s.type == "as_int":
         return s.value
     text = s.value.expr_str
     try:
-        from ..serde.symbolic import parse_cached, to_infix
-
         return to_infix(parse_cached(text))
-    except Exception:  # summary only: fall back to the raw text, shortened
-        return _SYMBOL.sub(r"\1", text)
+    except Pt2FormatError as e:
+        return {"invalid": text, "error": e.reason}
+
+
+def invalid_expressions(model: Pt2Model) -> list[dict]:
+    """Every tensor size expression in the model (subgraphs too) the parser refuses, as
+    ``{"member", "path", "text", "error"}``: the ones ``validate`` reports as ``bad-expression``."""
+    out: list[dict] = []
+
+    def visit(graph: d.Graph, where: str) -> None:
+        for name, meta in graph.tensor_values.items():
+            for k, s in enumerate(meta.sizes):
+                dim = dim_text(s)
+                if isinstance(dim, dict):
+                    path = f"{where}.tensor_values[{name!r}].sizes[{k}]"
+                    out.append({"member": model.json_member, "path": path, "text": dim["invalid"], "error": dim["error"]})
+        for n, node in enumerate(graph.nodes):
+            for a, named in enumerate(node.inputs):
+                for sub in subgraphs(named.arg):
+                    visit(sub.graph, f"{where}.nodes[{n}].inputs[{a}].arg.as_graph.graph")
+
+    visit(model.program.graph_module.graph, "graph_module.graph")
+    return out
 
 
 def _tensor(meta: d.TensorMeta | None) -> dict:
@@ -99,6 +121,7 @@ def model_summary(model: Pt2Model) -> dict:
         "constants": {"count": len(model.constants), "bytes": sum(a.nbytes for a in model.constants.values())},
         "not_loaded": [x.as_dict() for x in model.pickled],
         "unknown_fields": list(model.unknown_fields),
+        "invalid_expressions": invalid_expressions(model),
     }
 
 
