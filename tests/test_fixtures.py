@@ -13,7 +13,7 @@ from pt2x.serde.validate import validate_archive
 
 HERE = os.path.join(os.path.dirname(__file__), "fixtures", "pt2")
 FILES = sorted(glob.glob(os.path.join(HERE, "torch-*", "*.pt2")))
-LAYOUT = {"2.6.0": "flat", "2.8.0": "pt2-pickled-weights", "2.10.0": "pt2", "2.13.0": "pt2", "2.14.1": "pt2"}
+LAYOUT = {"2.6.0": "flat", "2.8.0": "pt2-pickled-weights", "2.10.0": "pt2", "2.13.0": "pt2", "2.14.1": "pt2", "2.15.0": "pt2"}
 
 
 def _release(path: str) -> str:
@@ -26,7 +26,7 @@ def _id(path: str) -> str:
 
 def test_all_releases_present():
     assert {_release(p) for p in FILES} == set(LAYOUT)
-    assert len(FILES) == 45
+    assert len(FILES) == 54
 
 
 @pytest.mark.parametrize("path", FILES, ids=_id)

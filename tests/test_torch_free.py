@@ -35,7 +35,7 @@ def test_import_and_load_without_torch():
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out.pop("torch") == "blocked"
-    assert len(out) == 45
+    assert len(out) == 54
     assert all(errors == 0 for _, _, errors in out.values())
     assert out[os.path.join(FIX, "torch-2.6.0", "mlp_dynamic.pt2")][:2] == [4, 848]
 
