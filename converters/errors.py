@@ -8,7 +8,29 @@ __all__ = ["ConversionError", "Unsupported", "UnsupportedOpsError"]
 
 
 class ConversionError(Pt2Error):
-    """The program cannot be converted (bad option, a value the target format cannot hold)."""
+    """The program cannot be converted (bad option, a value the target format cannot hold,
+    a program that breaks what the lowerings rely on).
+
+    ``member`` (the archive member holding the program, ``<root>/models/model.json``),
+    ``path`` (the field path inside it, ``graph_module.graph.nodes[3]``) and ``node`` (the
+    program node's name) locate the fault when known; ``reason`` is the message without them.
+    """
+
+    def __init__(self, message: str, *, member: str | None = None, path: str | None = None,
+                 node: str | None = None):
+        self.member = member
+        self.path = path
+        self.node = node
+        self.reason = message
+        where = ": ".join(p for p in (member, path) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+    def __reduce__(self):
+        return _rebuild, (type(self), self.reason, self.member, self.path, self.node)
+
+
+def _rebuild(cls, reason, member, path, node):
+    return cls(reason, member=member, path=path, node=node)
 
 
 class Unsupported(ConversionError):
@@ -26,3 +48,6 @@ class UnsupportedOpsError(ConversionError):
     def __init__(self, message: str, ops: list):
         self.ops = ops
         super().__init__(message)
+
+    def __reduce__(self):
+        return type(self), (self.reason, self.ops)

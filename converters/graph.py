@@ -19,6 +19,7 @@ from typing import Iterator, Union
 import numpy as np
 
 from ..schema import definitions as d
+from ..serde.errors import Pt2FormatError
 from ..serde.symbolic import Expr, Integer, Symbol, parse_cached
 from .errors import ConversionError
 
@@ -87,14 +88,18 @@ class Mutation:
 class GraphView:
     """One graph: its nodes, values with metadata, producers and consumers."""
 
-    def __init__(self, graph: d.Graph, parent: "GraphView | None" = None):
+    def __init__(self, graph: d.Graph, parent: "GraphView | None" = None, *, member: str | None = None,
+                 path: str = "graph_module.graph"):
         self.graph = graph
         self.parent = parent
+        self.member = member if member is not None else (parent.member if parent is not None else None)
+        self.path = path  # field path of this graph inside the member
         self.nodes: list[d.Node] = graph.nodes
         self.tensors: dict[str, TensorInfo] = {
-            k: TensorInfo(m.dtype, tuple(sym_dim(s) for s in m.sizes)) for k, m in graph.tensor_values.items()
+            k: TensorInfo(m.dtype, tuple(self._dim(s, f"tensor_values[{k!r}].sizes[{i}]") for i, s in enumerate(m.sizes)))
+            for k, m in graph.tensor_values.items()
         }
-        self.sym_ints: dict[str, Dim] = {k: sym_dim(v) for k, v in graph.sym_int_values.items()}
+        self.sym_ints: dict[str, Dim] = {k: self._dim(v, f"sym_int_values[{k!r}]") for k, v in graph.sym_int_values.items()}
         self.producer: dict[str, d.Node] = {}
         self.consumers: dict[str, list[d.Node]] = {}
         for n in self.nodes:
@@ -112,13 +117,36 @@ class GraphView:
             if t is not None:
                 return t
             v = v.parent
-        raise ConversionError(f"no tensor metadata for value {name!r}")
+        raise ConversionError(f"no tensor metadata for value {name!r}", member=self.member)
+
+    def _dim(self, s: d.SymInt, field: str) -> Dim:
+        """``sym_dim`` naming the member and field path of an expression it cannot parse."""
+        try:
+            return sym_dim(s)
+        except Pt2FormatError as e:
+            if e.member is not None:
+                raise
+            raise type(e)(e.reason, member=self.member, path=f"{self.path}.{field}") from None
+
+    def node_path(self, node: d.Node) -> str:
+        """Field path of one of this graph's nodes (``graph_module.graph.nodes[3]``)."""
+        for i, n in enumerate(self.nodes):
+            if n is node:
+                return f"{self.path}.nodes[{i}]"
+        return self.path
 
     def has_tensor(self, name: str) -> bool:
         return name in self.tensors or (self.parent is not None and self.parent.has_tensor(name))
 
     def subgraph(self, graph: d.Graph) -> "GraphView":
-        return GraphView(graph, parent=self)
+        return GraphView(graph, parent=self, path=self._subgraph_path(graph))
+
+    def _subgraph_path(self, graph: d.Graph) -> str:
+        for i, n in enumerate(self.nodes):
+            for j, na in enumerate(n.inputs):
+                if na.arg.type == "as_graph" and na.arg.value.graph is graph:
+                    return f"{self.path}.nodes[{i}].inputs[{j}].arg.as_graph.graph"
+        return f"{self.path}.<subgraph>"
 
     def walk(self) -> Iterator[d.Node]:
         """Every node, subgraphs included (depth first, in program order)."""
@@ -177,15 +205,16 @@ def input_names(n: d.Node) -> list[str]:
 class ProgramView(GraphView):
     """The top-level graph plus the program's signature, weights and ranges."""
 
-    def __init__(self, program: d.ExportedProgram, state_dict: dict, constants: dict, name: str = "model"):
+    def __init__(self, program: d.ExportedProgram, state_dict: dict, constants: dict, name: str = "model",
+                 member: str | None = None):
         gm = program.graph_module
-        super().__init__(gm.graph)
+        super().__init__(gm.graph, member=member)
         self.program = program
         self.name = name
         self.user_inputs: list[UserInput] = []
         self.weights: dict[str, Weight] = {}
         self.tokens: list[str] = []
-        for spec in gm.signature.input_specs:
+        for i, spec in enumerate(gm.signature.input_specs):
             t, v = spec.type, spec.value
             if t == "user_input":
                 a = v.arg
@@ -201,7 +230,8 @@ class ProgramView(GraphView):
                 fqn = getattr(v, fqn)
                 arr = state_dict.get(fqn) if fqn in state_dict else constants.get(fqn)
                 if arr is None:
-                    raise ConversionError(f"{t} {fqn!r} (input {v.arg.name!r}) has no data in the archive")
+                    raise ConversionError(f"{t} {fqn!r} (input {v.arg.name!r}) has no data in the archive",
+                                          member=member, path=f"graph_module.signature.input_specs[{i}]")
                 self.weights[v.arg.name] = Weight(v.arg.name, fqn, t, arr, getattr(v, "persistent", True))
             elif t == "token":
                 self.tokens.append(v.arg.name)
@@ -245,9 +275,13 @@ class ProgramView(GraphView):
         return next((w for w in self.weights.values() if w.fqn == fqn), None)
 
 
-def open_program(src, model: str | None = "model"):
+def open_program(src, model: str | None = "model", *, check: bool = True):
     """``(ProgramView, keepalive)`` from a path, file object, ``Pt2Archive`` or ``Pt2Model``.
-    Keep ``keepalive`` (the archive) referenced while the weight arrays are in use."""
+    Keep ``keepalive`` (the archive) referenced while the weight arrays are in use.
+
+    With ``check`` (the default) the program first passes ``precheck.check_model``: a
+    program that breaks what lowerings rely on is refused with a ``ConversionError``
+    naming the member and every field at fault."""
     from ..serde.archive import Pt2Archive, Pt2Model, load
 
     if isinstance(src, Pt2Model):
@@ -257,4 +291,13 @@ def open_program(src, model: str | None = "model"):
         if model not in archive.models and len(archive.models) == 1 and model == "model":
             model = None
         m = archive.model(model)
-    return ProgramView(m.program, m.state_dict, m.constants, name=m.name), archive
+    from .guard import stage
+
+    if check:
+        from .precheck import check_model
+
+        with stage(m.json_member, "checking the program"):
+            check_model(m)
+    with stage(m.json_member, "reading the program"):
+        view = ProgramView(m.program, m.state_dict, m.constants, name=m.name, member=m.json_member)
+    return view, archive

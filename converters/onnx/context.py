@@ -14,7 +14,7 @@ import numpy as np
 
 from onnx import TensorProto, helper
 
-from .. import dtypes
+from .. import dtypes, limits
 from ..args import SymRef, TensorRef
 from ..dtypes import ST
 from ..errors import ConversionError, Unsupported
@@ -73,8 +73,32 @@ class Names:
         return name
 
 
+def stored_bytes(arr: np.ndarray) -> int:
+    """Bytes an array spans in its buffer: ``itemsize * (1 + sum((n - 1) * |stride|))``.
+    A stride-0 (expanded) view of one element spans one element whatever its shape."""
+    if arr.size == 0:
+        return 0
+    return arr.itemsize + sum((n - 1) * abs(st) for n, st in zip(arr.shape, arr.strides))
+
+
+def array_bytes(shape, itemsize: int) -> int:
+    """Bytes of a C-contiguous array of ``shape`` (Python ints: no overflow); refuses a
+    negative or non-integer dim."""
+    n = itemsize
+    for s in shape:
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0:
+            raise ConversionError(f"cannot materialise an array of shape {list(shape)!r}")
+        n *= int(s)
+    return n
+
+
 class Ctx:
-    """Emission state for one graph (``root`` holds initializers shared by all graphs)."""
+    """Emission state for one graph (``root`` holds initializers shared by all graphs).
+
+    Constants are bounded: the root's ``budget`` is ``limits.MAX_CONSTANT_BYTES`` plus
+    ``limits.WEIGHT_BYTES_FACTOR`` times the bytes the weights occupy in the archive;
+    ``const_array`` counts every initializer against it and lowerings ``reserve`` bytes
+    before they build an array from sizes found in the program."""
 
     def __init__(self, view: GraphView, opset: int, names: Names, root: "Ctx | None" = None,
                  weights: dict | None = None, problems=None):
@@ -92,6 +116,11 @@ class Ctx:
             self.weights = weights or {}
             self.problems = problems
             self.mutated: dict[str, str] = {}  # placeholder -> ONNX value after in-place ops
+            self.poisoned: set[str] = set()  # program values whose producer was not converted
+            self.materialised = 0  # bytes of constants made so far
+            self.budget = limits.MAX_CONSTANT_BYTES + limits.WEIGHT_BYTES_FACTOR * sum(
+                stored_bytes(np.asarray(w.array)) for w in self.weights.values())
+            self.emitted = 0  # ONNX nodes made for the program node being lowered
 
     # ---------------------------------------------------------------- values
 
@@ -128,6 +157,8 @@ class Ctx:
         if name in self.env:
             return self.env[name]
         r = self.root
+        if name in r.poisoned:
+            raise Unsupported(f"value {name!r} comes from a node that was not converted")
         if name in r.weights:
             if name in r.env:
                 return r.env[name]
@@ -148,7 +179,11 @@ class Ctx:
         name = self.env.get(ref.name)
         if name is None:
             w = r.weights.get(ref.name)
-            return None if w is None else np.asarray(w.array)
+            if w is None:
+                return None
+            v = np.asarray(w.array)
+            self.reserve(v.nbytes, f"weight {w.fqn!r}", account=False)  # folding copies it
+            return v
         return r.consts.get(name)
 
     def foldable(self, ref) -> np.ndarray | None:
@@ -164,9 +199,27 @@ class Ctx:
 
     # ------------------------------------------------------------- constants
 
+    def reserve(self, nbytes: int, what: str = "a constant", *, account: bool = True) -> None:
+        """Count ``nbytes`` of constants against the conversion's budget (``account=False``:
+        only check they would fit); raises ``ConversionError`` past it."""
+        r = self.root
+        if r.materialised + nbytes > r.budget:
+            raise ConversionError(
+                f"{what} of {nbytes} bytes would pass the conversion's constant budget of {r.budget} bytes "
+                f"(limits.MAX_CONSTANT_BYTES + limits.WEIGHT_BYTES_FACTOR x the weights' stored bytes; "
+                f"{r.materialised} used)")
+        if account:
+            r.materialised += nbytes
+
+    def reserve_array(self, shape, itemsize: int = 8, what: str = "a constant") -> None:
+        """Check that an array of ``shape`` (sizes taken from the program) would fit the budget
+        before a lowering builds it; it is counted when ``const_array`` stores it."""
+        self.reserve(array_bytes(shape, itemsize), what, account=False)
+
     def const_array(self, arr: np.ndarray, name: str = "const") -> str:
         r = self.root
         arr = np.asarray(arr)
+        self.reserve(arr.nbytes, f"constant {name!r}")
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
         st = dtypes.from_numpy(arr.dtype)
@@ -209,6 +262,11 @@ class Ctx:
 
     def op(self, op_type: str, *inputs, outputs: int = 1, domain: str = "", **attrs):
         """Emit one node; returns its output name (or a list when ``outputs`` > 1)."""
+        r = self.root
+        r.emitted += 1
+        if r.emitted > limits.MAX_NODES_PER_LOWERING:
+            raise ConversionError(f"more than limits.MAX_NODES_PER_LOWERING={limits.MAX_NODES_PER_LOWERING} "
+                                  f"ONNX nodes for one program node")
         base = self.node.name if self.node is not None and self.node.name else op_type.lower()
         outs = [self.names.fresh(base) for _ in range(outputs)]
         ins = ["" if i is None else i for i in inputs]
@@ -223,6 +281,7 @@ class Ctx:
             return name
         v = self.root.consts.get(name)
         if v is not None:  # fold: weights are stored in the dtype they are computed in
+            self.reserve(v.size * dtypes.to_numpy(dst).itemsize, f"{name!r} cast", account=False)
             if v.size <= 64:
                 return self.const(v.astype(dtypes.to_numpy(dst)), dst)
             return self.const_array(v.astype(dtypes.to_numpy(dst)), name=name)

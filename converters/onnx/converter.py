@@ -14,6 +14,7 @@ from ..args import decode
 from ..dtypes import ST
 from ..errors import ConversionError, Unsupported
 from ..graph import GraphView, ProgramView, open_program, output_names
+from ..guard import lowering_failure, stage
 from ..report import Problems, missing_lowerings
 from .context import Ctx, Names, onnx_type
 
@@ -55,14 +56,20 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
     Returns the ``onnx.ModelProto``; writes it to ``dst`` when given (weights past 2 GB go to
     ``<dst>.data`` beside it). ``dim_names`` renames shape symbols (``{"s17": "batch"}``):
     .pt2 files do not carry torch ``Dim`` names. Raises ``UnsupportedOpsError`` listing every
-    operator that has no lowering."""
+    operator that has no lowering.
+
+    The program is checked first (``precheck``: the validator's errors, node arities and
+    argument kinds, subgraph signatures, sizes, dtypes, names); a program that fails is
+    refused with a ``ConversionError`` listing every problem. Whatever a lowering or the
+    model's assembly raises leaves as a ``Pt2Error`` naming the member and the node."""
     if not (MIN_OPSET <= opset <= MAX_OPSET):
         raise ConversionError(f"opset {opset} not supported (pt2x emits opsets {MIN_OPSET}..{MAX_OPSET})")
     view, keep = open_program(src, model)
     try:
         m = convert_view(view, opset=opset, dim_names=dim_names)
         if dst is not None:
-            save(m, os.fspath(dst))
+            with stage(view.member, "writing the ONNX model", passthrough=(OSError,)):
+                save(m, os.fspath(dst))
         return m
     finally:
         del keep
@@ -101,12 +108,28 @@ def _value_info(name, st, shape, dim_names):
 
 
 def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=None) -> onnx.ModelProto:
+    """``view`` as an ONNX model. Any failure leaves as a ``Pt2Error`` naming the member:
+    lowerings' with their node (``lower_graph``), the other steps' with the step."""
     _load_lowerings()
-    dim_names = dict(dim_names or {})
-    problems = missing_lowerings(view, "onnx")
-    reserved = {n for g in _all_graphs(view) for n in g.tensors} | set(view.sym_ints)
-    names = Names(reserved)
-    ctx = Ctx(view, opset, names, weights=view.weights, problems=problems)
+    member = getattr(view, "member", None)
+    with stage(member, "converting to ONNX"):
+        dim_names = dict(dim_names or {})
+        problems = missing_lowerings(view, "onnx")
+        reserved = {n for g in _all_graphs(view) for n in g.tensors} | set(view.sym_ints)
+        names = Names(reserved)
+        ctx = Ctx(view, opset, names, weights=view.weights, problems=problems)
+        with stage(member, "declaring the model's inputs"):
+            inputs = _declare_inputs(view, ctx, names, problems, dim_names)
+        lower_graph(ctx)
+        problems.raise_if_any()
+        with stage(member, "declaring the model's outputs"):
+            outputs, out_nodes, mutations = _declare_outputs(view, ctx, names, dim_names)
+        with stage(member, "assembling the ONNX model"):
+            return _assemble(view, ctx, opset, inputs, outputs, out_nodes, mutations, dim_names)
+
+
+def _declare_inputs(view: ProgramView, ctx: Ctx, names: Names, problems: Problems, dim_names) -> list:
+    """Graph inputs (value infos) for the program's user inputs, bound in ``ctx.env``."""
     inputs = []
     for u in view.user_inputs:
         if u.kind == "tensor":
@@ -119,9 +142,12 @@ def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=Non
             inputs.append(helper.make_tensor_value_info(u.name, onnx_type(st), []))
         elif u.kind == "custom_obj":
             problems.add(_fake_node("custom_obj input", u.name), "script objects have no ONNX form")
-    lower_graph(ctx)
-    problems.raise_if_any()
+    return inputs
 
+
+def _declare_outputs(view: ProgramView, ctx: Ctx, names: Names, dim_names):
+    """(graph outputs, Identity nodes naming them, mutations) for user outputs and
+    mutated buffers/inputs."""
     outputs, out_nodes = [], []
     used: set[str] = set(ctx.root.consts) | set(ctx.env[u.name] for u in view.user_inputs if u.name in ctx.env)
 
@@ -158,7 +184,11 @@ def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=Non
         name = names.claim(f"{target}.mutated")
         out_nodes.append(helper.make_node("Identity", [src], [name], name=name))
         outputs.append(_value_info(name, info.dtype, info.shape, dim_names))
+    return outputs, out_nodes, mutations
 
+
+def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_nodes, mutations, dim_names):
+    """The ModelProto: pruned nodes and initializers, opset, metadata props."""
     nodes, inits = prune(ctx.nodes + out_nodes, [o.name for o in outputs], ctx.root.initializers)
     graph = helper.make_graph(nodes, view.name or "model", inputs, outputs, initializer=inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
@@ -235,7 +265,7 @@ def _mutations(view: ProgramView, ctx: Ctx) -> list[tuple[str, str, str]]:
 def lower_graph(ctx: Ctx) -> None:
     """Lower every node of ``ctx.view`` into ``ctx.nodes``; record problems, poison outputs."""
     problems: Problems = ctx.root.problems
-    poisoned: set[str] = set()
+    poisoned: set[str] = ctx.root.poisoned
     from ..graph import input_names
 
     for node in ctx.view.nodes:
@@ -246,17 +276,21 @@ def lower_graph(ctx: Ctx) -> None:
             continue
         start = len(ctx.nodes)
         ctx.node = node
+        ctx.root.emitted = 0
         try:
             res = fn(ctx, node)
+            _bind(ctx, node, res, start)
+            if _is_inplace(node):
+                _rebind_mutated(ctx, node)
         except Unsupported as e:
-            problems.add(node, str(e))
+            problems.add(node, e.reason)
             del ctx.nodes[start:]
             poisoned.update(outs)
             continue
-        _bind(ctx, node, res, start)
-        if _is_inplace(node):
-            _rebind_mutated(ctx, node)
-    ctx.node = None
+        except Exception as e:  # not KeyboardInterrupt/SystemExit; MemoryError and RecursionError are
+            raise lowering_failure(e, ctx.view, node, fn) from e
+        finally:
+            ctx.node = None
 
 
 def _is_inplace(node) -> bool:

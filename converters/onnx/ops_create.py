@@ -3,6 +3,8 @@ static results become constants; the rest are ``ConstantOfShape``/``Range`` of r
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import dtypes
@@ -65,6 +67,9 @@ def arange(ctx, node):
     cst = ST.FLOAT if out.dtype in (ST.HALF, ST.BFLOAT16) else ST.INT if out.dtype in (ST.BYTE, ST.CHAR, ST.SHORT) \
         else out.dtype
     if out.is_static and all(isinstance(v, (int, float)) for v in (start, end, step)):
+        if step == 0:
+            raise Unsupported("arange with step 0")
+        ctx.reserve_array([max(0, math.ceil((end - start) / step))], 8, "arange")
         return ctx.const(np.arange(start, end, step).astype(dtypes.to_numpy(out.dtype)), out.dtype)
     if dtypes.is_floating(cst) and not all(isinstance(v, int) for v in (start, end, step)):
         # torch computes start + i * step in double, then casts
@@ -97,6 +102,7 @@ def eye(ctx, node):
     out = ctx.out_info()
     if not out.is_static:
         raise Unsupported("eye of a dynamic size")
+    ctx.reserve_array(out.shape, 8, "eye")
     return ctx.const(np.eye(*out.shape), out.dtype)
 
 
@@ -106,4 +112,5 @@ def linspace(ctx, node):
     out = ctx.out_info()
     if not all(isinstance(v, (int, float)) for v in (a.start, a.end, a.steps)):
         raise Unsupported("linspace with tensor or symbolic bounds")
+    ctx.reserve_array([a.steps], 8, "linspace")
     return ctx.const(np.linspace(a.start, a.end, a.steps), out.dtype)

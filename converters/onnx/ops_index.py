@@ -323,6 +323,7 @@ def as_strided(ctx, node):
     vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
     if not all(isinstance(v, int) for v in vals):
         raise Unsupported("as_strided with symbolic sizes or strides")
+    ctx.reserve_array(list(a.size) + [2], 8, "as_strided index")
     idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
     for axis, (n, st) in enumerate(zip(a.size, a.stride)):
         shape = [1] * len(a.size)

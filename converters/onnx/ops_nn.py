@@ -30,8 +30,7 @@ def _transposed(ctx, w, cst):
     """``w.T`` (2-D): a folded initializer when ``w`` is constant, else a Transpose node."""
     v = ctx.foldable(w)
     if v is not None:
-        from .. import dtypes
-
+        ctx.reserve_array(v.shape, v.itemsize + dtypes.to_numpy(cst).itemsize, f"{w.name!r} transposed")
         return ctx.const_array(np.ascontiguousarray(v.T).astype(dtypes.to_numpy(cst)), name=f"{w.name}.T")
     return ctx.op("Transpose", ctx.t(w, cst), perm=[1, 0])
 
@@ -158,6 +157,8 @@ def _channels(ctx, x):
 def _bn(ctx, x, w, b, mean, var, eps):
     out, cst = _ct(ctx)
     c = _channels(ctx, x)
+    if w is None or b is None:
+        ctx.reserve_array([2, c], 8, "default norm weights")
     w = ctx.t(w, cst) if w is not None else ctx.const(np.ones(c), cst)
     b = ctx.t(b, cst) if b is not None else ctx.const(np.zeros(c), cst)
     if mean is None or var is None:
@@ -207,6 +208,7 @@ def _layer_norm(ctx, x, shape, w, b, eps):
     out, cst = _ct(ctx)
     k = len(shape)
     if w is None:
+        ctx.reserve_array(shape, 8, "default norm weight")
         w = ctx.const(np.ones(shape), cst)
     else:
         w = ctx.t(w, cst)
@@ -239,6 +241,8 @@ def rms_norm(ctx, node):
         eps = a.eps
     x = ctx.t(a.input, cst)
     if ctx.opset >= 23:
+        if a.weight is None:
+            ctx.reserve_array(a.normalized_shape, 8, "default norm weight")
         w = ctx.t(a.weight, cst) if a.weight is not None else ctx.const(np.ones(a.normalized_shape), cst)
         return ctx.cast(ctx.op("RMSNormalization", x, w, axis=-k, epsilon=float(eps)), cst, out)
     ax = axes_const(ctx, list(range(-k, 0)))
@@ -312,6 +316,8 @@ def instance_norm(ctx, node):
         return _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
     out, cst = _ct(ctx)
     c = _channels(ctx, a.input)
+    if a.weight is None or a.bias is None:
+        ctx.reserve_array([2, c], 8, "default norm weights")
     w = ctx.t(a.weight, cst) if a.weight is not None else ctx.const(np.ones(c), cst)
     b = ctx.t(a.bias, cst) if a.bias is not None else ctx.const(np.zeros(c), cst)
     return ctx.cast(ctx.op("InstanceNormalization", ctx.t(a.input, cst), w, b, epsilon=float(a.eps)), cst, out)
@@ -369,6 +375,7 @@ def pdist(ctx, node):
     else:
         p = ctx.const(float(a.p), cst)
         full = ctx.op("Pow", ctx.op("ReduceSum", ctx.op("Pow", d, p), ax, keepdims=0), ctx.op("Reciprocal", p))
+    ctx.reserve_array([3, n, n], 8, "pdist index")
     i, j = np.triu_indices(n, 1)
     flat = ctx.op("Reshape", full, ctx.ints([-1]))
     return ctx.cast(ctx.op("Gather", flat, ctx.const_array((i * n + j).astype(np.int64), "pdist_index"), axis=0),

@@ -173,7 +173,8 @@ def col2im(ctx, node):
     (dh, dw), (ph, pw), (sh, sw) = _rep(a.dilation, 2), _rep(a.padding, 2), _rep(a.stride, 2)
     c = ckk // (kh * kw)
     hp, wp = oh + 2 * ph, ow + 2 * pw
-    idx = _patch_index(c, hp, wp, kh, kw, dh, dw, sh, sw).reshape(1, -1)
+    ctx.reserve_array([n, c * hp * wp], dtypes.to_numpy(cst).itemsize, "col2im zeros")
+    idx = _patch_index(ctx, c, hp, wp, kh, kw, dh, dw, sh, sw).reshape(1, -1)
     idx = ctx.op("Expand", ctx.const_array(idx, "col2im_index"), ctx.ints([n, ckk * blocks]))
     src = ctx.op("Reshape", ctx.t(a.self, cst), ctx.ints([n, -1]))
     zeros = ctx.const_array(np.zeros((n, c * hp * wp), dtypes.to_numpy(cst)), "col2im_zeros")
@@ -184,10 +185,11 @@ def col2im(ctx, node):
     return ctx.cast(r, cst, out)
 
 
-def _patch_index(c, hp, wp, kh, kw, dh, dw, sh, sw):
+def _patch_index(ctx, c, hp, wp, kh, kw, dh, dw, sh, sw):
     """(C*kh*kw, L) offsets of every patch element in a flattened (C, hp, wp) image."""
     bh = (hp - dh * (kh - 1) - 1) // sh + 1
     bw = (wp - dw * (kw - 1) - 1) // sw + 1
+    ctx.reserve_array([3, c * kh * kw, max(bh, 0) * max(bw, 0)], 8, "patch index")  # the index and two temporaries
     ci, ki, kj = np.meshgrid(np.arange(c), np.arange(kh), np.arange(kw), indexing="ij")
     bi, bj = np.meshgrid(np.arange(bh), np.arange(bw), indexing="ij")
     rows = ki.reshape(-1, 1) * dh + bi.reshape(1, -1) * sh
@@ -209,6 +211,6 @@ def im2col(ctx, node):
     x = ctx.t(a.self, cst)
     if ph or pw:
         x = ctx.op("Pad", x, ctx.ints([0, 0, ph, pw, 0, 0, ph, pw]))
-    idx = _patch_index(c, h + 2 * ph, w + 2 * pw, kh, kw, dh, dw, sh, sw)
+    idx = _patch_index(ctx, c, h + 2 * ph, w + 2 * pw, kh, kw, dh, dw, sh, sw)
     flat = ctx.op("Reshape", x, ctx.ints([0, -1]))
     return ctx.cast(ctx.op("Gather", flat, ctx.const_array(idx, "im2col_index"), axis=1), cst, out)

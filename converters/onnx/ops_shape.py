@@ -352,6 +352,7 @@ def to_copy(ctx, node):
         return ctx.t(a.self)
     v = ctx.value_of(a.self)
     if v is not None and v.size > 4096:
+        ctx.reserve_array(v.shape, dtypes.to_numpy(out).itemsize, f"{a.self.name!r} cast")
         return ctx.const_array(v.astype(dtypes.to_numpy(out)), name=a.self.name)
     if dtypes.is_floating(src) and dtypes.is_integral(out, include_bool=False):
         # torch truncates toward zero; ONNX Cast float->int also truncates
@@ -441,6 +442,7 @@ def diagonal(ctx, node):
     # move d1, d2 last, gather the (i, i + offset) pairs with a one-hot mask, reduce
     perm = [i for i in range(r) if i not in (d1, d2)] + [d1, d2]
     x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if perm != list(range(r)) else ctx.t(a.self)
+    ctx.reserve_array([n1, n2], 1, "diagonal mask")
     mask = np.eye(n1, n2, k=a.offset, dtype=bool)
     rows = [i for i in range(n1) if 0 <= i + a.offset < n2]
     out_dtype = info.dtype

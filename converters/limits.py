@@ -1,0 +1,33 @@
+"""Limits the converters put on what a program can make them do, each with its reason.
+
+The loader's limits (``pt2x.serde.limits``) bound what reading a file costs; these bound
+what converting it costs, where sizes come from the program rather than from bytes in
+the file: a ``tensor_values`` shape, an argument of ``eye`` or ``as_strided``, a weight
+stored as a stride-0 view. Tensor ranks use the loader's ``MAX_TENSOR_RANK``.
+"""
+
+MAX_CONSTANT_BYTES = 1 << 30
+"""Bytes of constants (initializers, folded weights, index tables) one conversion may
+materialise on top of ``WEIGHT_BYTES_FACTOR`` times the bytes its weights occupy in the
+archive. Real programs need a few KB of constants besides their weights (ones for a norm
+without affine weights, an ``as_strided`` index of an activation). Without the bound, a
+file of a few KB could claim an ``eye`` of 10**6 x 10**6, or a weight expanded by a
+stride-0 view over one stored element, and make the converter allocate terabytes."""
+
+WEIGHT_BYTES_FACTOR = 8
+"""How many times its weights' stored bytes a conversion may materialise in constants.
+Each weight becomes one initializer (1x); a folded transpose or reshape adds a copy
+until the original is pruned (2x); compute types widen bfloat16/float16 to float32 (2x
+that copy) and an int8 buffer cast to float64 is 8x. Weights tied between an embedding
+and an output layer are read both ways; 8 covers all of these together."""
+
+MAX_NODES_PER_LOWERING = 100_000
+"""ONNX nodes one program node may become. Lowerings emit a handful, an LSTM stack about
+ten per layer (its layer count is bounded by the weights listed in the file); a count
+taken from an argument (``diff``'s ``n``) must not make the converter emit nodes
+without end."""
+
+MAX_MESSAGE_CHARS = 500
+"""Characters of an underlying exception's message kept when a failure inside a lowering
+is reported as a ``ConversionError`` (numpy and protobuf messages can quote whole
+arrays)."""
