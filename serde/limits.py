@@ -46,3 +46,18 @@ a few levels deep); bounds the recursive walk that turns records into arrays."""
 MAX_EXPR_INT_BITS = 4096
 """Bits of an integer computed while evaluating a symbolic expression (Pow, LShift, Mul).
 Sizes fit in 64 bits; the bound stops ``2**2**2**...`` from taking unbounded time and memory."""
+
+MAX_AMPLIFIED_BYTES = 1 << 28
+"""256 MiB per weights member (one legacy pickle, one ``*_weights_config.json``) that tensors
+may claim beyond the bytes the file stores for them: an overlapping view (stride 0,
+broadcast: ``torch.ones(1, 4).expand(1000, 4)``) counts its elements past the storage span
+it reads, and a copy made to apply torch's neg/conj bits counts its size. Real expanded
+constants and conj/neg views are kilobytes, and a real weight is never a stride-0 view;
+without the bound a 7 KB file claims a 2**40-element view, which anything that
+materialises it (``np.ascontiguousarray``, an ONNX initializer) tries to allocate (4 TiB)."""
+
+MAX_PICKLE_WORK_PER_BYTE = 16
+"""Elements the unpickler may hash or copy per byte of a legacy pickle: dict keys, set
+items and builder arguments, counted with repetition (a memoized tuple used N times counts
+N times its size). A real pickle touches each value about once (< 2 per byte); memo
+references let a few KB stand for a tuple of 64**10 elements whose hash never ends."""

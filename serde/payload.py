@@ -16,7 +16,7 @@ import numpy as np
 from ..schema import definitions as d
 from .errors import ArchiveError, Pt2FormatError, TensorDataError
 from .json_codec import DecodeReport, loads
-from .tensor_data import numpy_dtype, strided_view
+from .tensor_data import ViewBudget, fake_zeros, numpy_dtype, strided_view
 from .zip_reader import ZipReader
 
 __all__ = ["NotLoaded", "read_payloads"]
@@ -69,6 +69,7 @@ def read_payloads(
     arrays: dict[str, np.ndarray] = {}
     skipped: list[NotLoaded] = []
     members: dict[str, str] = {}
+    budget = ViewBudget()
     for fqn, meta in config.config.items():
         path = f"config[{fqn!r}]"
         if not _PLAIN_NAME.fullmatch(meta.path_name) or meta.path_name in (".", ".."):
@@ -95,7 +96,7 @@ def read_payloads(
         data = zr.view(member)
         if len(data) == 0 and 0 not in sizes:
             # torch writes no bytes for fake/meta tensors and rebuilds zeros; so do we (validate warns).
-            arrays[fqn] = np.zeros(tuple(sizes), dtype=dtype)
+            arrays[fqn] = fake_zeros(dtype, sizes, strides, offset, member=config_member, path=path, budget=budget)
             continue
-        arrays[fqn] = strided_view(data, dtype, sizes, strides, offset, member=member, path=path)
+        arrays[fqn] = strided_view(data, dtype, sizes, strides, offset, member=member, path=path, budget=budget)
     return arrays, config, skipped, members
