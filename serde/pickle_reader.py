@@ -15,16 +15,24 @@ Why this is safe (no code from the file ever runs):
   records, storage/dtype/type *markers* (instances, not classes, so NEWOBJ/NEWOBJ_EX on them
   fail). Everything else raises ``UnsafeContentError("refused global 'os.system'")``.
 * Before the C unpickler sees a byte, ``pickletools.genops`` scans the stream (no
-  execution): opcodes are counted against ``MAX_PICKLE_OPS``, GLOBAL/INST names are checked
-  against the allowlist (so refusals carry a byte offset), and EXT1/2/4 are refused.
+  execution) and ``_Scan`` emulates the unpickler's stack with weights: opcodes are counted
+  against ``MAX_PICKLE_OPS``, GLOBAL/INST names are checked against the allowlist (so
+  refusals carry a byte offset), EXT1/2/4 are refused, memo indices may not run past the
+  opcode count, and the hashing and copying the unpickler and builders will do (dict keys,
+  set items, builder arguments, memo references counted every time) is bounded by
+  ``MAX_PICKLE_WORK_PER_BYTE``. So work and memory stay proportional to the pickle's size.
 * BUILD (``__setstate__``), APPEND(S) and SETITEM(S) only ever reach plain containers or this
   module's slot-only records, whose ``__setstate__`` refuses; builders are not functions, so
   BUILD cannot rewrite their ``__defaults__``.
 * ``persistent_load`` returns a storage record after validating the id
   ``('storage', storage_type, key, location, numel)``; the key must be a plain name.
-* Arrays are made only after unpickling, from the records: ``np.frombuffer`` over the storage
-  bytes and ``as_strided`` with torch's sizes/strides/offset, after checking extents with
-  Python integers. Tensors sharing a storage key are views of one buffer.
+* Arrays are made only after unpickling, from the records: each tensor's sizes, strides and
+  offset pass ``tensor_data.check_view`` (the check the raw layout of torch >= 2.10 uses)
+  with exact integers before numpy sees them, then become ``as_strided`` views of the
+  storage bytes. Tensors sharing a storage key are views of one buffer; an expanded view
+  stays a view, and what views claim beyond their storage (and copies made for the neg/conj
+  bits, of only the span a view reads) is bounded per member by ``MAX_AMPLIFIED_BYTES``.
+  Any failure names the member and the tensor (``archive/data.pkl['fc1.weight']``).
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from .errors import (
     TensorDataError,
     UnsafeContentError,
 )
+from .tensor_data import ViewBudget, brief_repr, check_view
 
 __all__ = [
     "TorchDtype",
@@ -226,10 +235,12 @@ def _is_int(x) -> bool:
 
 
 def _int_tuple(x, what) -> tuple[int, ...]:
-    if not isinstance(x, (tuple, list)) or not all(_is_int(v) for v in x):
-        raise TensorDataError(f"{what} must be a tuple of ints, got {x!r:.80}")
-    if len(x) > limits.MAX_TENSOR_RANK:
+    if not isinstance(x, (tuple, list)):
+        raise TensorDataError(f"{what} must be a tuple of ints, got {brief_repr(x)}")
+    if len(x) > limits.MAX_TENSOR_RANK:  # before looking at the items: x may be huge
         raise LimitExceededError(f"tensor rank {len(x)} exceeds MAX_TENSOR_RANK={limits.MAX_TENSOR_RANK}")
+    if not all(_is_int(v) for v in x):
+        raise TensorDataError(f"{what} must be a tuple of ints, got {brief_repr(x)}")
     return tuple(x)
 
 
@@ -237,11 +248,11 @@ def _tensor(storage, offset, size, stride, requires_grad, hooks, dtype, metadata
     if not isinstance(storage, _Storage):
         raise TensorDataError(f"tensor storage must be a persistent storage reference, got {type(storage).__name__}")
     if not _is_int(offset):
-        raise TensorDataError(f"storage_offset must be an int, got {offset!r:.80}")
+        raise TensorDataError(f"storage_offset must be an int, got {brief_repr(offset)}")
     size = _int_tuple(size, "size")
     stride = _int_tuple(stride, "stride")
     if not isinstance(requires_grad, bool):
-        raise TensorDataError(f"requires_grad must be a bool, got {requires_grad!r:.80}")
+        raise TensorDataError(f"requires_grad must be a bool, got {brief_repr(requires_grad)}")
     if hooks is not None and not isinstance(hooks, dict):
         raise TensorDataError("backward_hooks must be a dict")
     if metadata is not None and not isinstance(metadata, dict):
@@ -257,7 +268,7 @@ def _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks, meta
 
 def _rebuild_tensor_v3(storage, offset, size, stride, requires_grad, hooks, dtype, metadata=None):
     if not isinstance(dtype, TorchDtype):
-        raise TensorDataError(f"_rebuild_tensor_v3 dtype must be a torch dtype, got {dtype!r:.80}")
+        raise TensorDataError(f"_rebuild_tensor_v3 dtype must be a torch dtype, got {brief_repr(dtype)}")
     return _tensor(storage, offset, size, stride, requires_grad, hooks, dtype.name, metadata)
 
 
@@ -271,11 +282,11 @@ def _rebuild_parameter(data, requires_grad, hooks, state=None):
 
 def _rebuild_from_type_v2(func, new_type, args, state):
     if not (isinstance(func, _Builder) and func.fn in _TENSOR_BUILDERS):
-        raise UnsafeContentError(f"_rebuild_from_type_v2 with non-tensor function {func!r:.80}")
+        raise UnsafeContentError(f"_rebuild_from_type_v2 with non-tensor function {brief_repr(func)}")
     if not (isinstance(new_type, _TypeMarker) and new_type.name in _TENSOR_TYPES):
-        raise UnsafeContentError(f"_rebuild_from_type_v2 to refused type {new_type!r:.80}")
-    if not isinstance(args, tuple):
-        raise TensorDataError("_rebuild_from_type_v2 args must be a tuple")
+        raise UnsafeContentError(f"_rebuild_from_type_v2 to refused type {brief_repr(new_type)}")
+    if not isinstance(args, tuple) or len(args) > 8:
+        raise TensorDataError("_rebuild_from_type_v2 args must be a tuple of a tensor builder's arguments")
     return func(*args)  # state (python attributes on the tensor) is dropped
 
 
@@ -292,14 +303,14 @@ def _size(dims=()):
 
 def _device(spec, index=None):
     if not isinstance(spec, str) or (index is not None and not _is_int(index)):
-        raise TensorDataError(f"bad torch.device arguments {spec!r:.40}, {index!r:.20}")
+        raise TensorDataError(f"bad torch.device arguments {brief_repr(spec)}, {brief_repr(index)}")
     return TorchDevice(spec if index is None else f"{spec}:{index}")
 
 
 def _codecs_encode(text, encoding="utf-8"):
     # protocol 2 pickles bytes as _codecs.encode(str, 'latin1')
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise UnsafeContentError(f"refused _codecs.encode with encoding {encoding!r:.40}")
+        raise UnsafeContentError(f"refused _codecs.encode with encoding {brief_repr(encoding)}")
     return text.encode("latin-1")
 
 
@@ -373,36 +384,183 @@ class _Unpickler(pickle.Unpickler):
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise TensorDataError(f"unsupported persistent id {pid!r:.120}", member=self._where, path=self._inner)
+            raise TensorDataError(f"unsupported persistent id {brief_repr(pid)}", member=self._where, path=self._inner)
         _, stype, key, location, numel = pid
         if not isinstance(stype, _StorageType):
-            raise UnsafeContentError(f"persistent id storage type is not a storage class: {stype!r:.80}",
+            raise UnsafeContentError(f"persistent id storage type is not a storage class: {brief_repr(stype)}",
                                      member=self._where, path=self._inner)
         if not (isinstance(key, str) and _KEY_RE.fullmatch(key) and key not in (".", "..")):
-            raise TensorDataError(f"bad storage key {key!r:.80}", member=self._where, path=self._inner)
+            raise TensorDataError(f"bad storage key {brief_repr(key)}", member=self._where, path=self._inner)
         if not isinstance(location, str) or not _is_int(numel) or numel < 0:
-            raise TensorDataError(f"bad storage location/numel in {pid!r:.120}", member=self._where, path=self._inner)
+            raise TensorDataError(f"bad storage location/numel in {brief_repr(pid)}", member=self._where, path=self._inner)
         if stype.dtype is not None and stype.dtype not in DTYPES:
             raise TensorDataError(f"storage type {stype.name} ({stype.dtype}) not supported",
                                   member=self._where, path=self._inner)
         return _Storage(key, stype, location, numel)
 
 
-def _prescan(data, where, inner) -> None:
-    """Count opcodes and check named globals without executing anything."""
+class _Cell:
+    """A value on the emulated unpickler stack: ``w`` bounds the elements a hash or copy of
+    it visits (containers grow in place, so memo references see later appends)."""
+
+    __slots__ = ("w",)
+
+    def __init__(self, w: int):
+        self.w = w
+
+
+_STRING_OPS = frozenset("STRING BINSTRING SHORT_BINSTRING BINBYTES SHORT_BINBYTES BINBYTES8 BYTEARRAY8 "
+                        "UNICODE BINUNICODE SHORT_BINUNICODE BINUNICODE8".split())
+_PUSH_ONE = frozenset("NONE NEWTRUE NEWFALSE FLOAT BINFLOAT GLOBAL PERSID EMPTY_LIST EMPTY_DICT EMPTY_SET "
+                      "EMPTY_TUPLE NEXT_BUFFER".split())
+_INT_OPS = frozenset("INT BININT BININT1 BININT2 LONG LONG1 LONG4".split())
+
+
+class _Scan:
+    """Walks a pickle's opcodes (``pickletools.genops``: nothing is built or called) and
+    emulates the unpickler's stack with ``_Cell`` weights, refusing before the real
+    unpickler runs: unknown globals and extension codes, more than ``MAX_PICKLE_OPS``
+    opcodes, memo indices past the opcode count (the C unpickler sizes its memo array by
+    the largest index: ``LONG_BINPUT 2**31`` alone asks for 32 GiB), and more hashing or
+    copying than ``MAX_PICKLE_WORK_PER_BYTE`` per byte (dict keys, set items, builder
+    arguments: a few KB of memo references can stand for a tuple whose hash never ends).
+    """
+
+    def __init__(self, data: bytes, where, inner):
+        self.where, self.inner = where, inner
+        self.stack: list[_Cell] = []
+        self.marks: list[int] = []
+        self.memo: dict[int, _Cell] = {}
+        self.budget = limits.MAX_PICKLE_WORK_PER_BYTE * max(len(data), 1024)
+        self.work = 0
+        self.pos = 0
+
+    def fail(self, msg, exc=TensorDataError):
+        return exc(f"{msg} at offset {self.pos}", member=self.where, path=self.inner)
+
+    def pop(self) -> _Cell:
+        if not self.stack or (self.marks and self.marks[-1] >= len(self.stack)):
+            raise self.fail("malformed pickle: stack underflow")
+        return self.stack.pop()
+
+    def pop_mark(self) -> list[_Cell]:
+        if not self.marks:
+            raise self.fail("malformed pickle: no MARK")
+        at = self.marks.pop()
+        items = self.stack[at:]
+        del self.stack[at:]
+        return items
+
+    def push(self, w: int) -> None:
+        self.stack.append(_Cell(min(w, self.budget + 1)))
+
+    def grow(self, cell: _Cell, w: int) -> None:
+        cell.w = min(cell.w + w, self.budget + 1)
+
+    def charge(self, w: int, what: str) -> None:
+        self.work += w
+        if self.work > self.budget:
+            raise self.fail(f"{what} makes the unpickler hash or copy more than MAX_PICKLE_WORK_PER_BYTE="
+                            f"{limits.MAX_PICKLE_WORK_PER_BYTE} elements per byte of the pickle", LimitExceededError)
+
+    def op(self, name: str, arg, n_ops: int) -> None:
+        """Apply one opcode's effect on the emulated stack."""
+        if name in _STRING_OPS:
+            self.push(1 + len(arg))
+        elif name in _INT_OPS:
+            self.push(1 + (arg.bit_length() // 64 if type(arg) is int else 0))
+        elif name in _PUSH_ONE:
+            self.push(1)
+        elif name == "MARK":
+            self.marks.append(len(self.stack))
+        elif name in ("TUPLE", "LIST", "DICT", "FROZENSET"):
+            items = self.pop_mark()
+            w = sum(c.w for c in items)
+            if name == "DICT":
+                self.charge(sum(c.w for c in items[::2]), "DICT keys")
+            elif name == "FROZENSET":
+                self.charge(w, "FROZENSET items")
+            self.push(1 + w)
+        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            items = [self.pop() for _ in range(int(name[-1]))]
+            self.push(1 + sum(c.w for c in items))
+        elif name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"):
+            items = self.pop_mark() if name.endswith("S") else [self.pop() for _ in range(1 if name == "APPEND" else 2)][::-1]
+            target = self.pop()
+            self.stack.append(target)
+            w = sum(c.w for c in items)
+            if name.startswith("SETITEM"):
+                self.charge(sum(c.w for c in items[::2]), f"{name} keys")
+            elif name == "ADDITEMS":
+                self.charge(w, "ADDITEMS items")
+            self.grow(target, w)
+        elif name in ("REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD", "OBJ", "INST"):
+            if name in ("OBJ", "INST"):
+                args = self.pop_mark()
+            else:
+                args = [self.pop() for _ in range({"NEWOBJ_EX": 2, "BUILD": 1}.get(name, 1))]
+            w = sum(c.w for c in args)
+            self.charge(w, f"{name} arguments")
+            if name == "BUILD":
+                self.grow(self.stack[-1] if self.stack else self.pop(), w)
+            else:
+                if name not in ("OBJ", "INST"):
+                    self.pop()  # the callable
+                self.push(1 + w)
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            cell = self.memo.get(arg)
+            if cell is None:
+                raise self.fail(f"malformed pickle: memo key {arg} undefined")
+            self.stack.append(cell)
+        elif name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+            idx = len(self.memo) if name == "MEMOIZE" else arg
+            if type(idx) is not int or not 0 <= idx <= n_ops:
+                raise self.fail(f"memo index {brief_repr(idx)} past the {n_ops} opcodes read so far", LimitExceededError)
+            cell = self.pop()
+            self.stack.append(cell)
+            self.memo[idx] = cell
+        elif name == "DUP":
+            cell = self.pop()
+            self.stack += (cell, cell)
+        elif name == "POP":
+            if self.marks and self.marks[-1] == len(self.stack):
+                self.marks.pop()
+            else:
+                self.pop()
+        elif name == "POP_MARK":
+            self.pop_mark()
+        elif name == "STACK_GLOBAL":
+            self.pop()
+            self.pop()
+            self.push(1)
+        elif name == "BINPERSID":
+            self.pop()
+            self.push(1)
+        elif name == "STOP":
+            self.pop()
+        elif name not in ("PROTO", "FRAME", "READONLY_BUFFER"):
+            raise self.fail(f"unsupported pickle opcode {name}", UnsafeContentError)
+
+
+def _prescan(data: bytes, where, inner) -> None:
+    """Check a pickle without executing anything (see ``_Scan``)."""
+    scan = _Scan(data, where, inner)
     n = 0
     try:
         for op, arg, pos in pickletools.genops(data):
             n += 1
+            scan.pos = pos
             if n > limits.MAX_PICKLE_OPS:
                 raise LimitExceededError(f"pickle has more than MAX_PICKLE_OPS={limits.MAX_PICKLE_OPS} opcodes",
                                          member=where, path=inner)
-            if op.name in ("GLOBAL", "INST"):
-                mod, _, name = arg.partition(" ")
-                if (mod, name) not in _ALLOWED:
-                    raise UnsafeContentError(f"refused global '{mod}.{name}' at offset {pos}", member=where, path=inner)
-            elif op.name in ("EXT1", "EXT2", "EXT4"):
+            name = op.name
+            if name in ("GLOBAL", "INST"):
+                mod, _, qual = arg.partition(" ")
+                if (mod, qual) not in _ALLOWED:
+                    raise UnsafeContentError(f"refused global '{mod}.{qual}' at offset {pos}", member=where, path=inner)
+            elif name in ("EXT1", "EXT2", "EXT4"):
                 raise UnsafeContentError(f"refused extension-registry code {arg} at offset {pos}", member=where, path=inner)
+            scan.op(name, arg, n)
     except Pt2Error:
         raise
     except Exception as e:  # malformed stream
@@ -427,10 +585,23 @@ def _unpickle(data, where, inner):
 
 
 class _Materializer:
+    """Turns the records of one unpickled ``torch.save`` zip into numpy arrays.
+
+    Each tensor's sizes, strides and offset pass ``tensor_data.check_view`` against its
+    storage's byte count before numpy sees them (the same check as the raw layout of
+    torch >= 2.10), with one ``ViewBudget`` for the whole member: an expanded view stays a
+    strided view of the storage, and what it claims beyond the storage counts against
+    ``MAX_AMPLIFIED_BYTES``. Torch's neg/conj bits are applied to a copy of only the
+    storage span the view reads (charged to the same budget), then strided like the view,
+    so a stride-0 view is never materialised whole.
+    """
+
     def __init__(self, open_member, root, where, writable):
         self.open_member, self.root, self.where, self.writable = open_member, root, where, writable
         self._raw: dict[str, Any] = {}
         self._bases: dict[tuple[str, str], np.ndarray] = {}
+        self._done: dict[int, tuple[Any, Any]] = {}  # id -> (value, converted), for shared values
+        self.budget = ViewBudget()
         self.big_endian = self._byteorder() == "big"
 
     def _read(self, name):
@@ -445,12 +616,13 @@ class _Materializer:
             raw = self.open_member(f"{self.root}byteorder")
         except (KeyError, FileNotFoundError):
             return "little"  # torch writes it since 1.13; older files are little-endian
-        order = bytes(raw).decode("ascii", "replace").strip()
+        order = bytes(raw[:16]).decode("ascii", "replace").strip()
         if order not in ("little", "big"):
-            raise TensorDataError(f"unknown byteorder {order!r:.40}", member=self.where, path=f"{self.root}byteorder")
+            raise TensorDataError(f"unknown byteorder {brief_repr(order)}", member=self.where, path=f"{self.root}byteorder")
         return order
 
     def _raw_bytes(self, st: _Storage):
+        """The storage's bytes (read once per key), checked against its declared numel."""
         buf = self._raw.get(st.key)
         if buf is None:
             buf = self._read(f"data/{st.key}")
@@ -463,20 +635,16 @@ class _Materializer:
         item = DTYPES[st.stype.dtype].itemsize if st.stype.dtype else 1
         if nbytes != st.numel * item:
             raise TensorDataError(
-                f"storage {st.key!r}: {nbytes} bytes, expected numel {st.numel} x {item}",
+                f"storage {st.key!r}: {nbytes} bytes, expected numel {brief_repr(st.numel)} x {item}",
                 member=self.where, path=f"{self.root}data/{st.key}")
         return buf
 
     def _base(self, st: _Storage, dt: np.dtype) -> np.ndarray:
+        """The whole storage as a flat array of ``dt`` (native byte order), once per (key, dtype)."""
         key = (st.key, dt.str + repr(dt))
         base = self._bases.get(key)
         if base is None:
-            buf = self._raw_bytes(st)
-            n = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
-            if n % dt.itemsize:
-                raise TensorDataError(f"storage {st.key!r}: {n} bytes is not a multiple of {dt} item size {dt.itemsize}",
-                                      member=self.where, path=f"{self.root}data/{st.key}")
-            base = np.frombuffer(buf, dtype=dt)
+            base = np.frombuffer(self._raw[st.key], dtype=dt)
             if self.big_endian and dt.itemsize > 1:
                 unit = dt.itemsize // 2 if dt.kind == "c" else dt.itemsize
                 base = base.view(np.dtype(f"u{unit}")).byteswap().view(dt)  # a fresh copy
@@ -486,68 +654,81 @@ class _Materializer:
         return base
 
     def tensor(self, rec: _TensorRec, label: str) -> np.ndarray:
+        """The array for one record; any failure is a pt2x error naming the member and ``label``."""
+        try:
+            return self._tensor(rec, label)
+        except Pt2FormatError as e:
+            if e.member is None and e.path is None:
+                raise type(e)(e.reason, member=self.where, path=label) from None
+            raise
+        except Pt2Error:
+            raise
+        except Exception as e:  # numpy/ml_dtypes refusing something the checks let through
+            raise TensorDataError(f"cannot read tensor: {type(e).__name__}: {e}", member=self.where, path=label) from None
+
+    def _tensor(self, rec: _TensorRec, label: str) -> np.ndarray:
         where, path = self.where, label
-        try:
-            dt = _np_dtype(rec.dtype)
-        except TensorDataError as e:
-            raise TensorDataError(e.reason, member=where, path=path) from None
+        dt = _np_dtype(rec.dtype)
+        neg, conj = _flags(rec.metadata, where, path)
+        buf = self._raw_bytes(rec.storage)
+        nbytes = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
+        if nbytes % dt.itemsize:
+            raise TensorDataError(f"storage {rec.storage.key!r}: {nbytes} bytes is not a multiple of {dt} item size "
+                                  f"{dt.itemsize}", member=where, path=f"{self.root}data/{rec.storage.key}")
         size, stride, offset = rec.size, rec.stride, rec.offset
-        if len(size) != len(stride):
-            raise TensorDataError(f"size {size} and stride {stride} differ in rank", member=where, path=path)
-        if offset < 0 or any(s < 0 for s in size) or any(s < 0 for s in stride):
-            raise TensorDataError(f"negative size/stride/offset: size {size}, stride {stride}, offset {offset}",
-                                  member=where, path=path)
-        numel = 1
-        for s in size:
-            numel *= s
-        if numel > limits.MAX_TENSOR_ELEMENTS:
-            raise LimitExceededError(f"tensor of {numel} elements exceeds MAX_TENSOR_ELEMENTS", member=where, path=path)
+        numel = check_view(size, stride, offset, nbytes // dt.itemsize, dt.itemsize,
+                           member=where, path=path, budget=self.budget)
+        # numpy from here on, over sizes/strides/offset that are known to fit
         base = self._base(rec.storage, dt)
-        if numel:
-            last = offset + sum((s - 1) * st for s, st in zip(size, stride))
-            if last >= base.shape[0]:
-                raise TensorDataError(
-                    f"tensor extent (offset {offset}, size {size}, stride {stride}) reaches element {last} "
-                    f"past storage {rec.storage.key!r} of {base.shape[0]} {dt} elements", member=where, path=path)
-        try:
-            # as_strided goes through __array_interface__, which loses ml_dtypes' types:
-            # stride a same-size opaque view, then view it back as the real dtype.
-            raw = base.view(np.dtype(f"V{dt.itemsize}"))
-            arr = np.lib.stride_tricks.as_strided(
-                raw[offset:] if offset <= raw.shape[0] else raw[:0], shape=size,
-                strides=tuple(s * dt.itemsize for s in stride), writeable=self.writable and base.flags.writeable,
-            ).view(dt)
-        except ValueError as e:
-            raise TensorDataError(f"cannot view storage: {e}", member=where, path=path) from None
-        if rec.metadata:
-            unknown = set(rec.metadata) - {"conj", "neg"}
-            if unknown:
-                raise TensorDataError(f"unsupported tensor metadata {sorted(unknown)}", member=where, path=path)
-            if rec.metadata.get("neg"):
-                arr = np.negative(arr)
-            if rec.metadata.get("conj"):
-                arr = np.conj(arr)
+        end = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1 if numel else offset
+        span = base[offset:end]
+        if neg or (conj and dt.kind == "c"):
+            self.budget.charge(span.nbytes, "copy to apply the neg/conj bit", member=where, path=path)
+            span = np.negative(span) if neg else span
+            span = np.conj(span) if conj and dt.kind == "c" else span
             if not self.writable:
-                arr.flags.writeable = False
-        return arr
+                span.flags.writeable = False
+        # as_strided goes through __array_interface__, which loses ml_dtypes' types:
+        # stride a same-size opaque view, then view it back as the real dtype.
+        return np.lib.stride_tricks.as_strided(
+            span.view(np.dtype(f"V{dt.itemsize}")), shape=size, strides=tuple(s * dt.itemsize for s in stride),
+            writeable=self.writable and span.flags.writeable,
+        ).view(dt)
 
     def tree(self, obj, label="", depth=0):
+        """Records in a value tree -> arrays; shared values are converted once (and stay shared)."""
         if depth > limits.MAX_PICKLE_DEPTH:
             raise LimitExceededError(f"pickled value nested deeper than MAX_PICKLE_DEPTH={limits.MAX_PICKLE_DEPTH}",
                                      member=self.where, path=label or None)
-        if isinstance(obj, _TensorRec):
-            return self.tensor(obj, label)
+        if isinstance(obj, (_TensorRec, tuple, list, dict, set, frozenset)):
+            done = self._done.get(id(obj))
+            if done is None:
+                done = self._done[id(obj)] = (obj, self._convert(obj, label, depth))  # obj kept: ids stay unique
+            return done[1]
         if isinstance(obj, (_Storage, _Builder, _StorageType, _TypeMarker)):
             raise TensorDataError(f"unsupported pickled value {type(obj).__name__}", member=self.where, path=label or None)
+        return obj  # None, bool, int, float, complex, str, bytes, bytearray, TorchDtype, TorchDevice
+
+    def _convert(self, obj, label, depth):
+        if isinstance(obj, _TensorRec):
+            return self.tensor(obj, label)
         if isinstance(obj, tuple):
             return tuple(self.tree(v, f"{label}[{i}]", depth + 1) for i, v in enumerate(obj))
         if isinstance(obj, list):
             return [self.tree(v, f"{label}[{i}]", depth + 1) for i, v in enumerate(obj)]
         if isinstance(obj, dict):
-            return {k: self.tree(v, f"{label}[{k!r}]", depth + 1) for k, v in obj.items()}
-        if isinstance(obj, (set, frozenset)):
-            return type(obj)(self.tree(v, label, depth + 1) for v in obj)
-        return obj  # None, bool, int, float, complex, str, bytes, bytearray, TorchDtype, TorchDevice
+            return {k: self.tree(v, f"{label}[{brief_repr(k)}]", depth + 1) for k, v in obj.items()}
+        return type(obj)(self.tree(v, label, depth + 1) for v in obj)  # set, frozenset
+
+
+def _flags(metadata, where, path) -> tuple[bool, bool]:
+    """(neg, conj) from a tensor's pickled metadata dict; other keys are refused."""
+    if not metadata:
+        return False, False
+    unknown = set(metadata) - {"conj", "neg"}
+    if unknown:
+        raise TensorDataError(f"unsupported tensor metadata {brief_repr(sorted(map(str, unknown)))}", member=where, path=path)
+    return bool(metadata.get("neg")), bool(metadata.get("conj"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -599,7 +780,7 @@ def read_tensor_pickle(open_member: Callable[[str], bytes | memoryview], member:
     out = {}
     for k, v in obj.items():
         if not isinstance(k, str) or not isinstance(v, _TensorRec):
-            raise TensorDataError(f"entry {k!r:.80} is not a str -> tensor pair", member=where, path=member)
+            raise TensorDataError(f"entry {brief_repr(k)} is not a str -> tensor pair", member=where, path=member)
         out[k] = mat.tensor(v, f"{member}[{k!r}]")
     return out
 
@@ -619,8 +800,8 @@ def read_torch_save(data: bytes | memoryview, *, where: str | None = None, writa
     try:
         zf = zipfile.ZipFile(io.BytesIO(data))
         infos = {i.filename: i for i in zf.infolist()}
-    except (zipfile.BadZipFile, ValueError, OSError) as e:
-        raise TensorDataError(f"not a torch.save zip: {e}", member=where) from None
+    except Exception as e:  # BadZipFile, struct.error, ValueError, ... from a hostile directory
+        raise TensorDataError(f"not a torch.save zip: {type(e).__name__}: {e}", member=where) from None
 
     def open_member(name):
         info = infos[name]
@@ -631,8 +812,8 @@ def read_torch_save(data: bytes | memoryview, *, where: str | None = None, writa
             raise LimitExceededError(f"member {name!r} inflates past the limits", member=where)
         try:
             return zf.read(info)
-        except (zipfile.BadZipFile, ValueError, OSError, NotImplementedError) as e:
-            raise TensorDataError(f"cannot read {name!r}: {e}", member=where) from None
+        except Exception as e:  # BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ...
+            raise TensorDataError(f"cannot read {name!r}: {type(e).__name__}: {e}", member=where) from None
 
     pkl = find_data_pkl(infos)
     fn = load_pickle if tree else read_tensor_pickle
