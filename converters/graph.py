@@ -96,10 +96,10 @@ class GraphView:
         self.path = path  # field path of this graph inside the member
         self.nodes: list[d.Node] = graph.nodes
         self.tensors: dict[str, TensorInfo] = {
-            k: TensorInfo(m.dtype, tuple(self._dim(s, f"tensor_values[{k!r}].sizes[{i}]") for i, s in enumerate(m.sizes)))
+            k: TensorInfo(m.dtype, tuple(self._dim(s, k, i) for i, s in enumerate(m.sizes)))
             for k, m in graph.tensor_values.items()
         }
-        self.sym_ints: dict[str, Dim] = {k: self._dim(v, f"sym_int_values[{k!r}]") for k, v in graph.sym_int_values.items()}
+        self.sym_ints: dict[str, Dim] = {k: self._dim(v, k) for k, v in graph.sym_int_values.items()}
         self.producer: dict[str, d.Node] = {}
         self.consumers: dict[str, list[d.Node]] = {}
         for n in self.nodes:
@@ -119,13 +119,15 @@ class GraphView:
             v = v.parent
         raise ConversionError(f"no tensor metadata for value {name!r}", member=self.member)
 
-    def _dim(self, s: d.SymInt, field: str) -> Dim:
-        """``sym_dim`` naming the member and field path of an expression it cannot parse."""
+    def _dim(self, s: d.SymInt, value: str, axis: int | None = None) -> Dim:
+        """``sym_dim`` naming the member and field path of an expression it cannot parse
+        (``value``'s size ``axis``, or the SymInt ``value`` when ``axis`` is None)."""
         try:
             return sym_dim(s)
         except Pt2FormatError as e:
             if e.member is not None:
                 raise
+            field = f"sym_int_values[{value!r}]" if axis is None else f"tensor_values[{value!r}].sizes[{axis}]"
             raise type(e)(e.reason, member=self.member, path=f"{self.path}.{field}") from None
 
     def node_path(self, node: d.Node) -> str:

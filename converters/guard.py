@@ -61,7 +61,7 @@ def lowering_failure(exc: Exception, view, node: d.Node, fn) -> Pt2Error:
         if exc.member is not None and exc.member != member:
             return exc
         try:
-            return type(exc)(f"{where}: {exc.reason}", member=member, path=path or exc.path)
+            return type(exc)(f"{where}: {exc.reason}", member=member, path=exc.path or path)
         except Exception:  # a subclass with another constructor: fall through
             pass
     cls = Unsupported if isinstance(exc, Unsupported) else ConversionError

@@ -38,6 +38,10 @@ from .signatures import OpSignature, signature
 __all__ = ["ProgramCheckError", "check_model", "check_program", "INT64_MIN", "INT64_MAX", "MAX_LISTED"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_PLAIN = frozenset({"as_tensor", "as_tensors", "as_none", "as_float", "as_floats", "as_bool", "as_scalar_type",
+                    "as_layout", "as_memory_format", "as_optional_tensor", "as_optional_tensors", "as_graph",
+                    "as_sym_bool", "as_sym_float", "as_sym_bools", "as_sym_floats", "as_complex"})
+"""Argument kinds that hold no integer and no string to check."""
 MAX_LISTED = 20  # problems spelled out in the message; the rest are counted
 
 _NUMBERS = {"as_int", "as_float", "as_bool", "as_sym_int", "as_sym_float", "as_sym_bool", "as_complex"}
@@ -127,6 +131,7 @@ def check_program(program: d.ExportedProgram) -> list[tuple[str, str]]:
     """``(field path, message)`` for every problem of the program's graphs and signature."""
     out: list[tuple[str, str]] = []
     gm = program.graph_module
+    _check_name(program.torch_version, "torch_version", "torch version", out)  # becomes a metadata prop
     _check_signature_names(gm.signature, out)
     _check_graph(gm.graph, "graph_module.graph", out)
     return out
@@ -136,7 +141,7 @@ def check_program(program: d.ExportedProgram) -> list[tuple[str, str]]:
 
 
 def _text_ok(s) -> bool:
-    if not isinstance(s, str):
+    if not isinstance(s, str) or s.isascii():
         return True
     try:
         s.encode("utf-8")
@@ -149,9 +154,11 @@ def _int_ok(v) -> bool:
     return not isinstance(v, int) or isinstance(v, bool) or INT64_MIN <= v <= INT64_MAX
 
 
-def _check_name(name, path: str, what: str, out: list) -> None:
+def _check_name(name, path, what: str, out: list) -> None:
+    """``path``: the field path, or a function making it (paths are built only for problems)."""
     if not _text_ok(name):
-        out.append((path, f"{what} {name!r} is not encodable as UTF-8 (a lone surrogate)"))
+        out.append((path() if callable(path) else path,
+                    f"{what} {name!r} is not encodable as UTF-8 (a lone surrogate)"))
 
 
 def _check_signature_names(sig: d.GraphSignature, out: list) -> None:
@@ -185,7 +192,7 @@ class _Scope:
 def _check_graph(graph: d.Graph, where: str, out: list, parent: _Scope | None = None) -> None:
     scope = _Scope(graph, parent)
     for name, meta in graph.tensor_values.items():
-        _check_meta(name, meta, f"{where}.tensor_values[{name!r}]", out)
+        _check_meta(name, meta, where, out)
     for kind, table in (("sym_int", graph.sym_int_values), ("sym_bool", graph.sym_bool_values),
                         ("sym_float", graph.sym_float_values)):
         for name, v in table.items():
@@ -201,35 +208,45 @@ def _check_graph(graph: d.Graph, where: str, out: list, parent: _Scope | None = 
         _check_node(node, f"{where}.nodes[{n}]", scope, out)
 
 
-def _check_meta(name: str, meta: d.TensorMeta, path: str, out: list) -> None:
-    _check_name(name, path, "value name", out)
+def _check_meta(name: str, meta: d.TensorMeta, where: str, out: list) -> None:
+    n = len(out)
+    _check_meta_fields(name, meta, out)
+    for i in range(n, len(out)):  # prefix the problems found with the entry's path
+        field, message = out[i]
+        out[i] = (f"{where}.tensor_values[{name!r}]{field}", message)
+
+
+def _check_meta_fields(name: str, meta: d.TensorMeta, out: list) -> None:
+    """Problems of one ``tensor_values`` entry, with paths relative to it (``.sizes[1]``)."""
+    _check_name(name, "", "value name", out)
     try:
         to_numpy(meta.dtype)
     except (ValueError, TypeError):
-        out.append((f"{path}.dtype", f"dtype {getattr(meta.dtype, 'name', meta.dtype)} has no array type"))
+        out.append((".dtype", f"dtype {getattr(meta.dtype, 'name', meta.dtype)} has no array type"))
     if len(meta.sizes) > limits.MAX_TENSOR_RANK:
-        out.append((f"{path}.sizes", f"rank {len(meta.sizes)} exceeds MAX_TENSOR_RANK={limits.MAX_TENSOR_RANK}"))
+        out.append((".sizes", f"rank {len(meta.sizes)} exceeds MAX_TENSOR_RANK={limits.MAX_TENSOR_RANK}"))
         return
     for k, s in enumerate(meta.sizes):
         if s.type == "as_int" and not 0 <= s.value <= INT64_MAX:
-            out.append((f"{path}.sizes[{k}]", f"size {s.value} is negative or not below 2**63"))
+            out.append((f".sizes[{k}]", f"size {s.value} is negative or not below 2**63"))
     if len(meta.strides) > limits.MAX_TENSOR_RANK:
-        out.append((f"{path}.strides", f"{len(meta.strides)} strides exceed MAX_TENSOR_RANK"))
+        out.append((".strides", f"{len(meta.strides)} strides exceed MAX_TENSOR_RANK={limits.MAX_TENSOR_RANK}"))
         return
     for k, s in enumerate(meta.strides):
         if s.type == "as_int" and not _int_ok(s.value):
-            out.append((f"{path}.strides[{k}]", f"stride {s.value} is outside int64"))
+            out.append((f".strides[{k}]", f"stride {s.value} is outside int64"))
     off = meta.storage_offset
     if off.type == "as_int" and not 0 <= off.value <= INT64_MAX:
-        out.append((f"{path}.storage_offset", f"storage offset {off.value} is negative or not below 2**63"))
+        out.append((".storage_offset", f"storage offset {off.value} is negative or not below 2**63"))
 
 
-def _check_refs(arg: d.Argument, path: str, scope: _Scope, out: list) -> None:
+def _check_refs(arg: d.Argument, path, scope: _Scope, out: list) -> None:
     for kind, name in value_refs(arg):
         if not _text_ok(name):
-            out.append((path, f"value name {name!r} is not encodable as UTF-8 (a lone surrogate)"))
+            out.append((path() if callable(path) else path,
+                        f"value name {name!r} is not encodable as UTF-8 (a lone surrogate)"))
         elif kind == "tensor" and not scope.has_tensor(name):
-            out.append((path, f"tensor {name!r} has no entry in tensor_values"))
+            out.append((path() if callable(path) else path, f"tensor {name!r} has no entry in tensor_values"))
 
 
 def _describe(node: d.Node) -> str:
@@ -244,14 +261,15 @@ def _check_node(node: d.Node, path: str, scope: _Scope, out: list) -> None:
     for a, na in enumerate(node.inputs):
         apath = f"{path}.inputs[{a}]"
         _check_name(na.name, apath, "argument name", out)
-        _check_literal(na.arg, f"{apath}.arg", out)
+        if na.arg.type not in _PLAIN:
+            _check_literal(na.arg, f"{apath}.arg", out)
         _check_refs(na.arg, apath, scope, out)
         if na.arg.type == "as_graph":
             g = na.arg.value
             _check_name(g.name, f"{apath}.arg.as_graph", "subgraph name", out)
             _check_graph(g.graph, f"{apath}.arg.as_graph.graph", out, scope)
     for o, arg in enumerate(node.outputs):
-        _check_refs(arg, f"{path}.outputs[{o}]", scope, out)
+        _check_refs(arg, lambda: f"{path}.outputs[{o}]", scope, out)
     sig = signature(registry.canonical(node.target))
     if sig is not None:
         _check_call(node, sig, path, out)
@@ -283,7 +301,7 @@ def _check_literal(arg: d.Argument, path: str, out: list) -> None:
     elif t == "as_string_to_argument":
         for k, x in v.items():
             _check_name(k, path, "key", out)
-            _check_literal(x, f"{path}[{k!r}]", out)
+            _check_literal(x, f"{path}.as_string_to_argument[{k!r}]", out)
 
 
 # ------------------------------------------------------------------------- signatures

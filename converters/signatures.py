@@ -8,9 +8,10 @@ its target before any lowering runs. Signatures of ATen operators are torch's ow
 written by this module's ``main`` into ``_signature_table.py`` (run
 ``python -m pt2x.converters.signatures`` with torch installed after adding lowerings; a
 test fails when the table is stale). SymInt arithmetic (``_operator.*``, ``torch.sym_*``,
-``math.*``) and higher-order operators have no torch schema and are declared below (``Graph`` is a
-subgraph argument, ``Value[]`` a list of operands, ``Any`` is not checked, ``...`` after
-the arguments allows more of them and as the return means "as many as the subgraphs say").
+``math.*``) and higher-order operators have no torch schema and are declared below
+(``Graph`` is a subgraph argument, ``Value[]`` a list of operands, ``Any`` is not checked,
+``...`` after the arguments allows more of them, and as the return means "as many as the
+subgraphs say", which ``precheck`` checks per operator).
 
 A signature line reads ``Tensor self, Tensor other, *, Scalar alpha= -> Tensor``: argument
 types in torch's spelling with ``SymInt``/``SymFloat``/``SymBool`` folded into
@@ -26,7 +27,7 @@ value, so a ``Tensor`` argument may be a number (``x + 2``), an ``int[]`` a sing
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["Param", "OpSignature", "signature", "EXTRA_SIGNATURES", "main"]
 
@@ -52,17 +53,19 @@ class OpSignature:
     params: tuple[Param, ...]
     returns: tuple[str, ...]
     variadic: bool = False
+    positional: tuple[Param, ...] = field(init=False, compare=False, repr=False)
+    _by_name: dict = field(init=False, compare=False, repr=False)
 
-    @property
-    def positional(self) -> tuple[Param, ...]:
-        return tuple(p for p in self.params if not p.kwarg_only)
+    def __post_init__(self):
+        object.__setattr__(self, "positional", tuple(p for p in self.params if not p.kwarg_only))
+        object.__setattr__(self, "_by_name", {p.name: p for p in self.params})
 
     def param(self, name: str) -> Param | None:
-        return next((p for p in self.params if p.name == name), None)
+        return self._by_name.get(name)
 
 
 # Targets torch writes without an operator schema. Higher-order operators take their
-# arguments unnamed, by position; ``Graph`` is a subgraph argument, ``Any`` is not checked.
+# arguments unnamed, by position.
 EXTRA_SIGNATURES: dict[str, str] = {
     **{f"_operator.{op}": "Scalar a, Scalar b -> Scalar"
        for op in ("add", "sub", "mul", "pow", "floordiv", "mod", "truediv", "eq", "ne", "lt", "le", "gt", "ge",
@@ -81,10 +84,12 @@ EXTRA_SIGNATURES: dict[str, str] = {
     "math.ceil": "Scalar a -> Scalar",
     "math.trunc": "Scalar a -> Scalar",
     "higher_order.cond": "Tensor pred, Graph true_fn, Graph false_fn, Value[] operands -> ...",
-    "higher_order.while_loop": "Graph cond_fn, Graph body_fn, Value[] carried_inputs, Value[] additional_inputs= -> ...",
+    "higher_order.while_loop":
+        "Graph cond_fn, Graph body_fn, Value[] carried_inputs, Value[] additional_inputs= -> ...",
     "higher_order.map_impl": "Graph f, Value[] xs, Value[] pos_args= -> ...",
     "higher_order.wrap_with_set_grad_enabled": "bool enabled, Graph body, ... -> ...",
-    "higher_order.wrap_with_autocast": "Any device_type, Any dtype, Any enabled, Any cache_enabled, Graph body, ... -> ...",
+    "higher_order.wrap_with_autocast":
+        "Any device_type, Any dtype, Any enabled, Any cache_enabled, Graph body, ... -> ...",
 }
 """Signatures of targets that have no torch operator schema (see the module docstring)."""
 

@@ -93,7 +93,8 @@ def test_list_where_a_tensor_belongs():
         _arg(n, "self")["arg"] = {"as_tensors": [{"name": "relu"}]}
 
     e = _refused(_edit("conv_bn_pool", edit), ProgramCheckError)
-    assert "node 'max_pool2d_with_indices' (aten.max_pool2d_with_indices.default) argument 'self' is as_tensors" in str(e)
+    assert ("node 'max_pool2d_with_indices' (aten.max_pool2d_with_indices.default) "
+            "argument 'self' is as_tensors") in str(e)
 
 
 def test_argument_passed_twice():
@@ -259,6 +260,52 @@ def test_protobuf_refusal_inside_a_lowering():
     assert "node 'convolution' (aten.convolution.default), lowering ops_nn.convolution: ValueError" in str(e)
 
 
+@pytest.fixture
+def custom_op():
+    """``relu`` of mlp_dynamic retargeted to ``pt2x_test.boom.default``; yields a function that
+    registers the lowering to run for it (unregistered afterwards)."""
+    from pt2x.converters import registry
+
+    target = "pt2x_test.boom.default"
+
+    def use(fn):
+        registry.register("onnx", target, fn, override=True)
+        return _edit("mlp_dynamic", lambda j: _node(j, "relu").update(target=f"torch.ops.{target}"))
+
+    yield use
+    registry.unregister("onnx", target)
+
+
+def test_symbolic_error_inside_a_lowering_names_member_and_node(custom_op):
+    from pt2x.serde.symbolic import parse
+
+    def boom(ctx, node):
+        return parse("s0 +")
+
+    e = _refused(custom_op(boom), SymbolicExprError)
+    assert e.member == _member("mlp_dynamic") and e.path == "graph_module.graph.nodes[1]"
+    assert ("node 'relu' (pt2x_test.boom.default), lowering "
+            "test_onnx_hostile.test_symbolic_error_inside_a_lowering_names_member_and_node.boom: ") in str(e)
+
+
+def test_memory_error_inside_a_lowering(custom_op):
+    def boom(ctx, node):
+        raise MemoryError()
+
+    e = _refused(custom_op(boom))
+    assert str(e) == ("mlp_dynamic/models/model.json: graph_module.graph.nodes[1]: node 'relu' "
+                      "(pt2x_test.boom.default), lowering test_onnx_hostile.test_memory_error_inside_a_lowering.boom: "
+                      "MemoryError")
+
+
+def test_keyboard_interrupt_is_not_caught(custom_op):
+    def boom(ctx, node):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        to_onnx(custom_op(boom))
+
+
 # ----------------------------------------------------------------------------- constants
 
 
@@ -310,6 +357,26 @@ def test_bad_expression_names_the_member_when_unchecked():
     assert info.value.path == "graph_module.graph.tensor_values['relu'].sizes[0]"
 
 
+def test_bad_expression_in_a_branch_names_member_and_field():
+    """Subgraph shapes are parsed by the converter itself (with the prechecks off): the error
+    keeps its class and names the member and the field inside the branch."""
+    from pt2x.converters.graph import open_program
+    from pt2x.converters.onnx import convert_view
+    from pt2x.serde import load
+
+    def edit(j):
+        branch = [a for a in _node(j, "cond")["inputs"] if "as_graph" in a["arg"]][0]["arg"]["as_graph"]["graph"]
+        branch["tensor_values"]["sin"]["sizes"][0] = {"as_expr": {"expr_str": "Symbol('s0'", "hint": None}}
+
+    with load(_edit("cond", edit)) as archive:
+        view, _ = open_program(archive, check=False)
+        with pytest.raises(SymbolicExprError) as info:
+            convert_view(view)
+    e = info.value
+    assert e.member == _member("cond")
+    assert e.path == "graph_module.graph.nodes[2].inputs[1].arg.as_graph.graph.tensor_values['sin'].sizes[0]"
+
+
 def test_bad_expression_is_refused_by_the_prechecks():
     def edit(j):
         _graph(j)["tensor_values"]["relu"]["sizes"][0] = {"as_expr": {"expr_str": "__import__('os')", "hint": None}}
@@ -352,3 +419,11 @@ def test_fixtures_still_pass_the_prechecks():
             check_model(archive.model())
     m = to_onnx(_fixture("cond"))
     assert [n.op_type for n in m.graph.node][-1] == "If"
+
+
+def test_signature_table_is_current():
+    """``_signature_table.py`` is what torch's schemas say for every lowered ATen target."""
+    pytest.importorskip("torch")
+    from pt2x.converters import signatures
+
+    assert signatures.main(["--check"]) == 0, "run: python -m pt2x.converters.signatures"
