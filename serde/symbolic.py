@@ -31,6 +31,40 @@ arguments only in those two. Input is bounded by ``MAX_EXPR_CHARS`` and ``MAX_EX
 ``str(expr)`` (also ``to_text``) prints sympy ``srepr`` form, the form torch itself writes, so
 a tree parsed from torch's text prints back byte-identical (assumptions in torch's order) and
 torch's loader can read what pt2x writes. ``to_infix`` prints ``2*s0 + 1`` for people.
+
+Evaluation (``Expr.evaluate``) gives each function the meaning of its class in
+``torch.utils._sympy.functions``, the one torch's loader builds. torch folds an expression twice:
+when it builds it (``sympify`` runs each class's ``eval`` rules and sympy's assumption
+reasoning: ``Max(1, x)`` becomes ``1`` when ``x`` is known negative) and again once symbols have
+values. Both must give the same number, and they do only on each function's domain, so pt2x
+computes torch's value there and refuses (``SymbolicExprError``) outside it:
+
+* ``FloorDiv``, ``CleanDiv``: Python's floor division, any signs (torch states it; its numeric
+  rule computes it). ``CleanDiv`` only promises that nothing is rounded; its value is the floor.
+  With ±``int_oo`` torch floors the float quotient (``a // int_oo == 0``);
+* ``PythonMod``: Python's ``%`` (sign of the divisor), any signs;
+* ``Mod``: ``p % q`` for ``p >= 0, q > 0`` only (torch asserts that on numbers);
+* ``ModularIndexing(a, b, c)``: ``(a // b) % c`` for ``a >= 0, b > 0, c > 0`` only. Outside,
+  torch contradicts itself: on numbers it computes Python's ``%`` (``ModularIndexing(-1, 1, 3)
+  == 2``) while its assumptions call the result negative when ``a < 0 <= b`` (the "C modulus" of
+  its docstring), so sympy folds ``Max(1, ModularIndexing(-1, 1, s0))`` to ``1``;
+* ``CeilDiv(a, b)``: the ceiling for ``b > 0`` only; torch builds it as ``FloorDiv(a + b - 1, b)``,
+  which is no ceiling for ``b < 0``;
+* ``PowByNatural``: exact, but ±``int_oo`` once the magnitude passes ``sys.maxsize`` (torch's
+  ``safe_pow``); ``LShift(a, s)`` is ``a * PowByNatural(2, s)`` and ``RShift(a, s)`` is
+  ``FloorDiv(a, PowByNatural(2, s))``, as torch rewrites them;
+* the integer functions above, ``IntTrueDiv`` and ``ToFloat`` take integers (``FloorDiv``,
+  ``CleanDiv``, ``CeilDiv``, the shifts, ``IntTrueDiv`` and ``ToFloat`` also ±``int_oo``, as torch
+  does); on floats and fractions torch leaves them unevaluated, so pt2x refuses;
+* ``FloatPow`` is Python's ``float ** float`` (overflow, a complex result and ``0 ** -x`` are
+  refused); ``oo - oo``, ``0 * oo`` and other NaNs are refused.
+
+Two differences remain in torch itself, outside what pt2x can match: its symbolic rules are
+unsound for negative divisors (``FloorDiv(FloorDiv(a, b), c) -> FloorDiv(a, b*c)`` needs
+``c > 0``; ``PythonMod(p, q) -> p`` when ``p < q`` and ``p/q > 0`` needs ``q > 0``), where pt2x
+gives the numeric value; and ``PowByNatural(x, 3)`` with a symbolic ``x`` becomes an exact
+``x**3``, so past ``sys.maxsize`` torch's value depends on when it folded, where pt2x gives
+``int_oo``.
 """
 
 from __future__ import annotations
@@ -130,6 +164,9 @@ class Expr:
             v = _eval(self, env)
         except RecursionError:  # a hand-built tree deeper than the parser would allow
             raise ExprLimitError("expression too deep to evaluate") from None
+        except OverflowError as e:  # an exact integer past the float range met a float
+            raise SymbolicExprError(f"number out of float range: {e}") from None
+        _not_nan(v, "result")
         if isinstance(v, Fraction):
             return int(v) if v.denominator == 1 else float(v)
         return v
@@ -721,27 +758,83 @@ def _pow(b, e):
     return int(r) if _is_whole(r) else r
 
 
+def _int_operand(v, what, infinite=False):
+    """An operand of one of torch's integer functions: a whole number, returned as ``int``, or
+    (where ``infinite``) ±inf, torch's ``int_oo``. Floats and fractions are refused: torch leaves
+    these functions unevaluated on them (its classes declare ``is_integer``)."""
+    v = _num(v, what)
+    if _is_whole(v):
+        return int(v)
+    if infinite and isinstance(v, float) and math.isinf(v):
+        return v
+    raise _err(f"{what} needs {'integer' if infinite else 'finite integer'} operands, got {v!r:.40}")
+
+
+def _outside(what, args, domain):
+    """The refusal for arguments outside the domain on which torch's definition holds."""
+    shown = ", ".join(str(a) for a in args)
+    return _err(f"{what}({shown}) is outside its domain: {domain}")
+
+
 def _floordiv(a, b, what="FloorDiv"):
-    a, b = _num(a, what), _num(b, what)
+    """torch's FloorDiv (also CleanDiv): Python's floor division, for any signs; with ±int_oo
+    the float quotient, floored (torch's own rule), so ``a // int_oo`` is 0."""
+    a, b = _int_operand(a, what, True), _int_operand(b, what, True)
     if b == 0:
         raise _err(f"{what}: division by zero")
     if isinstance(a, float) or isinstance(b, float):
         if math.isinf(a) and math.isinf(b):
             raise _err(f"{what} of two infinities is undefined")
-        r = float(a) / float(b)
+        r = a / b
         return r if math.isinf(r) else math.floor(r)
-    return int(a // b)
+    return a // b
 
 
-def _mod(a, b, what="Mod"):
-    a, b = _num(a, what), _num(b, what)
+def _ceildiv(a, b):
+    """torch's CeilDiv, built by torch as ``FloorDiv(a + b - 1, b)``: a ceiling for ``b > 0`` only."""
+    a, b = _int_operand(a, "CeilDiv", True), _int_operand(b, "CeilDiv")
     if b == 0:
-        raise _err(f"{what}: modulo by zero")
-    r = a % b
-    return r
+        raise _err("CeilDiv: division by zero")
+    if b < 0:
+        raise _outside("CeilDiv", (a, b), "the divisor must be positive (torch computes "
+                       "FloorDiv(a + b - 1, b), a ceiling only for b > 0)")
+    return -_floordiv(-a, b, "CeilDiv")
+
+
+def _python_mod(a, b):
+    """torch's PythonMod: Python's ``%`` (the sign of the divisor), for any signs."""
+    a, b = _int_operand(a, "PythonMod"), _int_operand(b, "PythonMod")
+    if b == 0:
+        raise _err("PythonMod: modulo by zero")
+    return a % b
+
+
+def _mod(a, b):
+    """torch's Mod: defined on non-negative integers only (torch asserts ``p >= 0, q >= 1``)."""
+    a, b = _int_operand(a, "Mod"), _int_operand(b, "Mod")
+    if b == 0:
+        raise _err("Mod: modulo by zero")
+    if a < 0 or b < 0:
+        raise _outside("Mod", (a, b), "torch defines Mod(p, q) for p >= 0 and q > 0 only")
+    return a % b
+
+
+def _modular_indexing(a, b, c):
+    """torch's ModularIndexing ``(a // b) % c`` on its indexing domain ``a >= 0, b > 0, c > 0``."""
+    a, b, c = (_int_operand(v, "ModularIndexing") for v in (a, b, c))
+    if b == 0:
+        raise _err("ModularIndexing: division by zero")
+    if c == 0:
+        raise _err("ModularIndexing: modulo by zero")
+    if a < 0 or b < 0 or c < 0:
+        raise _outside("ModularIndexing", (a, b, c), "torch defines ModularIndexing(a, b, c) for "
+                       "a >= 0, b > 0, c > 0 only (elsewhere its folding rules and its value disagree)")
+    return (a // b) % c
 
 
 def _safe_pow_nat(b, e):
+    """torch's PowByNatural on numbers (its ``safe_pow``): ±int_oo once the magnitude passes
+    ``sys.maxsize``; ``b ** int_oo`` is int_oo for ``b >= 0``."""
     b, e = _num(b, "PowByNatural"), _num(e, "PowByNatural")
     if not (_is_whole(b) and _is_whole(e)):
         if isinstance(e, float) and math.isinf(e) and e > 0:
@@ -825,34 +918,61 @@ def _round_to_int(x):
     return x if isinstance(x, float) and math.isinf(x) else int(round(float(x), 0))
 
 
+def _not_nan(v, what):
+    if isinstance(v, float) and math.isnan(v):
+        raise _err(f"{what} is undefined (NaN)")
+    return v
+
+
 def _true_div(a, b, what):
-    a, b = _num(a, what), _num(b, what)
+    """IntTrueDiv (integers or ±int_oo; Python's correctly rounded ``int / int``) and
+    FloatTrueDiv (any numbers, as floats)."""
+    if what == "IntTrueDiv":
+        a, b = _int_operand(a, what, True), _int_operand(b, what, True)
+    else:
+        a, b = _num(a, what), _num(b, what)
     if b == 0:
         raise _err(f"{what}: division by zero")
-    if what == "IntTrueDiv" and _is_whole(a) and _is_whole(b):
-        return int(a) / int(b)  # correctly rounded, as sympy.Float(int / int)
-    return float(a) / float(b)
+    if isinstance(a, int) and isinstance(b, int):
+        return a / b  # correctly rounded, as sympy.Float(int / int)
+    return _not_nan(float(a) / float(b), what)
+
+
+def _float_pow(a, b):
+    """torch's FloatPow: Python's ``float ** float``; its errors are refusals."""
+    a, b = float(_num(a, "FloatPow")), float(_num(b, "FloatPow"))
+    try:
+        r = a ** b
+    except ZeroDivisionError:
+        raise _err("FloatPow: zero to a negative power") from None
+    except OverflowError:
+        raise _err("FloatPow: result out of float range") from None
+    if isinstance(r, complex):
+        raise _err("FloatPow of a negative base to a fractional power is not real")
+    return r
+
+
+def _shift_operands(a, s, what):
+    a, s = _int_operand(a, what, True), _int_operand(s, what, True)
+    if s < 0:
+        raise _err(f"{what}: negative shift count")
+    return a, _safe_pow_nat(2, s)
 
 
 def _lshift(a, s):
-    a, s = _num(a, "LShift"), _num(s, "LShift")
-    if s < 0:
-        raise _err("LShift: negative shift count")
-    if not (_is_whole(a) and _is_whole(s)):
-        return a * _pow(2, s)
-    return _check_bits(int(a) * _pow(2, int(s)), "LShift")
+    """torch's LShift: ``a * PowByNatural(2, s)``, so ±int_oo once ``2**s`` passes sys.maxsize."""
+    a, p = _shift_operands(a, s, "LShift")
+    if isinstance(p, float) or isinstance(a, float):
+        if a == 0:
+            raise _err("LShift: 0 * int_oo is undefined")
+        return math.copysign(_INF, a)
+    return _check_bits(a * p, "LShift")
 
 
 def _rshift(a, s):
-    a, s = _num(a, "RShift"), _num(s, "RShift")
-    if s < 0:
-        raise _err("RShift: negative shift count")
-    if _is_whole(a) and _is_whole(s):
-        s = int(s)
-        if s > limits.MAX_EXPR_INT_BITS:
-            return 0 if a >= 0 else -1
-        return int(a) >> s
-    return _floordiv(a, _pow(2, s), "RShift")
+    """torch's RShift: ``FloorDiv(a, PowByNatural(2, s))``, so 0 once ``2**s`` passes sys.maxsize."""
+    a, p = _shift_operands(a, s, "RShift")
+    return _floordiv(a, p, "RShift")
 
 
 def _exact_round(fn, x, what):
@@ -871,9 +991,9 @@ def _minmax(fn, what):
 _FUNCS = {
     "FloorDiv": _floordiv,
     "CleanDiv": lambda a, b: _floordiv(a, b, "CleanDiv"),
-    "CeilDiv": lambda a, b: -_floordiv(-_num(a, "CeilDiv"), b, "CeilDiv"),
-    "ModularIndexing": lambda a, b, c: _mod(_floordiv(a, b, "ModularIndexing"), c, "ModularIndexing"),
-    "PythonMod": lambda a, b: _mod(a, b, "PythonMod"),
+    "CeilDiv": _ceildiv,
+    "ModularIndexing": _modular_indexing,
+    "PythonMod": _python_mod,
     "Mod": _mod,
     "CeilToInt": _ceil_to_int,
     "FloorToInt": _floor_to_int,
@@ -881,11 +1001,11 @@ _FUNCS = {
     "TruncToFloat": lambda x: x if isinstance(x, float) and math.isinf(x) else
     float(math.trunc(float(_num(x, "TruncToFloat")))),
     "RoundToInt": _round_to_int,
-    "RoundDecimal": lambda x, n: float(round(float(_num(x, "RoundDecimal")), int(_num(n, "RoundDecimal")))),
-    "ToFloat": lambda x: float(_num(x, "ToFloat")),
+    "RoundDecimal": lambda x, n: float(round(float(_num(x, "RoundDecimal")), _int_operand(n, "RoundDecimal"))),
+    "ToFloat": lambda x: float(_int_operand(x, "ToFloat", True)),
     "IntTrueDiv": lambda a, b: _true_div(a, b, "IntTrueDiv"),
     "FloatTrueDiv": lambda a, b: _true_div(a, b, "FloatTrueDiv"),
-    "FloatPow": lambda a, b: _pow(float(_num(a, "FloatPow")), float(_num(b, "FloatPow"))),
+    "FloatPow": _float_pow,
     "PowByNatural": _safe_pow_nat,
     "LShift": _lshift,
     "RShift": _rshift,
@@ -930,14 +1050,14 @@ def _eval(e: Expr, env):
         total = 0
         for a in e.args:
             total = total + _num(_eval(a, env), "Add")
-        return total
+        return _not_nan(total, "Add (oo - oo)")
     if isinstance(e, Mul):
         prod = 1
         for a in e.args:
             prod = prod * _num(_eval(a, env), "Mul")
             if isinstance(prod, int):
                 _check_bits(prod, "Mul")
-        return prod
+        return _not_nan(prod, "Mul (0 * oo)")
     if isinstance(e, Float):
         return e.value
     if isinstance(e, Boolean):
