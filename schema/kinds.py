@@ -92,22 +92,25 @@ class Union:
         return type(other) is type(self) and other.type == self.type and other.value == self.value
 
     def __hash__(self):
-        return hash((type(self).__name__, self.type, _hashable(self.value)))
+        return hash(_hash_key(self))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.type}={self.value!r})"
 
 
-def _hashable(v):
+def _hash_key(v):
+    """A hashable stand-in for a schema value, built in one pass (each part visited once):
+    unions and structs by type and contents, lists as tuples, dicts as sorted item tuples.
+    Equal values (``__eq__``) give equal keys, so the hash agrees with equality."""
+    if isinstance(v, Union):
+        return (type(v).__name__, v.type, _hash_key(v.value))
+    if is_struct(type(v)):
+        return (type(v).__name__,) + tuple(_hash_key(v.__dict__[k]) for k in v.__field_names__)
     if isinstance(v, list):
-        return tuple(_hashable(x) for x in v)
+        return tuple(_hash_key(x) for x in v)
     if isinstance(v, dict):
-        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
-    try:
-        hash(v)
-        return v
-    except TypeError:
-        return id(v)
+        return tuple(sorted((k, _hash_key(x)) for k, x in v.items()))
+    return v
 
 
 def union(cls):

@@ -150,12 +150,12 @@ def _single_root(names: list[str], label: str) -> str:
 
 
 def _program(zr: ZipReader, member: str, report: DecodeReport) -> d.ExportedProgram:
-    """Decode a model's JSON after checking its schema version is one pt2x reads."""
+    """Decode a model's JSON after checking its schema version is one pt2x reads (7.x is upgraded)."""
     data = parse_json_pairs(zr.view(member), member=member)
     top = dict(data) if type(data) is tuple else {}
     version = dict(top["schema_version"]) if type(top.get("schema_version")) is tuple else {}
     major, minor = version.get("major"), version.get("minor")
-    torch_version = top.get("torch_version", "unknown")
+    torch_version = _clip(top.get("torch_version", "unknown"))
     if type(major) is int and major != READ_MAJOR:
         if major == READ_MAJOR - 1:
             try:
@@ -163,19 +163,25 @@ def _program(zr: ZipReader, member: str, report: DecodeReport) -> d.ExportedProg
             except ImportError:
                 upgrade_to_current = None
             if upgrade_to_current is not None:
-                data = upgrade_to_current(to_plain(data))
+                data = upgrade_to_current(to_plain(data, member=member), member=member)
             else:
                 raise SchemaVersionError(
                     f"unsupported: schema {major}.x, written by torch {torch_version}; supported {READ_MAJOR}.0-{READ_MAJOR}.{SCHEMA_VERSION[1]}",
                     member=member, path="schema_version")
         else:
             raise SchemaVersionError(
-                f"file uses schema {major}.{minor} (written by torch {torch_version}); pt2x reads {READ_MAJOR}.x and writes "
+                f"file uses schema {major}.{_clip(minor)} (written by torch {torch_version}); pt2x reads {READ_MAJOR}.x and writes "
                 f"{SCHEMA_VERSION[0]}.{SCHEMA_VERSION[1]}",
                 member=member,
                 path="schema_version",
             )
     return decode(d.ExportedProgram, data, member=member, report=report)
+
+
+def _clip(value: object, limit: int = 40) -> str:
+    """A value from the file for a message: ``str`` of it, at most ``limit`` characters."""
+    text = str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _pickled(zr: ZipReader, member: str) -> dict[str, np.ndarray]:

@@ -487,7 +487,7 @@ class _Upgrade:
         if s[0] == "unit":
             if d == ("name", "bool") and v == []:
                 return True
-            raise _NotMechanical(path, f"{v!r} where () was expected")
+            raise _NotMechanical(path, f"{_clip(v)} where () was expected")
         if s[0] != d[0]:
             raise _NotMechanical(path, f"type changed from {s} to {d}")
         if s[0] == "list":
@@ -497,7 +497,7 @@ class _Upgrade:
         if s[0] == "dict":
             if not isinstance(v, dict):
                 raise _NotMechanical(path, "expected an object")
-            return {k: self.value(x, s[1], d[1], f"{path}[{k!r}]") for k, x in v.items()}
+            return {k: self.value(x, s[1], d[1], f"{path}[{_clip(repr(k))}]") for k, x in v.items()}
         sname, dname = s[1], d[1]
         if sname in ("int", "float", "str", "bool") or dname in ("int", "float", "str", "bool"):
             if sname != dname:
@@ -508,7 +508,7 @@ class _Upgrade:
             raise _NotMechanical(path, f"{sname} is a {se['kind']} in 7.x but {dname} is a {de['kind']} in 8.x")
         if de["kind"] == "enum":
             if v not in de["fields"].values():
-                raise _NotMechanical(path, f"{dname} value {v!r} unknown")
+                raise _NotMechanical(path, f"{dname} value {_clip(v)} unknown")
             return v
         if not isinstance(v, dict):
             raise _NotMechanical(path, f"expected {sname} (an object)")
@@ -516,11 +516,11 @@ class _Upgrade:
             raise _NotMechanical(path, f"union {sname} needs exactly one key")
         out = {}
         for key, x in v.items():
-            sub = f"{path}.{key}".lstrip(".")
+            sub = f"{path}.{_clip(key, 80)}".lstrip(".")
             if key not in se["fields"]:
-                raise _NotMechanical(sub, f"{sname}.{key} is not in schema 7.3 either")
+                raise _NotMechanical(sub, f"{sname}.{_clip(key)} is not in schema 7.3 either")
             if key not in de["fields"]:
-                raise _NotMechanical(sub, f"{sname}.{key} has no schema 8 counterpart")
+                raise _NotMechanical(sub, f"{sname}.{_clip(key)} has no schema 8 counterpart")
             st, dt = _parse_type(se["fields"][key]["type"]), _parse_type(de["fields"][key]["type"])
             if (sname, key) in (("RangeConstraint", "min_val"), ("RangeConstraint", "max_val")):
                 out[key] = self._bound(x, sub)
@@ -536,15 +536,16 @@ class _Upgrade:
             return None
         if type(x) is int:
             return x
-        raise _NotMechanical(path, f"range bound {x!r} is neither an int nor infinite")
+        raise _NotMechanical(path, f"range bound {_clip(x)} is neither an int nor infinite")
 
 
-def upgrade_to_current(program_json: dict) -> dict:
+def upgrade_to_current(program_json: dict, *, member: str | None = None) -> dict:
     """A schema 7.x (torch 2.5) program JSON rewritten as schema 8.x; 8.x is returned unchanged.
 
     Raises ``SchemaVersionError`` ("unsupported: schema 7.x, written by torch 2.5; supported
     8.0-8.N") for another major, a 7.x minor newer than torch 2.5's 7.3, or content that
-    has no mechanical 8.x form (the message names the path).
+    has no mechanical 8.x form; the error names ``member`` (the archive member the JSON
+    came from) and the field path.
     """
     from ..schema.version import READ_MAJOR, SCHEMA_VERSION
 
@@ -552,12 +553,13 @@ def upgrade_to_current(program_json: dict) -> dict:
     if version is not None and version[0] == READ_MAJOR:
         return program_json
     written = program_json.get("torch_version") if isinstance(program_json, dict) else None
+    written = _clip(written) if written is not None else None
     if version is None or version[0] != UPGRADE_FROM_MAJOR:
         got = f"{version[0]}.{version[1]}" if version else "unknown"
         raise SchemaVersionError(
             f"unsupported: schema {got}, written by torch {written or 'unknown'}; supported {READ_MAJOR}.0–{READ_MAJOR}.{SCHEMA_VERSION[1]}"
             f" (and {UPGRADE_FROM_MAJOR}.x via upgrade)",
-            path="schema_version",
+            member=member, path="schema_version",
         )
     rels = [r for r, v in releases().items() if v["schema_version"][0] == UPGRADE_FROM_MAJOR]
     head = (
@@ -568,7 +570,7 @@ def upgrade_to_current(program_json: dict) -> dict:
     newest = max(known) if known else (UPGRADE_FROM_MAJOR, 0)
     if version > newest:
         raise SchemaVersionError(f"{head}: no upgrade from {version[0]}.{version[1]} (newest known 7.x is {newest[0]}.{newest[1]})",
-                                 path="schema_version")
+                                 member=member, path="schema_version")
     from .schema_snapshot import read_snapshot
 
     src = read_snapshot(_TORCH_DIR / releases()[known[newest]]["snapshot"])["types"]
@@ -576,6 +578,14 @@ def upgrade_to_current(program_json: dict) -> dict:
     try:
         out = _Upgrade(src, dst).value(program_json, ("name", "ExportedProgram"), ("name", "ExportedProgram"), "")
     except _NotMechanical as e:
-        raise SchemaVersionError(f"{head}: {e.why} (no mechanical upgrade)", path=e.path or "<root>") from None
+        raise SchemaVersionError(f"{head}: {e.why} (no mechanical upgrade)", member=member, path=e.path or "<root>") from None
+    except RecursionError:  # the reader bounds nesting first; this guards callers with their own JSON
+        raise SchemaVersionError(f"{head}: nested too deeply to upgrade", member=member, path="<root>") from None
     out["schema_version"] = {"major": UPGRADED_VERSION[0], "minor": UPGRADED_VERSION[1]}
     return out
+
+
+def _clip(value: Any, limit: int = 40) -> str:
+    """A value from the file for a message: at most ``limit`` characters."""
+    text = value if isinstance(value, str) else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

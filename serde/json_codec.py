@@ -15,12 +15,25 @@ import json
 import math
 import typing
 from dataclasses import MISSING, dataclass, field, fields
+from itertools import repeat
+from operator import length_hint
 from typing import Any, Callable
+
+import numpy as np
 
 from ..schema import definitions as d
 from ..schema.kinds import UNKNOWN_FIELDS, SchemaEnum, is_struct, is_union, type_hints
 from .errors import LimitExceededError, SchemaError
-from .limits import MAX_JSON_BYTES, MAX_JSON_DEPTH
+from .limits import (
+    MAX_GRAPH_NODES,
+    MAX_GRAPH_VALUES,
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_JSON_ITEMS,
+    MAX_JSON_NUMBER_DIGITS,
+    MAX_JSON_STRING_BYTES,
+    MAX_SUBGRAPH_DEPTH,
+)
 
 __all__ = ["DecodeReport", "decode", "encode", "loads", "dumps", "parse_json", "parse_json_pairs", "to_plain"]
 
@@ -33,88 +46,263 @@ class DecodeReport:
 
 
 class _Ctx:
-    __slots__ = ("depth", "report")
+    """Per-decode state: recursion depth, subgraph depth, and the report being filled."""
+
+    __slots__ = ("depth", "graphs", "report")
 
     def __init__(self, report: DecodeReport):
         self.depth = 0
+        self.graphs = 0
         self.report = report
 
 
 class _PathError(Exception):
-    """Internal: a SchemaError under construction, collecting its path on the way out."""
+    """Internal: a SchemaError (or, with ``limit``, a LimitExceededError) under construction,
+    collecting its path on the way out of the failure: each level adds its own part once."""
 
-    def __init__(self, message: str, parts: list[str] | None = None):
+    def __init__(self, message: str, parts: list[str] | None = None, *, limit: bool = False):
         self.message = message
         self.parts = parts or []
+        self.limit = limit
 
 
-def _at(part: str, err: _PathError) -> _PathError:
+def _at(part: str, err: BaseException) -> _PathError:
+    """``err`` as a _PathError with ``part`` (the failing field, key or index) prepended to its path."""
+    if type(err) is not _PathError:
+        err = _foreign(err)
     err.parts.append(part)
     return err
 
 
+def _foreign(err: BaseException) -> _PathError:
+    """Any other exception met while decoding, as a _PathError (so it too gets its path)."""
+    if isinstance(err, RecursionError):
+        return _PathError("nested too deeply for Python's recursion limit", limit=True)
+    return _PathError(f"cannot decode: {type(err).__name__}: {_clip(str(err))}")
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    """``text`` cut to ``limit`` characters (messages quote values from the file)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(v: Any, limit: int = 80) -> str:
+    """``repr`` of a value from the file, cut to ``limit`` characters for messages and paths."""
+    return _clip(repr(v), limit)
+
+
+def _key_part(k: Any) -> str:
+    """A path part for dict key ``k``: ``['name']``."""
+    return f"[{_short(k)}]"
+
+
 # ----------------------------------------------------------------- JSON text level
 #
-# Objects are parsed as tuples of (key, value) pairs (``object_pairs_hook=tuple`` runs in C),
-# and the decoders, which visit every object anyway, turn them into dicts and refuse
-# duplicate keys there. That is twice as fast as a Python hook that checks while parsing.
+# Before ``json`` sees the text, one linear scan in numpy checks what ``json`` itself does
+# not bound: nesting depth (its C parser recurses once per level), digits in a number
+# (int() of n digits is O(n^2)) and string lengths. Then objects are parsed as tuples of
+# (key, value) pairs (``object_pairs_hook=tuple`` runs in C), and the decoders, which
+# visit every object anyway, turn them into dicts and refuse duplicate keys there. That is
+# twice as fast as a Python hook that checks while parsing.
+
+_QUOTE, _BACKSLASH, _NEUTRAL = 0x22, 0x5C, ord("_")
+_OPEN, _CLOSE, _DIGIT, _OTHER = ord("("), ord(")"), ord("0"), ord(" ")
+_SKELETON = bytes(
+    _QUOTE if c == _QUOTE else _OPEN if c in b"[{" else _CLOSE if c in b"]}" else _DIGIT if 0x30 <= c <= 0x39 else _OTHER
+    for c in range(256)
+)
+"""``bytes.translate`` table to the text's skeleton, same length: '"' stays, brackets become
+'(' / ')', ASCII digits '0', everything else ' '."""
+_LONG_DIGIT_RUN = b"0" * (MAX_JSON_NUMBER_DIGITS + 1)
+
+
+class _TextLimit(Exception):
+    """Internal: the JSON text breaks a limit at byte ``offset``."""
+
+    def __init__(self, message: str, offset: int):
+        self.message = message
+        self.offset = offset
+
+
+def _skeleton(raw: bytes) -> bytes:
+    """``raw`` through ``_SKELETON`` after escaped quotes are neutralised: in the result every
+    '"' opens or closes a string, and byte offsets are those of ``raw``."""
+    if raw.find(b"\\") < 0:
+        return raw.translate(_SKELETON)
+    a = np.frombuffer(raw, dtype=np.uint8)
+    backslashes = np.flatnonzero(a[:-1] == _BACKSLASH)  # a backslash as the last byte escapes nothing
+    run_start = np.concatenate(([True], np.diff(backslashes) != 1))
+    starts = backslashes[run_start][np.cumsum(run_start) - 1]  # where each backslash's run begins
+    before_quote = a[backslashes + 1] == _QUOTE
+    # a quote after a run of backslashes is escaped when the run is odd: pairs are escaped backslashes
+    escaped = backslashes[before_quote & ((backslashes - starts) % 2 == 0)] + 1
+    if not len(escaped):
+        return raw.translate(_SKELETON)
+    buf = bytearray(raw)
+    np.frombuffer(buf, dtype=np.uint8)[escaped] = _NEUTRAL
+    return bytes(buf.translate(_SKELETON))
+
+
+def _check_numbers(skeleton: bytes) -> None:
+    """Refuse a number with a run of more than MAX_JSON_NUMBER_DIGITS digits (runs inside strings are text)."""
+    start = skeleton.find(_LONG_DIGIT_RUN)
+    quotes, counted_to = 0, 0  # quotes before ``counted_to``: each byte is counted once
+    while start >= 0:
+        quotes += skeleton.count(b'"', counted_to, start)
+        if quotes % 2 == 0:  # outside any string
+            tail = np.frombuffer(skeleton, dtype=np.uint8)[start:]
+            run = int(np.argmax(tail != _DIGIT)) or len(tail)  # the run ends at the first non-digit
+            raise _TextLimit(f"JSON number with a run of {run} digits exceeds MAX_JSON_NUMBER_DIGITS={MAX_JSON_NUMBER_DIGITS}", start)
+        close = skeleton.find(b'"', start)
+        if close < 0:
+            return  # inside a string that never closes: json refuses the text
+        quotes, counted_to = quotes + 1, close + 1
+        start = skeleton.find(_LONG_DIGIT_RUN, counted_to)
+
+
+def _check_strings(skeleton: bytes) -> None:
+    """Refuse a string longer than MAX_JSON_STRING_BYTES (quotes pair up in order: open, close)."""
+    if len(skeleton) <= MAX_JSON_STRING_BYTES + 2:
+        return  # no room for one
+    quotes = np.flatnonzero(np.frombuffer(skeleton, dtype=np.uint8) == _QUOTE)
+    opens, closes = quotes[0::2], quotes[1::2]
+    if not len(closes):
+        return
+    lengths = closes - opens[: len(closes)] - 1
+    i = int(lengths.argmax())
+    if lengths[i] > MAX_JSON_STRING_BYTES:
+        raise _TextLimit(f"JSON string of {int(lengths[i])} bytes exceeds MAX_JSON_STRING_BYTES={MAX_JSON_STRING_BYTES}", int(opens[i]))
+
+
+def _check_depth(skeleton: bytes) -> None:
+    """Refuse nesting past MAX_JSON_DEPTH, counting brackets outside strings.
+
+    Works on the quotes and brackets alone (the skeleton without spaces and digits, a few
+    percent of the text): a bracket after an odd number of quotes is inside a string."""
+    marks = np.frombuffer(skeleton.translate(None, b" 0"), dtype=np.uint8)
+    quote = marks == _QUOTE
+    inside = (np.cumsum(quote, dtype=np.int8) & 1).view(bool)  # int8 wraps; parity survives
+    delta = (marks == _OPEN).view(np.int8) - (marks == _CLOSE).view(np.int8)
+    delta[inside] = 0
+    depth = np.cumsum(delta, dtype=np.int32)
+    if len(depth) and depth.max() > MAX_JSON_DEPTH:
+        k = int(np.argmax(depth > MAX_JSON_DEPTH))
+        a = np.frombuffer(skeleton, dtype=np.uint8)
+        at = int(np.flatnonzero((a != _OTHER) & (a != _DIGIT))[k])  # the k-th mark's offset in the text
+        raise _TextLimit(f"JSON nested deeper than MAX_JSON_DEPTH={MAX_JSON_DEPTH} levels", at)
+
+
+def check_json_text(raw: bytes) -> None:
+    """Linear pre-scan of untrusted JSON text for what the ``json`` module does not bound:
+    nesting depth, digits in a number, string lengths. Raises ``_TextLimit``.
+
+    Exact for well-formed JSON. On malformed text it may place string boundaries wrongly
+    only after the first byte where ``json`` itself stops with an error (a backslash outside
+    a string), so ``json`` never gets deeper than the scan saw.
+    """
+    skeleton = _skeleton(raw)
+    _check_numbers(skeleton)
+    _check_strings(skeleton)
+    _check_depth(skeleton)
+
+
+def _where_in_text(raw: bytes, offset: int) -> str:
+    line = raw.count(b"\n", 0, offset) + 1
+    return f"at line {line} (byte {offset})"
 
 
 def _dup_key(pairs) -> _PathError:
     seen: set[str] = set()
     dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
-    return _PathError(f"duplicate JSON key {dup!r}")
+    return _PathError(f"duplicate JSON key {_short(dup)}")
 
 
-def to_plain(v: Any) -> Any:
+def _too_many(n: int, what: str) -> _PathError:
+    return _PathError(f"{what} of {n} items exceeds MAX_JSON_ITEMS={MAX_JSON_ITEMS}", limit=True)
+
+
+def _raise_as_pt2(err: _PathError, member: str | None) -> typing.NoReturn:
+    path = "".join(reversed(err.parts)).lstrip(".") or "<root>"
+    cls = LimitExceededError if err.limit else SchemaError
+    raise cls(err.message, member=member, path=path) from None
+
+
+def to_plain(v: Any, *, member: str | None = None) -> Any:
     """``parse_json_pairs`` output as plain dicts and lists (duplicate keys refused)."""
     try:
         return _plain(v)
     except _PathError as e:
-        raise SchemaError(e.message) from None
+        _raise_as_pt2(e, member)
+    except RecursionError:
+        raise LimitExceededError("JSON nested too deeply", member=member) from None
 
 
 def _plain(v: Any) -> Any:
-    """Parsed JSON with pair-tuples turned into dicts (for values kept as unknown fields)."""
+    """Parsed JSON with pair-tuples turned into dicts (for values kept as unknown fields).
+
+    Loops rather than comprehensions so that a failure names the key or index it is under."""
     t = type(v)
-    if t is tuple:
-        out = {k: _plain(x) for k, x in v}
+    if t is tuple or t is dict:
+        if len(v) > MAX_JSON_ITEMS:
+            raise _too_many(len(v), "object")
+        out = {}
+        for k, x in (v if t is tuple else v.items()):
+            try:
+                out[k] = _plain(x)
+            except Exception as e:
+                raise _at(f".{k}" if type(k) is str and k.isidentifier() else _key_part(k), e) from None
         if len(out) != len(v):
             raise _dup_key(v)
         return out
     if t is list:
-        return [_plain(x) for x in v]
-    if t is dict:
-        return {k: _plain(x) for k, x in v.items()}
+        if len(v) > MAX_JSON_ITEMS:
+            raise _too_many(len(v), "list")
+        out_list = []
+        for i, x in enumerate(v):
+            try:
+                out_list.append(_plain(x))
+            except Exception as e:
+                raise _at(f"[{i}]", e) from None
+        return out_list
     return v
+
+
+def _text_of(data: bytes | bytearray | memoryview | str, member: str | None) -> tuple[bytes, str]:
+    """(UTF-8 bytes, text) of a JSON member, size-checked and scanned before ``json`` sees it."""
+    if len(data) > MAX_JSON_BYTES:
+        raise LimitExceededError(f"JSON of {len(data)} bytes exceeds MAX_JSON_BYTES={MAX_JSON_BYTES}", member=member)
+    if isinstance(data, str):
+        text = data
+        raw = data.encode("utf-8", "surrogatepass")
+    else:
+        raw = bytes(data)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise SchemaError(f"not UTF-8 text ({e.reason} at byte {e.start})", member=member) from None
+    try:
+        check_json_text(raw)
+    except _TextLimit as e:
+        raise LimitExceededError(f"{e.message} {_where_in_text(raw, e.offset)}", member=member) from None
+    return raw, text
 
 
 def parse_json_pairs(data: bytes | str, *, member: str | None) -> Any:
     """Parse untrusted JSON text with objects as (key, value) pair tuples, for ``decode``."""
-    if len(data) > MAX_JSON_BYTES:
-        raise LimitExceededError(f"JSON of {len(data)} bytes exceeds {MAX_JSON_BYTES}", member=member)
-    if not isinstance(data, str):
-        try:
-            data = bytes(data).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise SchemaError(f"not UTF-8 text ({e.reason} at byte {e.start})", member=member) from None
+    raw, text = _text_of(data, member)
     try:
-        return json.loads(data, object_pairs_hook=tuple)
-    except RecursionError:
-        raise LimitExceededError("JSON nested too deeply", member=member) from None
+        return json.loads(text, object_pairs_hook=tuple)
+    except RecursionError:  # only from a caller already deep in the stack: depth was checked
+        raise LimitExceededError("JSON nested too deeply for the caller's remaining stack", member=member) from None
     except json.JSONDecodeError as e:
         raise SchemaError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}", member=member) from None
+    except ValueError as e:  # e.g. Python's own int-digits limit; the scan refuses those first
+        raise LimitExceededError(f"JSON value refused by the parser: {_clip(str(e))}", member=member) from None
 
 
 def parse_json(data: bytes | str, *, member: str) -> Any:
     """Parse untrusted JSON text into plain dicts/lists: UTF-8 only, no duplicate keys, bounded."""
-    parsed = parse_json_pairs(data, member=member)
-    try:
-        return _plain(parsed)
-    except _PathError as e:
-        raise SchemaError(e.message, member=member) from None
-    except RecursionError:
-        raise LimitExceededError("JSON nested too deeply", member=member) from None
+    return to_plain(parse_json_pairs(data, member=member), member=member)
 
 
 # ------------------------------------------------------------------ compiled decoders
@@ -217,11 +405,15 @@ def _build_decoder(tp) -> _Decoder:
         def dec_list(v, ctx):
             if type(v) is not list:
                 raise _PathError(f"expected list, got {_tname(v)}")
+            if len(v) > MAX_JSON_ITEMS:
+                raise _too_many(len(v), "list")
+            items = iter(v)
             try:
-                return [item_dec(x, ctx) for x in v]
-            except _PathError as e:
-                i = next(i for i, x in enumerate(v) if _fails(item_dec, x, ctx))
-                raise _at(f"[{i}]", e) from None
+                return list(map(item_dec, items, repeat(ctx)))
+            except Exception as e:
+                # map took the failing item from ``items`` before calling item_dec on it:
+                # its index is what was taken, less one. No item is decoded twice.
+                raise _at(f"[{len(v) - length_hint(items) - 1}]", e) from None
 
         return dec_list
     if origin is dict:
@@ -231,12 +423,15 @@ def _build_decoder(tp) -> _Decoder:
         val_dec = _sub(val)
 
         def dec_dict(v, ctx):
+            v = _as_dict(v, "object")
+            if len(v) > MAX_JSON_ITEMS:
+                raise _too_many(len(v), "object")
             out = {}
-            for k, x in _as_dict(v, "object").items():
+            for k, x in v.items():
                 try:
                     out[k] = val_dec(x, ctx)
-                except _PathError as e:
-                    raise _at(f"[{k!r}]", e) from None
+                except Exception as e:
+                    raise _at(_key_part(k), e) from None
             return out
 
         return dec_dict
@@ -247,14 +442,6 @@ def _build_decoder(tp) -> _Decoder:
     if is_struct(tp):
         return _struct_decoder(tp)
     raise TypeError(f"no JSON decoder for {tp!r}")
-
-
-def _fails(dec, x, ctx) -> bool:
-    try:
-        dec(x, ctx)
-        return False
-    except _PathError:
-        return True
 
 
 def _enum_decoder(tp: type[SchemaEnum]) -> _Decoder:
@@ -275,9 +462,39 @@ _RECURSIVE = {d.Graph, d.Argument}
 
 
 def _enter(ctx: _Ctx) -> None:
+    """One level deeper into a recursive type (Argument, Graph): bounded, whatever built ``data``."""
     ctx.depth += 1
     if ctx.depth > MAX_JSON_DEPTH:
-        raise _PathError(f"nesting deeper than {MAX_JSON_DEPTH}")
+        raise _PathError(f"schema objects nested deeper than MAX_JSON_DEPTH={MAX_JSON_DEPTH}", limit=True)
+
+
+def _enter_graph(ctx: _Ctx) -> None:
+    """Into a Graph: the root graph, or a subgraph nested ``ctx.graphs - 1`` deep."""
+    _enter(ctx)
+    ctx.graphs += 1
+    if ctx.graphs > MAX_SUBGRAPH_DEPTH + 1:
+        raise _PathError(f"subgraphs nested deeper than MAX_SUBGRAPH_DEPTH={MAX_SUBGRAPH_DEPTH}", limit=True)
+
+
+def _leave_graph(ctx: _Ctx) -> None:
+    ctx.depth -= 1
+    ctx.graphs -= 1
+
+
+def _graph_limits(graph: d.Graph) -> None:
+    """Counts a decoded Graph may not exceed (its own nodes and values; subgraphs count on their own)."""
+    od = graph.__dict__
+    if len(od["nodes"]) > MAX_GRAPH_NODES:
+        raise _PathError(f"graph of {len(od['nodes'])} nodes exceeds MAX_GRAPH_NODES={MAX_GRAPH_NODES}", [".nodes"], limit=True)
+    values = sum(len(od[f]) for f in ("tensor_values", "sym_int_values", "sym_bool_values", "sym_float_values", "custom_obj_values"))
+    if values > MAX_GRAPH_VALUES:
+        raise _PathError(f"graph of {values} named values exceeds MAX_GRAPH_VALUES={MAX_GRAPH_VALUES}", limit=True)
+
+
+def _keys_of(v) -> str:
+    keys = [k for k, _ in v] if type(v) is tuple else list(v)
+    shown = ", ".join(_short(k, 40) for k in keys[:5])
+    return f"[{shown}{', ...' if len(keys) > 5 else ''}]" if keys else "none"
 
 
 def _union_decoder(tp) -> _Decoder:
@@ -292,12 +509,11 @@ def _union_decoder(tp) -> _Decoder:
         if t is dict and len(v) == 1:
             return next(iter(v.items()))
         if t is tuple or t is dict:
-            keys = [k for k, _ in v] if t is tuple else list(v)
-            raise _PathError(f"union {name} needs exactly one key, got {sorted(keys) or 'none'}")
+            raise _PathError(f"union {name} needs exactly one key, got {_keys_of(v)}")
         raise _PathError(f"expected {name} (a single-key object), got {_tname(v)}")
 
     def unknown(key):
-        return _PathError(f"{key!r} is not a member of union {name} (a newer schema's?)")
+        return _PathError(f"{_short(key)} is not a member of union {name} (a newer schema's?)")
 
     def dec_union(v, ctx):
         if type(v) is tuple and len(v) == 1:  # the common case, inline
@@ -312,7 +528,7 @@ def _union_decoder(tp) -> _Decoder:
         od["type"] = key
         try:
             od["value"] = member_dec(x, ctx)
-        except _PathError as e:
+        except Exception as e:
             raise _at(f".{key}", e) from None
         return obj
 
@@ -329,7 +545,24 @@ def _union_decoder(tp) -> _Decoder:
     return dec_recursive_union
 
 
+def _unknown_fields(v: dict, names: frozenset, type_name: str, ctx: _Ctx) -> dict:
+    """The fields of struct object ``v`` that pt2x's schema lacks (a newer minor's), as plain JSON; reported."""
+    if len(v) > MAX_JSON_ITEMS:
+        raise _too_many(len(v), f"{type_name} object")
+    extra = {}
+    for k, x in v.items():
+        if k not in names:
+            try:
+                extra[k] = _plain(x)
+            except Exception as e:
+                raise _at(f".{_clip(k, 80)}", e) from None
+    ctx.report.unknown_fields.extend(f"{type_name}.{k}" for k in extra)
+    return extra
+
+
 _PRIM_CHECK = {int: "type(x) is not int", str: "type(x) is not str", bool: "type(x) is not bool"}
+_POST_CHECKS: dict[Any, Callable[[Any], None]] = {d.Graph: _graph_limits}
+"""Checks run on a decoded struct before it is returned (counts over several of its fields)."""
 
 
 def _struct_decoder(tp) -> _Decoder:
@@ -339,7 +572,8 @@ def _struct_decoder(tp) -> _Decoder:
     name = tp.__name__
     env: dict[str, Any] = {
         "_cls": tp, "_new": tp.__new__, "_MISSING": _MISSING, "_PathError": _PathError, "_at": _at,
-        "_tname": _tname, "_dup_key": _dup_key, "_plain": _plain, "_enter": _enter,
+        "_tname": _tname, "_dup_key": _dup_key, "_unknown_fields": _unknown_fields, "_enter": _enter,
+        "_enter_graph": _enter_graph, "_leave_graph": _leave_graph, "_post": _POST_CHECKS.get(tp),
         "_names": frozenset(hints), "_UNKNOWN": UNKNOWN_FIELDS,
     }
     recursive = tp in _RECURSIVE
@@ -355,7 +589,7 @@ def _struct_decoder(tp) -> _Decoder:
         f"        raise _PathError(f'expected {name} (an object), got {{_tname(v)}}')",
     ]
     if recursive:
-        lines += ["    _enter(ctx)", "    try:"]
+        lines += ["    _enter_graph(ctx)" if tp is d.Graph else "    _enter(ctx)", "    try:"]
     ind = "        " if recursive else "    "
     lines += [f"{ind}obj = _new(_cls)", f"{ind}od = obj.__dict__"]
     for i, f in enumerate(declared):
@@ -384,34 +618,39 @@ def _struct_decoder(tp) -> _Decoder:
                 f"{ind}else:",
                 f"{ind}    try:",
                 f"{ind}        od[{fname!r}] = _d{i}(x, ctx)",
-                f"{ind}    except _PathError as e:",
+                f"{ind}    except Exception as e:",
                 f"{ind}        raise _at('.{fname}', e) from None",
             ]
     lines += [
         f"{ind}if len(v) != {len(declared)} and not v.keys() <= _names:",
-        f"{ind}    extra = {{k: _plain(x) for k, x in v.items() if k not in _names}}",
-        f"{ind}    ctx.report.unknown_fields.extend('{name}.' + k for k in extra)",
-        f"{ind}    od[_UNKNOWN] = extra",
+        f"{ind}    od[_UNKNOWN] = _unknown_fields(v, _names, {name!r}, ctx)",
         f"{ind}else:",
         f"{ind}    od[_UNKNOWN] = {{}}",
-        f"{ind}return obj",
     ]
+    if tp in _POST_CHECKS:
+        lines.append(f"{ind}_post(obj)")
+    lines.append(f"{ind}return obj")
     if recursive:
-        lines += ["    finally:", "        ctx.depth -= 1"]
+        lines += ["    finally:", "        _leave_graph(ctx)" if tp is d.Graph else "        ctx.depth -= 1"]
     exec(compile("\n".join(lines), f"<pt2x decoder for {name}>", "exec"), env)  # our own generated code, never file content
     return env["dec"]
 
 
 def decode(tp, data: Any, *, member: str | None = None, report: DecodeReport | None = None):
-    """Decode parsed JSON ``data`` (dicts or pair-tuples) into schema type ``tp``; errors name ``member`` and the path."""
+    """Decode parsed JSON ``data`` (dicts or pair-tuples) into schema type ``tp``, in one pass.
+
+    Any failure is a SchemaError (LimitExceededError for a limit) naming ``member`` and the
+    field path, built on the way out of the failure: nothing is decoded twice to find it.
+    """
     ctx = _Ctx(report if report is not None else DecodeReport())
     try:
         return _decoder_for(tp)(data, ctx)
     except _PathError as e:
-        path = "".join(reversed(e.parts)).lstrip(".")
-        raise SchemaError(e.message, member=member, path=path or "<root>") from None
+        _raise_as_pt2(e, member)
     except RecursionError:
         raise LimitExceededError("schema objects nested too deeply", member=member) from None
+    except Exception as e:  # the root object itself (each level below converts its own, with a path)
+        _raise_as_pt2(_foreign(e), member)
 
 
 def loads(tp, data: bytes | str, *, member: str, report: DecodeReport | None = None):

@@ -62,3 +62,33 @@ items and builder arguments, counted with repetition (a memoized tuple used N ti
 N times its size). Real pickles do at most 0.6 per byte (the fixtures' state dicts and
 sample inputs, torch.save of sets, bytes, complex, tuple keys, subclassed tensors); memo
 references let a few KB stand for a tuple of 64**12 elements whose hash never ends."""
+
+MAX_JSON_NUMBER_DIGITS = 100
+"""Digits in one run of a JSON number (integer part, fraction or exponent). torch writes
+int64 values (at most 19 digits) and shortest-repr floats (17 significant digits);
+converting a number of n digits to an int costs O(n^2), and Python refuses past 4300
+digits with a ValueError (or not at all where a program lifted that limit)."""
+
+MAX_JSON_STRING_BYTES = 1 << 22
+"""4 MiB in one JSON string (UTF-8 bytes, escapes as written). The longest strings torch
+writes are stack traces and module paths in node metadata, a few KB (490 bytes is the
+longest in a 12-layer encoder's 1.8 MB graph); names are dict keys, hashed and copied."""
+
+MAX_JSON_ITEMS = 1_000_000
+"""Items in one JSON list or object. The longest in real files are a graph's nodes and
+tensor_values (~900 in a 12-layer encoder, ~10^4-10^5 in the largest exported LLMs) and a
+payload config's tensors; a million is 10x past those and bounds what one list costs
+every walk after decoding."""
+
+MAX_GRAPH_NODES = 1_000_000
+"""Nodes in one graph (subgraphs counted on their own): 10x the largest exported LLMs."""
+
+MAX_GRAPH_VALUES = 2_000_000
+"""Named values in one graph (tensor_values + sym_int/sym_bool/sym_float_values +
+custom_obj_values): about one per node output, so twice ``MAX_GRAPH_NODES``."""
+
+MAX_SUBGRAPH_DEPTH = 16
+"""Subgraphs (``as_graph``: cond branches, while_loop/map/scan bodies) nested in one another.
+Real programs nest them as deep as the user's control flow, 1-4 levels; each level is ~7
+JSON levels, so 16 stays within ``MAX_JSON_DEPTH``. validate, the converters and the
+torch bridge walk subgraphs recursively."""

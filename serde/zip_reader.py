@@ -102,8 +102,8 @@ class ZipReader:
         if len(infos) > MAX_MEMBERS:
             raise LimitExceededError(f"{len(infos)} members exceed {MAX_MEMBERS}", member=whole)
         self._infos: dict[str, zipfile.ZipInfo] = {}
-        for info in infos:
-            self._check(info)
+        for index, info in enumerate(infos):
+            self._check(info, index, whole)
             self._infos[info.filename] = info
         self._data_start: dict[str, int] = {}
 
@@ -123,9 +123,10 @@ class ZipReader:
     def _where(self, name: str) -> str:
         return f"{self.label}!{name}" if self.label else name
 
-    def _check(self, info: zipfile.ZipInfo) -> None:
+    def _check(self, info: zipfile.ZipInfo, index: int, whole: str) -> None:
         name = info.filename
-        where = self._where(name)
+        # A member with an empty name is named by its place in the directory instead.
+        where = self._where(name) if name else f"{whole}: zip entry {index} (empty name)"
         if name in self._infos:
             raise ArchiveError("duplicate member name (readers disagree on which copy counts)", member=where)
         check_member_name(name, where=where)
@@ -222,10 +223,19 @@ def open_buffer(src: str | os.PathLike | BinaryIO | bytes | bytearray | memoryvi
             raise Pt2UsageError(f"cannot open {path}: {e.strerror}") from None
         return memoryview(mm), os.path.basename(path), mm
     # A binary file object: memory-map it when it has a real descriptor, else read it.
+    label = _file_label(src)
     try:
         fd = src.fileno()
         mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        return memoryview(mm), getattr(src, "name", "<file>"), mm
+        return memoryview(mm), label, mm
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         data = src.read()
-        return memoryview(data), getattr(src, "name", "<file>"), None
+        return memoryview(data), label, None
+
+
+def _file_label(f: object) -> str:
+    """How errors name an archive given as a file object: its name, as text (``os.fdopen`` names are ints)."""
+    name = getattr(f, "name", None)
+    if isinstance(name, (str, bytes, os.PathLike)):
+        return os.fsdecode(name) or "<file>"
+    return f"<file descriptor {name}>" if isinstance(name, int) else "<file>"
