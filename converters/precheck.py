@@ -63,7 +63,7 @@ _KINDS: dict[str, set[str]] = {
     "Graph": {"as_graph"},
     "Tensor[]": {"as_tensors", "as_optional_tensors"},
     "Tensor?[]": {"as_tensors", "as_optional_tensors"},
-    "int[]": {"as_ints", "as_sym_ints", "as_int", "as_sym_int"},
+    "int[]": {"as_ints", "as_sym_ints"},  # torch's dispatcher hands ops lists, so a scalar never appears
     "float[]": {"as_floats", "as_sym_floats", "as_ints", "as_sym_ints"},
     "bool[]": {"as_bools", "as_sym_bools"},
     "str[]": {"as_strings"},
