@@ -327,6 +327,23 @@ def test_constant_from_claimed_shape_is_bounded():
     assert MAX_CONSTANT_BYTES < 8 * 10**12
 
 
+def test_node_count_from_an_argument_is_bounded(monkeypatch):
+    """``diff(x, n=10**9)`` would emit three nodes per step without end."""
+    from pt2x.converters import limits as climits
+
+    monkeypatch.setattr(climits, "MAX_NODES_PER_LOWERING", 300)
+
+    def edit(j):
+        n = _node(j, "relu")
+        n["target"] = "torch.ops.aten.diff.default"
+        n["inputs"] = [{"name": "self", "arg": {"as_tensor": {"name": "linear"}}, "kind": 1},
+                       {"name": "n", "arg": {"as_int": 10**9}, "kind": 1}]
+
+    e = _refused(_edit("mlp_dynamic", edit))
+    assert "node 'relu' (aten.diff.default), lowering ops_shape.diff: more than " \
+           "converters.limits.MAX_NODES_PER_LOWERING=300 ONNX nodes for one program node" in str(e)
+
+
 def test_stored_bytes_of_an_expanded_view():
     """The budget grows with the bytes weights occupy, not with what stride-0 views claim."""
     from numpy.lib.stride_tricks import as_strided

@@ -206,7 +206,7 @@ class Ctx:
         if r.materialised + nbytes > r.budget:
             raise ConversionError(
                 f"{what} of {nbytes} bytes would pass the conversion's constant budget of {r.budget} bytes "
-                f"(limits.MAX_CONSTANT_BYTES + limits.WEIGHT_BYTES_FACTOR x the weights' stored bytes; "
+                f"(converters.limits.MAX_CONSTANT_BYTES + WEIGHT_BYTES_FACTOR x the weights' stored bytes; "
                 f"{r.materialised} used)")
         if account:
             r.materialised += nbytes
@@ -265,8 +265,8 @@ class Ctx:
         r = self.root
         r.emitted += 1
         if r.emitted > limits.MAX_NODES_PER_LOWERING:
-            raise ConversionError(f"more than limits.MAX_NODES_PER_LOWERING={limits.MAX_NODES_PER_LOWERING} "
-                                  f"ONNX nodes for one program node")
+            raise ConversionError(f"more than converters.limits.MAX_NODES_PER_LOWERING="
+                                  f"{limits.MAX_NODES_PER_LOWERING} ONNX nodes for one program node")
         base = self.node.name if self.node is not None and self.node.name else op_type.lower()
         outs = [self.names.fresh(base) for _ in range(outputs)]
         ins = ["" if i is None else i for i in inputs]
