@@ -409,11 +409,7 @@ class _Cell:
         self.w = w
 
 
-_STRING_OPS = frozenset("STRING BINSTRING SHORT_BINSTRING BINBYTES SHORT_BINBYTES BINBYTES8 BYTEARRAY8 "
-                        "UNICODE BINUNICODE SHORT_BINUNICODE BINUNICODE8".split())
-_PUSH_ONE = frozenset("NONE NEWTRUE NEWFALSE FLOAT BINFLOAT GLOBAL PERSID EMPTY_LIST EMPTY_DICT EMPTY_SET "
-                      "EMPTY_TUPLE NEXT_BUFFER".split())
-_INT_OPS = frozenset("INT BININT BININT1 BININT2 LONG LONG1 LONG4".split())
+_ONE = _Cell(1)  # shared by immutable scalars; containers (which grow) get their own cells
 
 
 class _Scan:
@@ -432,11 +428,29 @@ class _Scan:
         self.marks: list[int] = []
         self.memo: dict[int, _Cell] = {}
         self.budget = limits.MAX_PICKLE_WORK_PER_BYTE * max(len(data), 1024)
+        self.cap = self.budget + 1  # weights saturate here: past it, any use is refused anyway
         self.work = 0
         self.pos = 0
+        self.n_ops = 0
+
+    def run(self, data: bytes) -> None:
+        """Scan the whole stream; raises a pt2x error at the first refusal."""
+        handlers, max_ops = _SCAN_HANDLERS, limits.MAX_PICKLE_OPS
+        n = 0
+        for op, arg, pos in pickletools.genops(data):
+            n += 1
+            self.pos, self.n_ops = pos, n
+            if n > max_ops:
+                raise self.fail(f"pickle has more than MAX_PICKLE_OPS={max_ops} opcodes", LimitExceededError)
+            handler = handlers.get(op.name)
+            if handler is None:
+                raise self.fail(f"unsupported pickle opcode {op.name}", UnsafeContentError)
+            handler(self, arg)
 
     def fail(self, msg, exc=TensorDataError):
         return exc(f"{msg} at offset {self.pos}", member=self.where, path=self.inner)
+
+    # stack primitives
 
     def pop(self) -> _Cell:
         if not self.stack or (self.marks and self.marks[-1] >= len(self.stack)):
@@ -452,10 +466,7 @@ class _Scan:
         return items
 
     def push(self, w: int) -> None:
-        self.stack.append(_Cell(min(w, self.budget + 1)))
-
-    def grow(self, cell: _Cell, w: int) -> None:
-        cell.w = min(cell.w + w, self.budget + 1)
+        self.stack.append(_Cell(w if w < self.cap else self.cap))
 
     def charge(self, w: int, what: str) -> None:
         self.work += w
@@ -463,104 +474,165 @@ class _Scan:
             raise self.fail(f"{what} makes the unpickler hash or copy more than MAX_PICKLE_WORK_PER_BYTE="
                             f"{limits.MAX_PICKLE_WORK_PER_BYTE} elements per byte of the pickle", LimitExceededError)
 
-    def op(self, name: str, arg, n_ops: int) -> None:
-        """Apply one opcode's effect on the emulated stack."""
-        if name in _STRING_OPS:
-            self.push(1 + len(arg))
-        elif name in _INT_OPS:
-            self.push(1 + (arg.bit_length() // 64 if type(arg) is int else 0))
-        elif name in _PUSH_ONE:
-            self.push(1)
-        elif name == "MARK":
-            self.marks.append(len(self.stack))
-        elif name in ("TUPLE", "LIST", "DICT", "FROZENSET"):
+    # opcode effects (one per family)
+
+    def leaf(self, arg) -> None:  # None, bools, floats: weight 1
+        self.stack.append(_ONE)
+
+    def container(self, arg) -> None:  # EMPTY_LIST/DICT/SET: a cell of its own, it grows
+        self.stack.append(_Cell(1))
+
+    def leaf_int(self, arg) -> None:  # an int's hash reads all its digits
+        big = type(arg) is int and arg.bit_length() >= 64
+        self.stack.append(_Cell(1 + (arg.bit_length() >> 6)) if big else _ONE)
+
+    def leaf_str(self, arg) -> None:  # str/bytes: copied whole when a builder takes them
+        self.push(1 + len(arg))
+
+    def global_(self, arg) -> None:
+        mod, _, qual = arg.partition(" ")
+        if (mod, qual) not in _ALLOWED:
+            raise self.fail(f"refused global '{mod}.{qual}'", UnsafeContentError)
+        self.stack.append(_ONE)
+
+    def mark(self, arg) -> None:
+        self.marks.append(len(self.stack))
+
+    def tuple_n(self, n: int) -> None:
+        w = 1
+        for _ in range(n):
+            w += self.pop().w
+        self.push(w)
+
+    def from_mark(self, kind: str) -> None:  # TUPLE, LIST, DICT, FROZENSET
+        items = self.pop_mark()
+        w = sum(c.w for c in items)
+        if kind == "DICT":
+            self.charge(sum(c.w for c in items[::2]), "DICT keys")
+        elif kind == "FROZENSET":
+            self.charge(w, "FROZENSET items")
+        self.push(1 + w)
+
+    def add_to(self, kind: str) -> None:  # APPEND(S), SETITEM(S), ADDITEMS: the container stays
+        if kind.endswith("S"):
             items = self.pop_mark()
-            w = sum(c.w for c in items)
-            if name == "DICT":
-                self.charge(sum(c.w for c in items[::2]), "DICT keys")
-            elif name == "FROZENSET":
-                self.charge(w, "FROZENSET items")
-            self.push(1 + w)
-        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
-            items = [self.pop() for _ in range(int(name[-1]))]
-            self.push(1 + sum(c.w for c in items))
-        elif name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"):
-            items = self.pop_mark() if name.endswith("S") else [self.pop() for _ in range(1 if name == "APPEND" else 2)][::-1]
+        else:
+            items = [self.pop() for _ in range(1 if kind == "APPEND" else 2)][::-1]
+        target = self.pop()
+        target = target if target is not _ONE else _Cell(1)
+        self.stack.append(target)
+        w = sum(c.w for c in items)
+        if kind.startswith("SETITEM"):
+            self.charge(sum(c.w for c in items[::2]), f"{kind} keys")
+        elif kind == "ADDITEMS":
+            self.charge(w, "ADDITEMS items")
+        target.w = min(target.w + w, self.cap)
+
+    def call(self, kind: str) -> None:  # REDUCE, NEWOBJ(_EX), OBJ, INST, BUILD: arguments are copied
+        if kind in ("OBJ", "INST"):
+            args = self.pop_mark()
+        else:
+            args = [self.pop() for _ in range(2 if kind == "NEWOBJ_EX" else 1)]
+        w = sum(c.w for c in args)
+        self.charge(w, f"{kind} arguments")
+        if kind == "BUILD":
             target = self.pop()
+            target = target if target is not _ONE else _Cell(1)
             self.stack.append(target)
-            w = sum(c.w for c in items)
-            if name.startswith("SETITEM"):
-                self.charge(sum(c.w for c in items[::2]), f"{name} keys")
-            elif name == "ADDITEMS":
-                self.charge(w, "ADDITEMS items")
-            self.grow(target, w)
-        elif name in ("REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD", "OBJ", "INST"):
-            if name in ("OBJ", "INST"):
-                args = self.pop_mark()
-            else:
-                args = [self.pop() for _ in range({"NEWOBJ_EX": 2, "BUILD": 1}.get(name, 1))]
-            w = sum(c.w for c in args)
-            self.charge(w, f"{name} arguments")
-            if name == "BUILD":
-                self.grow(self.stack[-1] if self.stack else self.pop(), w)
-            else:
-                if name not in ("OBJ", "INST"):
-                    self.pop()  # the callable
-                self.push(1 + w)
-        elif name in ("GET", "BINGET", "LONG_BINGET"):
-            cell = self.memo.get(arg)
-            if cell is None:
-                raise self.fail(f"malformed pickle: memo key {arg} undefined")
-            self.stack.append(cell)
-        elif name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
-            idx = len(self.memo) if name == "MEMOIZE" else arg
-            if type(idx) is not int or not 0 <= idx <= n_ops:
-                raise self.fail(f"memo index {brief_repr(idx)} past the {n_ops} opcodes read so far", LimitExceededError)
-            cell = self.pop()
-            self.stack.append(cell)
-            self.memo[idx] = cell
-        elif name == "DUP":
-            cell = self.pop()
-            self.stack += (cell, cell)
-        elif name == "POP":
-            if self.marks and self.marks[-1] == len(self.stack):
-                self.marks.pop()
-            else:
-                self.pop()
-        elif name == "POP_MARK":
-            self.pop_mark()
-        elif name == "STACK_GLOBAL":
+            target.w = min(target.w + w, self.cap)
+            return
+        if kind not in ("OBJ", "INST"):
+            self.pop()  # the callable
+        self.push(1 + w)
+
+    def inst(self, arg) -> None:  # INST names its class inline, then calls it like OBJ
+        mod, _, qual = arg.partition(" ")
+        if (mod, qual) not in _ALLOWED:
+            raise self.fail(f"refused global '{mod}.{qual}'", UnsafeContentError)
+        self.call("INST")
+
+    def get(self, arg) -> None:
+        cell = self.memo.get(arg)
+        if cell is None:
+            raise self.fail(f"malformed pickle: memo key {brief_repr(arg)} undefined")
+        self.stack.append(cell)
+
+    def put(self, arg) -> None:
+        idx = len(self.memo) if arg is None else arg
+        if type(idx) is not int or not 0 <= idx <= self.n_ops:
+            raise self.fail(f"memo index {brief_repr(idx)} past the {self.n_ops} opcodes read so far",
+                            LimitExceededError)
+        stack = self.stack
+        if not stack or (self.marks and self.marks[-1] >= len(stack)):
+            raise self.fail("malformed pickle: stack underflow")
+        self.memo[idx] = stack[-1]
+
+    def dup(self, arg) -> None:
+        cell = self.pop()
+        self.stack += (cell, cell)
+
+    def pop_op(self, arg) -> None:
+        if self.marks and self.marks[-1] == len(self.stack):
+            self.marks.pop()  # POP of a MARK
+        else:
             self.pop()
+
+    def replace(self, n_popped: int) -> None:  # STACK_GLOBAL, BINPERSID: pop n, push an opaque value
+        for _ in range(n_popped):
             self.pop()
-            self.push(1)
-        elif name == "BINPERSID":
-            self.pop()
-            self.push(1)
-        elif name == "STOP":
-            self.pop()
-        elif name not in ("PROTO", "FRAME", "READONLY_BUFFER"):
-            raise self.fail(f"unsupported pickle opcode {name}", UnsafeContentError)
+        self.push(1)
+
+    def refuse_ext(self, arg) -> None:
+        raise self.fail(f"refused extension-registry code {arg}", UnsafeContentError)
+
+
+def _scan_handlers() -> dict[str, Callable[[_Scan, Any], None]]:
+    """Opcode name -> its effect on the emulated stack. An opcode not here is refused."""
+    table: dict[str, Callable[[_Scan, Any], None]] = {}
+    for name in "NONE NEWTRUE NEWFALSE FLOAT BINFLOAT EMPTY_TUPLE NEXT_BUFFER".split():
+        table[name] = _Scan.leaf
+    for name in "EMPTY_LIST EMPTY_DICT EMPTY_SET".split():
+        table[name] = _Scan.container
+    for name in "INT BININT BININT1 BININT2 LONG LONG1 LONG4".split():
+        table[name] = _Scan.leaf_int
+    for name in ("PERSID STRING BINSTRING SHORT_BINSTRING BINBYTES SHORT_BINBYTES BINBYTES8 BYTEARRAY8 "
+                 "UNICODE BINUNICODE SHORT_BINUNICODE BINUNICODE8").split():
+        table[name] = _Scan.leaf_str
+    table["GLOBAL"] = _Scan.global_
+    table["MARK"] = _Scan.mark
+    for n in (1, 2, 3):
+        table[f"TUPLE{n}"] = lambda s, arg, n=n: s.tuple_n(n)
+    for name in ("TUPLE", "LIST", "DICT", "FROZENSET"):
+        table[name] = lambda s, arg, name=name: s.from_mark(name)
+    for name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"):
+        table[name] = lambda s, arg, name=name: s.add_to(name)
+    for name in ("REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD", "OBJ"):
+        table[name] = lambda s, arg, name=name: s.call(name)
+    table["INST"] = _Scan.inst
+    for name in ("GET", "BINGET", "LONG_BINGET"):
+        table[name] = _Scan.get
+    for name in ("PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE"):
+        table[name] = _Scan.put
+    table["DUP"] = _Scan.dup
+    table["POP"] = _Scan.pop_op
+    table["POP_MARK"] = lambda s, arg: s.pop_mark()
+    table["STACK_GLOBAL"] = lambda s, arg: s.replace(2)
+    table["BINPERSID"] = lambda s, arg: s.replace(1)
+    table["STOP"] = lambda s, arg: s.pop()
+    for name in ("PROTO", "FRAME", "READONLY_BUFFER"):
+        table[name] = lambda s, arg: None
+    for name in ("EXT1", "EXT2", "EXT4"):
+        table[name] = _Scan.refuse_ext
+    return table
+
+
+_SCAN_HANDLERS = _scan_handlers()
 
 
 def _prescan(data: bytes, where, inner) -> None:
     """Check a pickle without executing anything (see ``_Scan``)."""
-    scan = _Scan(data, where, inner)
-    n = 0
     try:
-        for op, arg, pos in pickletools.genops(data):
-            n += 1
-            scan.pos = pos
-            if n > limits.MAX_PICKLE_OPS:
-                raise LimitExceededError(f"pickle has more than MAX_PICKLE_OPS={limits.MAX_PICKLE_OPS} opcodes",
-                                         member=where, path=inner)
-            name = op.name
-            if name in ("GLOBAL", "INST"):
-                mod, _, qual = arg.partition(" ")
-                if (mod, qual) not in _ALLOWED:
-                    raise UnsafeContentError(f"refused global '{mod}.{qual}' at offset {pos}", member=where, path=inner)
-            elif name in ("EXT1", "EXT2", "EXT4"):
-                raise UnsafeContentError(f"refused extension-registry code {arg} at offset {pos}", member=where, path=inner)
-            scan.op(name, arg, n)
+        _Scan(data, where, inner).run(data)
     except Pt2Error:
         raise
     except Exception as e:  # malformed stream
