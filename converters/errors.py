@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..serde.errors import Pt2Error
 
-__all__ = ["ConversionError", "Unsupported", "UnsupportedOpsError"]
+__all__ = ["ConversionError", "Unsupported", "NotConverted", "UnsupportedOpsError"]
 
 
 class ConversionError(Pt2Error):
@@ -40,14 +40,25 @@ class Unsupported(ConversionError):
     ``UnsupportedOpsError`` (see ``report.py``)."""
 
 
+class NotConverted(Unsupported):
+    """A lowering read a value whose producer was not converted (inside a subgraph, say):
+    like the consumers of that value in the same graph, the node is skipped, not reported;
+    the producer's own report says why."""
+
+
 class UnsupportedOpsError(ConversionError):
     """Every operator the target cannot express, with counts and one example node each.
 
-    ``ops`` is a list of ``report.OpProblem``; ``str(err)`` is the human report."""
+    ``ops`` is a list of ``report.OpProblem``; ``str(err)`` is the human report, after the
+    archive member when known."""
 
-    def __init__(self, message: str, ops: list):
+    def __init__(self, message: str, ops: list, *, member: str | None = None):
         self.ops = ops
-        super().__init__(message)
+        super().__init__(message, member=member)
 
     def __reduce__(self):
-        return type(self), (self.reason, self.ops)
+        return _rebuild_ops, (type(self), self.reason, self.ops, self.member)
+
+
+def _rebuild_ops(cls, reason, ops, member):
+    return cls(reason, ops, member=member)

@@ -94,7 +94,11 @@ class ProgramCheckError(ConversionError):
         super().__init__(body, member=member)
 
     def __reduce__(self):
-        return type(self), (self.problems,), {"member": self.member}
+        return _rebuild, (type(self), self.problems, self.member)
+
+
+def _rebuild(cls, problems, member):
+    return cls(problems, member=member)
 
 
 def allowed_kinds(typ: str) -> set[str] | None:

@@ -54,8 +54,9 @@ class OpProblem:
 class Problems:
     """Accumulates unsupported nodes during a conversion."""
 
-    def __init__(self, backend: str):
+    def __init__(self, backend: str, member: str | None = None):
         self.backend = backend
+        self.member = member  # the archive member holding the program, named in the error
         self.ops: dict[str, OpProblem] = {}
 
     def add(self, node: d.Node, reason: str | None = None) -> None:
@@ -88,13 +89,13 @@ class Problems:
 
     def raise_if_any(self) -> None:
         if self.ops:
-            raise UnsupportedOpsError(self.message(), list(self.ops.values()))
+            raise UnsupportedOpsError(self.message(), list(self.ops.values()), member=self.member)
 
 
 def missing_lowerings(view, backend: str, problems: Problems | None = None, *, known=None) -> Problems:
     """Every node (subgraphs included) whose target has no lowering for ``backend``.
     ``known(target)`` may accept targets the backend handles outside the registry."""
-    problems = problems or Problems(backend)
+    problems = problems or Problems(backend, getattr(view, "member", None))
     for n in view.walk():
         if registry.get(backend, n.target) is None and not (known and known(n.target)):
             problems.add(n, "no lowering registered")

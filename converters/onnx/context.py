@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 from .. import dtypes, limits
 from ..args import SymRef, TensorRef
 from ..dtypes import ST
-from ..errors import ConversionError, Unsupported
+from ..errors import ConversionError, NotConverted, Unsupported
 from ..graph import GraphView, TensorInfo
 
 __all__ = ["Ctx", "ONNX_TYPE", "Names"]
@@ -158,7 +158,7 @@ class Ctx:
             return self.env[name]
         r = self.root
         if name in r.poisoned:
-            raise Unsupported(f"value {name!r} comes from a node that was not converted")
+            raise NotConverted(f"value {name!r} comes from a node that was not converted")
         if name in r.weights:
             if name in r.env:
                 return r.env[name]

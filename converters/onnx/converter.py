@@ -12,7 +12,7 @@ from ...serde.symbolic import Symbol, to_infix
 from .. import registry
 from ..args import decode
 from ..dtypes import ST
-from ..errors import ConversionError, Unsupported
+from ..errors import ConversionError, NotConverted, Unsupported
 from ..graph import GraphView, ProgramView, open_program, output_names
 from ..guard import lowering_failure, stage
 from ..report import Problems, missing_lowerings
@@ -283,7 +283,8 @@ def lower_graph(ctx: Ctx) -> None:
             if _is_inplace(node):
                 _rebind_mutated(ctx, node)
         except Unsupported as e:
-            problems.add(node, e.reason)
+            if not isinstance(e, NotConverted):
+                problems.add(node, e.reason)
             del ctx.nodes[start:]
             poisoned.update(outs)
             continue
