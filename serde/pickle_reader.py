@@ -318,6 +318,10 @@ def _set(items=()):
     return set(list(items))
 
 
+def _frozenset(items=()):
+    return frozenset(list(items))
+
+
 def _complex(re_=0.0, im=0.0):
     if not all(isinstance(x, (int, float)) for x in (re_, im)):
         raise TensorDataError("complex() needs numbers")
@@ -347,8 +351,14 @@ def _make_allowlist() -> dict[tuple[str, str], Any]:
         ("torch", "device", _device),
         ("_codecs", "encode", _codecs_encode),
         ("builtins", "set", _set),
+        ("builtins", "frozenset", _frozenset),
         ("builtins", "complex", _complex),
         ("builtins", "bytearray", _bytearray),
+        # protocol 2 (torch.save's default) writes builtins under their Python 2 name
+        ("__builtin__", "set", _set),
+        ("__builtin__", "frozenset", _frozenset),
+        ("__builtin__", "complex", _complex),
+        ("__builtin__", "bytearray", _bytearray),
     ]:
         table[(mod, name)] = _Builder(fn, f"{mod}.{name}")
     for sname, dname in _STORAGE_DTYPES.items():
@@ -789,8 +799,14 @@ class _Materializer:
         if isinstance(obj, list):
             return [self.tree(v, f"{label}[{i}]", depth + 1) for i, v in enumerate(obj)]
         if isinstance(obj, dict):
+            if any(isinstance(k, (_TensorRec, _Storage, _Builder, _StorageType, _TypeMarker)) for k in obj):
+                raise TensorDataError("tensors as dict keys are not supported", member=self.where, path=label or None)
             return {k: self.tree(v, f"{label}[{brief_repr(k)}]", depth + 1) for k, v in obj.items()}
-        return type(obj)(self.tree(v, label, depth + 1) for v in obj)  # set, frozenset
+        items = [self.tree(v, label, depth + 1) for v in obj]  # set, frozenset
+        if any(isinstance(v, np.ndarray) for v in items):
+            raise TensorDataError("sets of tensors are not supported (arrays are not hashable)",
+                                  member=self.where, path=label or None)
+        return type(obj)(items)
 
 
 def _flags(metadata, where, path) -> tuple[bool, bool]:

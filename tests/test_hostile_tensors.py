@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import pickle
 import struct
 import zipfile
 
@@ -415,3 +416,29 @@ def test_shared_values_in_a_tree_convert_once():
         assert len(tree) == width and all(t is tree[0] for t in tree)
         tree = tree[0]
     assert tree == (1,) * width
+
+
+def _tree(pkl: bytes, storages: dict[str, bytes] | None = None):
+    from pt2x.serde.pickle_reader import load_pickle
+
+    members = {"archive/data.pkl": pkl, **{f"archive/data/{k}": v for k, v in (storages or {}).items()}}
+    return load_pickle(members.__getitem__, "archive/data.pkl", where="outer/model.pt")
+
+
+def test_tree_builtins_as_protocol_2_names_them():
+    """torch.save's protocol 2 names builtins ``__builtin__.set`` etc.: read as the values."""
+    values = ({1, 2}, frozenset({"a"}), 1 + 2j, bytearray(b"ab"), [b"\x00\xff"])
+    pkl = pickle.dumps(values, protocol=2)
+    assert b"__builtin__" in pkl
+    assert _tree(pkl) == values
+
+
+@pytest.mark.parametrize("wrap", [lambda t: _call(_glob("__builtin__", "set"), b"](" + t + b"e"),
+                                  lambda t: b"}" + t + b"K\x01s"], ids=["set", "dict-key"])
+def test_tree_tensors_where_arrays_cannot_go(wrap):
+    """A tensor in a set or as a dict key (numpy arrays are not hashable): a TensorDataError,
+    not a TypeError."""
+    pkl = b"\x80\x02" + wrap(_tensor("0", 4, (4,), (1,))) + b"."
+    with pytest.raises(TensorDataError, match="not supported") as info:
+        _tree(pkl, {"0": np.arange(4, dtype=np.float32).tobytes()})
+    assert info.value.member == "outer/model.pt"
