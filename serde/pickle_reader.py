@@ -460,12 +460,8 @@ class _Scan:
     def fail(self, msg, exc=TensorDataError):
         return exc(f"{msg} at offset {self.pos}", member=self.where, path=self.inner)
 
-    # stack primitives
-
-    def pop(self) -> _Cell:
-        if not self.stack or (self.marks and self.marks[-1] >= len(self.stack)):
-            raise self.fail("malformed pickle: stack underflow")
-        return self.stack.pop()
+    # stack primitives. Mark fences are not enforced: a stream that pops below a MARK is
+    # refused by the unpickler itself, and on any stream it accepts the emulation is exact.
 
     def pop_mark(self) -> list[_Cell]:
         if not self.marks:
@@ -484,6 +480,13 @@ class _Scan:
             raise self.fail(f"{what} makes the unpickler hash or copy more than MAX_PICKLE_WORK_PER_BYTE="
                             f"{limits.MAX_PICKLE_WORK_PER_BYTE} elements per byte of the pickle", LimitExceededError)
 
+    def grow(self, w: int) -> None:
+        """The container on top of the stack now holds ``w`` more (shared cells are replaced)."""
+        target = self.stack[-1]
+        if target is _ONE:
+            target = self.stack[-1] = _Cell(1)
+        target.w = min(target.w + w, self.cap)
+
     # opcode effects (one per family)
 
     def leaf(self, arg) -> None:  # None, bools, floats: weight 1
@@ -493,8 +496,10 @@ class _Scan:
         self.stack.append(_Cell(1))
 
     def leaf_int(self, arg) -> None:  # an int's hash reads all its digits
-        big = type(arg) is int and arg.bit_length() >= 64
-        self.stack.append(_Cell(1 + (arg.bit_length() >> 6)) if big else _ONE)
+        if type(arg) is int and arg.bit_length() >= 64:
+            self.stack.append(_Cell(1 + (arg.bit_length() >> 6)))
+        else:
+            self.stack.append(_ONE)
 
     def leaf_str(self, arg) -> None:  # str/bytes: copied whole when a builder takes them
         self.push(1 + len(arg))
@@ -509,16 +514,19 @@ class _Scan:
         self.marks.append(len(self.stack))
 
     def tuple_n(self, n: int) -> None:
+        pop = self.stack.pop
         w = 1
         for _ in range(n):
-            w += self.pop().w
+            w += pop().w
         self.push(w)
 
     def from_mark(self, kind: str) -> None:  # TUPLE, LIST, DICT, FROZENSET
         items = self.pop_mark()
-        w = sum(c.w for c in items)
+        w = 0
+        for c in items:
+            w += c.w
         if kind == "DICT":
-            self.charge(sum(c.w for c in items[::2]), "DICT keys")
+            self.charge(sum([c.w for c in items[::2]]), "DICT keys")
         elif kind == "FROZENSET":
             self.charge(w, "FROZENSET items")
         self.push(1 + w)
@@ -527,32 +535,35 @@ class _Scan:
         if kind.endswith("S"):
             items = self.pop_mark()
         else:
-            items = [self.pop() for _ in range(1 if kind == "APPEND" else 2)][::-1]
-        target = self.pop()
-        target = target if target is not _ONE else _Cell(1)
-        self.stack.append(target)
-        w = sum(c.w for c in items)
+            pop = self.stack.pop
+            items = [pop()] if kind == "APPEND" else [pop(), pop()][::-1]
+        w = sum([c.w for c in items])
         if kind.startswith("SETITEM"):
-            self.charge(sum(c.w for c in items[::2]), f"{kind} keys")
+            self.charge(sum([c.w for c in items[::2]]), f"{kind} keys")
         elif kind == "ADDITEMS":
             self.charge(w, "ADDITEMS items")
-        target.w = min(target.w + w, self.cap)
+        self.grow(w)
 
-    def call(self, kind: str) -> None:  # REDUCE, NEWOBJ(_EX), OBJ, INST, BUILD: arguments are copied
+    def reduce(self, arg) -> None:  # callable, args -> result: the arguments are copied
+        pop = self.stack.pop
+        w = pop().w
+        pop()
+        self.charge(w, "REDUCE arguments")
+        self.push(1 + w)
+
+    def call(self, kind: str) -> None:  # NEWOBJ(_EX), OBJ, INST, BUILD: like REDUCE
         if kind in ("OBJ", "INST"):
             args = self.pop_mark()
         else:
-            args = [self.pop() for _ in range(2 if kind == "NEWOBJ_EX" else 1)]
-        w = sum(c.w for c in args)
+            pop = self.stack.pop
+            args = [pop()] if kind != "NEWOBJ_EX" else [pop(), pop()]
+        w = sum([c.w for c in args])
         self.charge(w, f"{kind} arguments")
         if kind == "BUILD":
-            target = self.pop()
-            target = target if target is not _ONE else _Cell(1)
-            self.stack.append(target)
-            target.w = min(target.w + w, self.cap)
+            self.grow(w)
             return
         if kind not in ("OBJ", "INST"):
-            self.pop()  # the callable
+            self.stack.pop()  # the class
         self.push(1 + w)
 
     def inst(self, arg) -> None:  # INST names its class inline, then calls it like OBJ
@@ -568,29 +579,26 @@ class _Scan:
         self.stack.append(cell)
 
     def put(self, arg) -> None:
-        idx = len(self.memo) if arg is None else arg
-        if type(idx) is not int or not 0 <= idx <= self.n_ops:
-            raise self.fail(f"memo index {brief_repr(idx)} past the {self.n_ops} opcodes read so far",
+        if arg is None:  # MEMOIZE
+            arg = len(self.memo)
+        elif type(arg) is not int or not 0 <= arg <= self.n_ops:
+            raise self.fail(f"memo index {brief_repr(arg)} past the {self.n_ops} opcodes read so far",
                             LimitExceededError)
-        stack = self.stack
-        if not stack or (self.marks and self.marks[-1] >= len(stack)):
-            raise self.fail("malformed pickle: stack underflow")
-        self.memo[idx] = stack[-1]
+        self.memo[arg] = self.stack[-1]
 
     def dup(self, arg) -> None:
-        cell = self.pop()
-        self.stack += (cell, cell)
+        self.stack.append(self.stack[-1])
 
     def pop_op(self, arg) -> None:
         if self.marks and self.marks[-1] == len(self.stack):
             self.marks.pop()  # POP of a MARK
         else:
-            self.pop()
+            self.stack.pop()
 
     def replace(self, n_popped: int) -> None:  # STACK_GLOBAL, BINPERSID: pop n, push an opaque value
         for _ in range(n_popped):
-            self.pop()
-        self.push(1)
+            self.stack.pop()
+        self.stack.append(_ONE)
 
     def refuse_ext(self, arg) -> None:
         raise self.fail(f"refused extension-registry code {arg}", UnsafeContentError)
@@ -616,7 +624,8 @@ def _scan_handlers() -> dict[str, Callable[[_Scan, Any], None]]:
         table[name] = lambda s, arg, name=name: s.from_mark(name)
     for name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"):
         table[name] = lambda s, arg, name=name: s.add_to(name)
-    for name in ("REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD", "OBJ"):
+    table["REDUCE"] = _Scan.reduce
+    for name in ("NEWOBJ", "NEWOBJ_EX", "BUILD", "OBJ"):
         table[name] = lambda s, arg, name=name: s.call(name)
     table["INST"] = _Scan.inst
     for name in ("GET", "BINGET", "LONG_BINGET"):
@@ -628,7 +637,7 @@ def _scan_handlers() -> dict[str, Callable[[_Scan, Any], None]]:
     table["POP_MARK"] = lambda s, arg: s.pop_mark()
     table["STACK_GLOBAL"] = lambda s, arg: s.replace(2)
     table["BINPERSID"] = lambda s, arg: s.replace(1)
-    table["STOP"] = lambda s, arg: s.pop()
+    table["STOP"] = lambda s, arg: s.stack.pop()
     for name in ("PROTO", "FRAME", "READONLY_BUFFER"):
         table[name] = lambda s, arg: None
     for name in ("EXT1", "EXT2", "EXT4"):
