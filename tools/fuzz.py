@@ -91,7 +91,7 @@ def _fixture_files(dirs_or_files: list[str] | None) -> list[str]:
     out: list[str] = []
     for d in dirs_or_files:
         p = Path(d)
-        out += [str(x) for x in sorted(p.glob("*.pt2"))] if p.is_dir() else [str(p)]
+        out += [str(x.resolve()) for x in sorted(p.glob("*.pt2"))] if p.is_dir() else [str(p.resolve())]
     if not out:
         raise SystemExit(f"no .pt2 fixtures in {dirs_or_files}")
     return sorted(out)
@@ -185,10 +185,16 @@ class FuzzReport:
     results: list[CaseResult]
     wall: float
     saved: dict[str, str] = field(default_factory=dict)  # site key -> reproducer path
+    late_marker: list[str] = field(default_factory=list)  # marker files seen only after the last case
 
     @property
     def bad(self) -> list[CaseResult]:
         return [r for r in self.results if r.bad]
+
+    @property
+    def failed(self) -> bool:
+        """Any escape, timeout, memory blow-up, crash, fuzzer error or marker."""
+        return bool(self.bad or self.late_marker)
 
     @property
     def marker_hits(self) -> list[CaseResult]:
@@ -469,7 +475,8 @@ class _Worker:
         env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-P", "-c", "from pt2x.tools.fuzz import worker_main; worker_main()"],
+            [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-c",
+             "from pt2x.tools.fuzz import worker_main; worker_main()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=self.rundir, env=env,
             start_new_session=True,
         )
@@ -621,6 +628,7 @@ class _Run:
         self.saver = _Saver(config, fixtures) if config.out else None
         self.last_progress = time.monotonic()
         self.t0 = time.monotonic()
+        self.late_marker: list[str] = []
 
     def run(self) -> list[CaseResult]:
         try:
@@ -642,6 +650,11 @@ class _Run:
                     if w.deadline <= now and (w.job is not None or not w.ready):
                         self._expire(w)
                 self._progress()
+            time.sleep(0.2)  # a payload that ran in the background may still be writing
+            self.late_marker = self._marker_check()
+            if self.late_marker:
+                sys.stderr.write(f"\n!!! pt2x fuzz: {self.late_marker} appeared in the workers' directory after the "
+                                 f"last case: something in a file was EXECUTED (in the background)\n")
         finally:
             for w in self.workers:
                 if w.proc is not None:
@@ -835,7 +848,7 @@ def fuzz(config: FuzzConfig) -> FuzzReport:
     run = _Run(config, fixtures, reqs)
     results = run.run()
     results.sort(key=lambda r: r.index)
-    report = FuzzReport(config, results, time.monotonic() - t0)
+    report = FuzzReport(config, results, time.monotonic() - t0, late_marker=run.late_marker)
     if run.saver:
         report.saved = {k: str(p) for k, (_, p) in run.saver.best.items()}
     return report
@@ -847,8 +860,11 @@ def run_files(paths: list[str], *, stages: tuple[str, ...] = STAGES, timeout: fl
     config = FuzzConfig(n=len(paths), stages=tuple(stages), timeout=timeout, memory_mib=memory_mib)
     fixtures = _fixture_files(None)
     reqs = [(CaseResult(None, i, file=str(p)), {"file": os.path.abspath(p), "index": i}) for i, p in enumerate(paths)]
-    results = _Run(config, fixtures, reqs, want_tb=traceback).run()
+    run = _Run(config, fixtures, reqs, want_tb=traceback)
+    results = run.run()
     results.sort(key=lambda r: r.index)
+    if run.late_marker and results:  # seen after the last case: blame the run's last file too
+        results[-1].marker += [f"{n} (after the last case)" for n in run.late_marker]
     return results
 
 
@@ -857,7 +873,9 @@ def replay(seed: int, index: int, *, fixtures: list[str] | None = None, stages: 
     """One generated case again, with the full traceback of a failing stage."""
     config = FuzzConfig(n=1, seed=seed, stages=tuple(stages), timeout=timeout, memory_mib=memory_mib, fixtures=fixtures)
     files = _fixture_files(fixtures)
-    [r] = _Run(config, files, [(CaseResult(seed, index), {"seed": seed, "index": index})], want_tb=True).run()
+    run = _Run(config, files, [(CaseResult(seed, index), {"seed": seed, "index": index})], want_tb=True)
+    [r] = run.run()
+    r.marker += [f"{n} (after the case)" for n in run.late_marker]
     return r
 
 
@@ -929,16 +947,18 @@ def _summary(rep: FuzzReport) -> str:
                     lines.append(f"          {step}"[:200])
     hits = rep.marker_hits
     lines.append("")
+    if rep.late_marker:
+        lines.append(f"!!! MARKER: {rep.late_marker} appeared after the last case: code from a file ran in the background")
     if hits:
         lines.append(f"!!! MARKER: {len(hits)} case(s) EXECUTED code from the file:")
         for r in hits:
             lines.append(f"    {r.replay_command()}  {r.steps}")
-    else:
+    elif not rep.late_marker:
         lines.append("marker: never created (nothing in any file was executed)")
     if rep.saved:
         lines.append(f"reproducers: {len(rep.saved)} in {cfg.out}")
     bad = rep.bad
-    lines.append(f"result: {'FAIL' if bad else 'ok'} ({len(bad)} bad case(s))")
+    lines.append(f"result: {'FAIL' if rep.failed else 'ok'} ({len(bad)} bad case(s))")
     return "\n".join(lines)
 
 
@@ -1028,7 +1048,7 @@ def main(argv: list[str] | None = None) -> int:
             for r in report.results:
                 f.write(json.dumps(dict(asdict(r), bad=r.bad)) + "\n")
     print(report.summary())
-    return 1 if report.bad else 0
+    return 1 if report.failed else 0
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ import re
 import struct
 import warnings
 import zipfile
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -285,6 +284,7 @@ class GeneratedCase:
 
 
 _FIXTURE_CACHE: dict[str, bytes] = {}
+_FIXTURE_LIST: list[str] = []  # the fixtures of the case being made (crossover donors)
 
 
 def _fixture_bytes(path: str) -> bytes:
@@ -297,6 +297,7 @@ def _fixture_bytes(path: str) -> bytes:
 def make_case(seed: int, index: int, fixtures: list[str]) -> GeneratedCase:
     """The mutated archive for (seed, index): deterministic, from ``fixtures`` (sorted paths)."""
     rng = random.Random(f"pt2x-fuzz:{seed}:{index}")
+    _FIXTURE_LIST[:] = fixtures
     fixture = rng.choice(fixtures)
     count = rng.choices([1, 2, 3, 4], weights=[55, 25, 12, 8])[0]
     for attempt in range(20):
@@ -573,9 +574,12 @@ def _json_swap_subtrees(rng, case):
     return f"{m.name}: {path}: value taken from {donor[2]}"
 
 
+_REF_KEYS = ("name", "parameter_name", "buffer_name", "tensor_constant_name", "path_name", "fqn")
+
+
 def _json_rename_ref(rng, case):
     """Point a value reference (``name`` fields, tensor_values keys) at another name."""
-    got = _pick_json(rng, case, lambda p, k, v: isinstance(v, str) and k in ("name", "parameter_name", "buffer_name", "tensor_constant_name", "path_name", "fqn"))
+    got = _pick_json(rng, case, lambda p, k, v: isinstance(v, str) and k in _REF_KEYS)
     if not got:
         return None
     m, _, locs = got
@@ -595,7 +599,10 @@ def _json_rename_key(rng, case):
     m, tree, locs = got
     parent, key, path = rng.choice(locs)
     others = [k for k in parent if k != key]
-    new = rng.choice(others + _ODD_STRINGS) if others and rng.random() < 0.4 else rng.choice(_ODD_STRINGS + [key.upper(), key + "_", key[:-1]])
+    if others and rng.random() < 0.4:
+        new = rng.choice(others + _ODD_STRINGS)
+    else:
+        new = rng.choice(_ODD_STRINGS + [key.upper(), key + "_", key[:-1]])
     if new in parent and new != key:
         pairs = Dup([(new if k == key else k, v) for k, v in parent.items()])
         _replace(tree, parent, pairs, m)
@@ -743,14 +750,19 @@ def _json_tensor_meta(rng, case):
     return f"{m.name}: {path}: reversed"
 
 
+_ENUM_KEYS = ("dtype", "layout", "kind", "as_scalar_type", "as_layout", "as_memory_format", "type", "index", "major",
+              "minor")
+_ENUM_VALUES = [*range(-1, 34), 99, 2**31, 2**63, "FLOAT", "cpu", "cuda", "meta", "", None, 1.0, True]
+
+
 def _json_enum(rng, case):
-    got = _pick_json(rng, case, lambda p, k, v: k in ("dtype", "layout", "kind", "as_scalar_type", "as_layout", "as_memory_format", "type", "index", "major", "minor") and not isinstance(v, (dict, list)))
+    got = _pick_json(rng, case, lambda p, k, v: k in _ENUM_KEYS and not isinstance(v, (dict, list)))
     if not got:
         return None
     m, _, locs = got
     parent, key, path = rng.choice(locs)
     old = parent[key]
-    new = rng.choice([-1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 99, 2**31, 2**63, "FLOAT", "cpu", "cuda", "meta", "", None, 1.0, True])
+    new = rng.choice(_ENUM_VALUES)
     parent[key] = new
     return f"{m.name}: {path}: {_short(old)} -> {_short(new)}"
 
@@ -965,7 +977,30 @@ def _zip_nested(rng, case):
     return f"inside {outer.name}: {name}: {desc}"
 
 
+def _zip_crossover(rng, case):
+    """A member replaced by the member of the same role from another fixture (same torch release or
+    another): a graph with someone else's weights, configs or version files."""
+    others = [f for f in _FIXTURE_LIST if f != case.fixture]
+    if not others:
+        return None
+    other = rng.choice(others)
+    donor = read_zip(_fixture_bytes(other))
+    def role(name: str) -> str:
+        return name.split("/", 1)[1] if "/" in name else name
+    by_role = {role(m.name): m for m in donor}
+    mine = [m for m in case.members if role(m.name) in by_role]
+    important = [m for m in mine if m.name.endswith((".json", ".pt")) or "/data/" in "/" + m.name]
+    if not mine:
+        return None
+    m = rng.choice(important if important and rng.random() < 0.85 else mine)
+    d = by_role[role(m.name)]
+    m.set_data(d.data())
+    m.compress = d.compress
+    return f"{m.name}: taken from {os.path.basename(os.path.dirname(other))}/{os.path.basename(other)}"
+
+
 _ZIP_OPS = [
+    ("crossover", 5, _zip_crossover),
     ("rename", 6, _zip_rename),
     ("duplicate", 5, _zip_duplicate),
     ("truncate", 5, _zip_truncate),
@@ -1054,7 +1089,8 @@ _GLOBALS = [
     ("copyreg", "_reconstructor"), ("torch", "LongStorage"), ("torch", "ComplexFloatStorage"), ("torch", "QInt8Storage"),
     ("torch._utils", "_rebuild_qtensor"), ("torch._utils", "_rebuild_sparse_tensor"), ("torch", "device"),
     ("torch._tensor", "_rebuild_from_type_v2"), ("torch.serialization", "_get_layout"), ("torch", "strided"),
-    ("torch", "sparse_coo"), ("torch", "bfloat16"), ("torch", "UntypedStorage"), ("torch._utils", "_rebuild_wrapper_subclass"),
+    ("torch", "sparse_coo"), ("torch", "bfloat16"), ("torch", "UntypedStorage"),
+    ("torch._utils", "_rebuild_wrapper_subclass"),
 ]
 
 
@@ -1073,7 +1109,8 @@ def _pickle_edit(rng, case):
     globs = [o for o in ops if o[0].name in ("GLOBAL", "INST")]
     if r < 0.35 and ints:
         op, arg, pos, n = rng.choice(ints)
-        new = rng.choice([0, -1, 1, 2**31 - 1, 2**31, 2**32, 2**62, 2**63, -(2**63), 2**64, 10**30, 10**5000, arg + 1, arg - 1, arg * 4096])
+        new = rng.choice([0, -1, 1, 2**31 - 1, 2**31, 2**32, 2**62, 2**63, -(2**63), 2**64, 10**30, 10**5000,
+                          arg + 1, arg - 1, arg * 4096])
         m.set_data(data[:pos] + _p_int(new) + data[pos + n:])
         return f"{label}: {op.name} {arg} at byte {pos} -> {_short(new, 30)}"
     if r < 0.55 and strs:
@@ -1286,7 +1323,8 @@ def _marker_pickle(rng, case):
 
 
 def _torch_save_zip(root: str, pkl: bytes) -> bytes:
-    return build_zip([Member(f"{root}/data.pkl", pkl), Member(f"{root}/byteorder", b"little"), Member(f"{root}/version", b"3\n")])
+    return build_zip([Member(f"{root}/data.pkl", pkl), Member(f"{root}/byteorder", b"little"),
+                      Member(f"{root}/version", b"3\n")])
 
 
 def _marker_config(rng, case, payload: bytes, desc: str):
