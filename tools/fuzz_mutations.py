@@ -180,9 +180,12 @@ class Member:
         """The parsed JSON value to edit in place, or _UNSET if the bytes are not JSON."""
         if self._tree is _UNSET and self._inner is None:
             try:
-                self._tree = json.loads(self._data)
+                tree = json.loads(self._data)
             except (ValueError, RecursionError):
                 return _UNSET
+            if _depth(tree) > _MAX_EDIT_DEPTH:  # encode_json recurses: leave such text as bytes
+                return _UNSET
+            self._tree = tree
         return self._tree
 
     def set_json(self, value: Any) -> None:
@@ -203,6 +206,19 @@ class Member:
 
 
 _UNSET = object()
+_MAX_EDIT_DEPTH = 150  # JSON nested deeper than this is not parsed for editing (deep values are Raw text)
+
+
+def _depth(tree: Any) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        v, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(v, dict):
+            stack.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            stack.extend((x, d + 1) for x in v)
+    return deepest
 
 
 def read_zip(data: bytes) -> list[Member]:
@@ -827,7 +843,27 @@ def _json_invalid_bytes(rng, case):
     return f"{m.name}: re-encoded as UTF-16"
 
 
+_NEW_KEYS = ["new_field", "unknown", "x", "", "\ud800", "__class__", "as_tensor", "name", "target", "sizes",
+             "schema_version", "metadata", "config", "graph", "nodes", "use_pickle"]
+
+
+def _json_add_field(rng, case):
+    """An unknown field added to a struct (a newer schema minor's field, as pt2x keeps and reports them)."""
+    got = _pick_json(rng, case, lambda p, k, v: isinstance(v, dict) and not isinstance(v, Dup) and len(v) != 1)
+    if not got:
+        return None
+    m, _, locs = got
+    parent, key, path = rng.choice(locs)
+    struct_ = parent[key]
+    name = rng.choice(_NEW_KEYS + [f"field_{rng.randrange(100)}"])
+    value = copy.deepcopy(rng.choice(_TYPED + _NUMBERS + [Raw("[" * 150 + "]" * 150), "s" * 10**5, "\ud800",
+                                                          {"as_tensor": {"name": "x"}}, [{"as_int": 1}] * 3]))
+    struct_[name] = value
+    return f"{m.name}: {path}: field {name!r} = {_short(value, 30)}"
+
+
 _JSON_OPS = [
+    ("add-field", 5, _json_add_field),
     ("type-swap", 10, _json_type_swap),
     ("number", 12, _json_number),
     ("delete", 8, _json_delete),
@@ -999,7 +1035,23 @@ def _zip_crossover(rng, case):
     return f"{m.name}: taken from {os.path.basename(os.path.dirname(other))}/{os.path.basename(other)}"
 
 
+_TEXTS = [b"", b"big", b"little", b"\xff\xfe", b"-1", b"99", b"1.0", b"18446744073709551616", b"0" * 5000, b"3\n\x00",
+          b"pt2", b"pt2\n", b"1\n", b"\x00" * 8, b"2.15.0", b"8.20"]
+
+
+def _zip_text_member(rng, case):
+    """A small bookkeeping member (version, byteorder, archive_format, ...) given other text."""
+    small = [m for m in case.members if len(m.data()) <= 64 and not m.name.endswith(".json")]
+    if not small:
+        return None
+    m = rng.choice(small)
+    new = rng.choice(_TEXTS)
+    m.set_data(new)
+    return f"{m.name}: {_short(new, 30)}"
+
+
 _ZIP_OPS = [
+    ("text-member", 3, _zip_text_member),
     ("crossover", 5, _zip_crossover),
     ("rename", 6, _zip_rename),
     ("duplicate", 5, _zip_duplicate),
