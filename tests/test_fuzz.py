@@ -1,7 +1,7 @@
 """The structure-aware fuzzer (``tools/fuzz.py``) run on every committed fixture.
 
-* A fixed budget of mutated archives through load (every array summed), validate and
-  to_onnx: nothing may escape pt2x's exception family, run past the time limit, blow the
+* A fixed budget of mutated archives through load (every array summed), validate,
+  to_onnx and the command line (inspect, validate, convert --to pt2): nothing may escape pt2x's exception family, run past the time limit, blow the
   memory limit, crash the worker, or execute a payload. The seed is fixed under ``CI=true``
   and random otherwise; a failure prints it with one replay command per site.
 * Every reproducer saved in ``tests/fuzz_regressions/`` (found by earlier runs) ends in

@@ -4,12 +4,15 @@ Each case is a committed fixture (``tests/fixtures/pt2/torch-*/``, every torch r
 with one to four mutations from ``fuzz_mutations.py`` (JSON fields, zip members, weight
 files and pickles, header bytes, code-running payloads), made from ``(seed, index)``
 alone, so ``--replay SEED:INDEX`` rebuilds it exactly. Each case goes through stages,
-each only if the one before succeeded:
+each (but cli) only if the one before succeeded:
 
   load      ``pt2x.serde.load`` and every array of every model summed, as a user would
   validate  ``serde.validate.validate_archive`` (findings as ``--json`` prints them) and
             ``serde.compat.check_target`` for a torch release
   onnx      ``pt2x.converters.to_onnx`` for every model, serialized
+  cli       ``pt2x inspect`` (text and --json), ``pt2x validate`` (text, and --json with a
+            --target), ``pt2x convert --to pt2 --target-schema`` (whose output must load
+            again), in process, printing to strict UTF-8; runs after a refusal too
 
 in long-lived worker processes, one case at a time, each case under a time limit (the
 parent dumps the worker's stack, kills it and starts another) and an address-space
@@ -43,6 +46,7 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or os.cur
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
 import select  # noqa: E402
@@ -70,7 +74,7 @@ __all__ = [
     "worker_main",
 ]
 
-STAGES = ("load", "validate", "onnx")
+STAGES = ("load", "validate", "onnx", "cli")
 _SELFTEST = ("selftest-sleep", "selftest-alloc", "selftest-crash", "selftest-escape", "selftest-marker")
 """Stages that misbehave on purpose, so tests can check the fuzzer's own verdicts."""
 
@@ -219,9 +223,11 @@ class FuzzReport:
 class _Ctx:
     """A case's state passed from stage to stage inside a worker."""
 
-    def __init__(self, data: bytes, index: int):
+    def __init__(self, data: bytes, index: int, path: str, scratch: str):
         self.data = data
         self.index = index
+        self.path = path  # the case as a file (the command line reads files)
+        self.scratch = scratch  # a folder for what the command line writes
         self.archive = None
 
 
@@ -288,7 +294,74 @@ def _selftest(ctx: _Ctx, what: str) -> None:
         Path(MARKER).touch()
 
 
-_STAGE_FUNCS = {"load": _stage_load, "validate": _stage_validate, "onnx": _stage_onnx}
+class RoundTripError(Exception):
+    """pt2x could not read a file it wrote itself (``pt2x convert --to pt2``)."""
+
+
+class _Discard(io.RawIOBase):
+    """A byte sink: what the command line prints is encoded, then dropped."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:
+        return len(b)
+
+
+def _cli_commands(path: str, out: str, index: int) -> list[list[str]]:
+    target = _TARGETS[index % len(_TARGETS)]
+    return [
+        ["inspect", path],
+        ["inspect", "--json", path],
+        ["validate", path],
+        ["validate", "--json", "--target", target, path],
+        ["convert", path, "--to", "pt2", "--target-schema", target, "-o", out],
+    ]
+
+
+def _stage_cli(ctx: _Ctx) -> None:
+    """``pt2x inspect / validate / convert --to pt2`` on the case, in process, with stdout strict
+    UTF-8 (as a UTF-8 terminal or pipe is) and stderr backslash-replacing (as Python's is). Each
+    command's own error handling is what is tested: a Pt2Error is its refusal, anything else a bug.
+    A pt2 it writes must load again."""
+    import pt2x.serde
+    from pt2x.serde.errors import Pt2Error
+    from pt2x.tools import cli
+
+    out = os.path.join(ctx.scratch, f"cli-out-{os.getpid()}.pt2")
+    parser = cli.build_parser()
+    refused: Pt2Error | None = None
+    saved = sys.stdout, sys.stderr
+    try:
+        for argv in _cli_commands(ctx.path, out, ctx.index):
+            if os.path.exists(out):
+                os.unlink(out)
+            sys.stdout = io.TextIOWrapper(_Discard(), encoding="utf-8", errors="strict", write_through=True)
+            sys.stderr = io.TextIOWrapper(_Discard(), encoding="utf-8", errors="backslashreplace", write_through=True)
+            args = parser.parse_args(argv)
+            try:
+                rc = args.func(args)
+            except Pt2Error as e:
+                refused = refused or e
+                continue
+            if argv[0] == "convert" and rc == 0:
+                try:
+                    with pt2x.serde.load(out) as written:
+                        for m in written.models.values():
+                            for arr in list(m.state_dict.values()) + list(m.constants.values()):
+                                _touch(arr, "the written pt2")
+                except Pt2Error as e:
+                    raise RoundTripError(f"pt2x convert --to pt2 wrote a file pt2x cannot read: {e}") from e
+    finally:
+        sys.stdout, sys.stderr = saved
+    if refused is not None:
+        raise refused
+
+
+_STAGE_FUNCS = {"load": _stage_load, "validate": _stage_validate, "onnx": _stage_onnx, "cli": _stage_cli}
+_INDEPENDENT = {"cli"}
+"""Stages that read the file themselves: they run unless an earlier stage went wrong (a refusal
+by pt2x is fine), where the others need the stage before them to have succeeded."""
 
 
 def _frames_site(frames: list[tuple[str, int, str]]) -> tuple[str | None, str | None]:
@@ -368,10 +441,10 @@ def _vm_size() -> int:
     return 0
 
 
-def _warm_up(fixtures: list[str]) -> None:
-    """One clean case through every stage, so lazy imports happen before the limits start."""
+def _warm_up(fixtures: list[str], scratch: str) -> None:
+    """Clean cases through every stage, so lazy imports happen before the limits start."""
     for path in fixtures[:3]:
-        ctx = _Ctx(Path(path).read_bytes(), 0)
+        ctx = _Ctx(Path(path).read_bytes(), 0, path, scratch)
         for stage in STAGES:
             res, _ = _run_stage(stage, ctx, False)
             if res["outcome"] != "ok":
@@ -398,7 +471,7 @@ def worker_main() -> None:
     import pt2x.serde.validate  # noqa: F401
     from pt2x.tools import fuzz_mutations as fm
 
-    _warm_up(fixtures)
+    _warm_up(fixtures, os.path.dirname(init["case_file"]))
     if init.get("memory_mib"):
         limit = _vm_size() + int(init["memory_mib"]) * (1 << 20)
         hard = resource.getrlimit(resource.RLIMIT_AS)[1]
@@ -433,17 +506,22 @@ def _serve(req: dict, fixtures: list[str], fm, proto: _Proto, case_file: str) ->
         return isinstance(e, MemoryError)
     with open(case_file, "wb") as f:  # the parent keeps it when the case goes wrong
         f.write(data)
-    ctx = _Ctx(data, req.get("index") or 0)
+    ctx = _Ctx(data, req.get("index") or 0, case_file, os.path.dirname(case_file))
     restart = False
+    chain_ok = True  # every stage so far succeeded: the next dependent stage may run
     try:
         for stage in req["stages"]:
+            if not (chain_ok or stage in _INDEPENDENT):
+                continue
             proto.send(event="start", stage=stage)
             res, tb_text = _run_stage(stage, ctx, bool(req.get("traceback")))
             proto.send(event="result", traceback=tb_text, **res)
-            if res["outcome"] == "memory":
+            kind = res["outcome"].split(":", 1)[0]
+            if kind == "memory":
                 restart = True
-            if res["outcome"] != "ok":
+            if kind not in ("ok", "pt2error"):
                 break
+            chain_ok = chain_ok and kind == "ok"
     finally:
         if ctx.archive is not None:
             try:
@@ -976,7 +1054,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=10.0, help="seconds per case (default 10)")
     p.add_argument("--memory", type=int, default=2048, metavar="MiB",
                    help="address space per worker past its size after imports, RLIMIT_AS (default 2048)")
-    p.add_argument("--stages", default=",".join(STAGES), help="comma-separated, from load,validate,onnx (default all)")
+    p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, from {','.join(STAGES)} (default all)")
     p.add_argument("--fixtures", nargs="+", metavar="DIR", help="folders (or files) of .pt2 fixtures "
                    "(default: every tests/fixtures/pt2/torch-*/)")
     p.add_argument("--out", help="folder for reproducers: the smallest case per distinct site (.pt2 + .json)")
@@ -991,8 +1069,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [s for s in stages if s not in STAGES]
     if unknown or not stages:
         p.error(f"--stages: unknown {unknown}; choose from {','.join(STAGES)}")
-    if stages[0] != "load":
-        p.error("--stages must start with load (later stages use the loaded archive)")
+    if any(s in ("validate", "onnx") for s in stages) and stages[0] != "load":
+        p.error("--stages: validate and onnx use the loaded archive: start with load")
     args.stage_list = stages
     return args
 
