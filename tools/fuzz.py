@@ -334,6 +334,8 @@ def _stage_cli(ctx: _Ctx) -> None:
     saved = sys.stdout, sys.stderr
     try:
         for argv in _cli_commands(ctx.path, out, ctx.index):
+            if _NOTE is not None:
+                _NOTE.send(event="tick", text=f"pt2x {' '.join(argv[:-1] if argv[0] != 'convert' else argv[:1])}")
             if os.path.exists(out):
                 os.unlink(out)
             sys.stdout = io.TextIOWrapper(_Discard(), encoding="utf-8", errors="strict", write_through=True)
@@ -564,6 +566,7 @@ class _Worker:
         self.job = None
         self.current: str | None = None
         self.note: str | None = None
+        self.command: str | None = None
         self.deadline = time.monotonic() + _READY_TIMEOUT
         self._write(self.init)
 
@@ -583,6 +586,7 @@ class _Worker:
         self.job = job
         self.current = "gen"
         self.note: str | None = None
+        self.command: str | None = None
         self.log.flush()
         self.log_offset = os.path.getsize(self.log_path)
         self.started = time.monotonic()
@@ -669,9 +673,11 @@ def _site_from_dump(text: str) -> tuple[str | None, str | None]:
 
 
 def _touch_site(w: "_Worker", site: str | None, message: str | None) -> tuple[str | None, str | None]:
-    """A worker stopped outside pt2x while summing an array load returned: say which array."""
+    """Where a worker stopped, in words: the array it was summing (outside pt2x), the command."""
     if site is None and w.note:
         return "summing an array that load returned (tools/fuzz.py _touch)", w.note
+    if w.command:
+        message = f"in {w.command}: {message}" if message else f"in {w.command}"
     return site, message
 
 
@@ -764,7 +770,12 @@ class _Run:
                 w.job.steps, w.job.size, w.job.sha256 = msg["steps"], msg["size"], msg["sha256"]
             elif ev == "start":
                 w.current = msg["stage"]
-                w.note = None
+                w.note = w.command = None
+                if w.current in _INDEPENDENT:  # its own time budget, per command (see --timeout)
+                    w.deadline = time.monotonic() + self.config.timeout
+            elif ev == "tick":
+                w.deadline = time.monotonic() + self.config.timeout
+                w.command = msg["text"]
             elif ev == "note":
                 w.note = msg["text"]
             elif ev == "result":
@@ -1051,7 +1062,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None, help="seed (default: random, printed)")
     p.add_argument("--start", type=int, default=0, help="first case index (default 0)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds per case (default 10)")
+    p.add_argument("--timeout", type=float, default=10.0,
+                   help="seconds per case for generation, load, validate and onnx together, and again for each "
+                        "command of the cli stage (default 10)")
     p.add_argument("--memory", type=int, default=2048, metavar="MiB",
                    help="address space per worker past its size after imports, RLIMIT_AS (default 2048)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, from {','.join(STAGES)} (default all)")
