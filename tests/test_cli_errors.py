@@ -439,3 +439,30 @@ def test_internal_error_keeps_its_traceback(capsys, monkeypatch):
     assert rc == 3
     assert "Traceback" in err and "KeyError: 'a bug'" in err
     assert err.rstrip().splitlines()[-1] == "pt2x inspect: internal error: this is a bug in pt2x; please report it with the traceback above"
+
+
+def _with_node_target(src: str, dst, target: str) -> None:
+    """Copy ``src`` with the first node's target replaced in its model JSON."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info.filename)
+            if info.filename.endswith("models/model.json"):
+                doc = json.loads(data)
+                doc["graph_module"]["graph"]["nodes"][0]["target"] = target
+                data = json.dumps(doc).encode()
+            zout.writestr(info, data)
+
+
+@pytest.mark.parametrize("target", ["torch.ops.aten.\x1b[2J\x1b]0;owned\x07relu.default", "torch.ops.aten.\ud800.default"],
+                         ids=["terminal-escapes", "lone-surrogate"])
+@pytest.mark.parametrize("command", ["inspect", "validate"])
+def test_text_output_escapes_what_a_file_holds(capsys, tmp_path, target, command):
+    """Names from the file reach the terminal escaped: no control sequence, no encoding error."""
+    path = tmp_path / "names.pt2"
+    _with_node_target(MLP, path, target)
+    rc, out, err = _cli(capsys, command, str(path))
+    assert rc in (0, 1), err
+    text = out + err
+    assert "\x1b" not in text and "\x07" not in text and "\ud800" not in text
+    if command == "inspect":
+        assert ("\\x1b[2J" in text) or ("\\ud800" in text)

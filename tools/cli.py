@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except Pt2Error as e:  # the input, a path, an option or a missing extra: the user can act on it
-        print(f"pt2x {args.command}: {e}", file=sys.stderr)
+        from .terminal import say
+
+        say(f"pt2x {args.command}: {e}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK

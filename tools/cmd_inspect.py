@@ -10,6 +10,7 @@ import argparse
 import json
 
 from .cli import check_input
+from .terminal import say
 from .summary import archive_summary
 
 _SHOWN_CHARS = 120  # of an invalid expression's text, in the text output
@@ -50,41 +51,41 @@ def run(args: argparse.Namespace) -> int:
         return 1 if invalid else 0
     _print_text(s)
     if invalid:
-        print(f"INVALID: {invalid} shape expression(s) pt2x cannot parse (shown as <invalid>, never evaluated)")
+        say(f"INVALID: {invalid} shape expression(s) pt2x cannot parse (shown as <invalid>, never evaluated)")
         return 1
     return 0
 
 
 def _print_text(s: dict) -> None:
-    print(f"{s['file']}: layout {s['layout']}, {len(s['models'])} model(s)")
+    say(f"{s['file']}: layout {s['layout']}, {len(s['models'])} model(s)")
     for name, m in s["models"].items():
-        print(f"\nmodel {name!r}: schema {m['schema_version']}, written by torch {m['torch_version']}, verifiers {m['verifiers']}")
-        print(f"  inputs:")
+        say(f"\nmodel {name!r}: schema {m['schema_version']}, written by torch {m['torch_version']}, verifiers {m['verifiers']}")
+        say(f"  inputs:")
         for e in m["inputs"]:
             tgt = f" -> {e['target']}" if "target" in e else ""
-            print(f"    {e['kind']:<16} {e.get('name')}{tgt} {_shape(e)}".rstrip())
-        print(f"  outputs:")
+            say(f"    {e['kind']:<16} {e.get('name')}{tgt} {_shape(e)}".rstrip())
+        say(f"  outputs:")
         for e in m["outputs"]:
             tgt = f" -> {e['target']}" if "target" in e else ""
-            print(f"    {e['kind']:<16} {e.get('name')}{tgt} {_shape(e)}".rstrip())
+            say(f"    {e['kind']:<16} {e.get('name')}{tgt} {_shape(e)}".rstrip())
         if m["range_constraints"]:
-            print("  range constraints:")
+            say("  range constraints:")
             for sym, (lo, hi) in m["range_constraints"].items():
-                print(f"    {lo if lo is not None else '-inf'} <= {sym} <= {hi if hi is not None else 'inf'}")
-        print(f"  nodes: {m['node_count']}")
+                say(f"    {lo if lo is not None else '-inf'} <= {sym} <= {hi if hi is not None else 'inf'}")
+        say(f"  nodes: {m['node_count']}")
         for op, n in m["ops"].items():
-            print(f"    {n:>5}  {op}")
-        print(f"  module call graph: {', '.join(e['fqn'] or '<root>' for e in m['module_call_graph'])}")
-        print(f"  weights: {m['weights']['count']} tensors, {m['weights']['bytes']} bytes; constants: {m['constants']['count']} tensors, {m['constants']['bytes']} bytes")
+            say(f"    {n:>5}  {op}")
+        say(f"  module call graph: {', '.join(e['fqn'] or '<root>' for e in m['module_call_graph'])}")
+        say(f"  weights: {m['weights']['count']} tensors, {m['weights']['bytes']} bytes; constants: {m['constants']['count']} tensors, {m['constants']['bytes']} bytes")
         for x in m["not_loaded"]:
-            print(f"  not loaded: {x['member']}{' (' + x['fqn'] + ')' if x['fqn'] else ''}: {x['reason']}")
+            say(f"  not loaded: {x['member']}{' (' + x['fqn'] + ')' if x['fqn'] else ''}: {x['reason']}")
         for f in m["unknown_fields"]:
-            print(f"  unknown field (kept): {f}")
+            say(f"  unknown field (kept): {f}")
         for x in m["invalid_expressions"]:
-            print(f"  invalid shape expression: {x['path']}: {_quoted(x['text'])}: {x['error']}")
+            say(f"  invalid shape expression: {x['path']}: {_quoted(x['text'])}: {x['error']}")
     for x in s["not_loaded"]:
-        print(f"not loaded: {x['member']}: {x['reason']}")
+        say(f"not loaded: {x['member']}: {x['reason']}")
     for n in s["unrecognized_members"]:
-        print(f"unrecognized member (kept, not interpreted): {n}")
+        say(f"unrecognized member (kept, not interpreted): {n}")
     if s["extra_files"]:
-        print(f"extra files: {', '.join(s['extra_files'])}")
+        say(f"extra files: {', '.join(s['extra_files'])}")

@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from .terminal import say
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a .pt2 is well-formed (and readable by a given torch release)")
@@ -52,14 +54,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         for r in results:
             if not r["readable"]:
-                print(f"{r['file']}: unreadable: {r['error']}", file=sys.stderr)
+                say(f"{r['file']}: unreadable: {r['error']}", file=sys.stderr)
                 continue
             for f in r["findings"]:
                 where = ": ".join(x for x in (f["member"], f["path"]) if x)
-                print(f"{r['file']}: {f['severity']}: {where + ': ' if where else ''}{f['message']} [{f['code']}]")
+                say(f"{r['file']}: {f['severity']}: {where + ': ' if where else ''}{f['message']} [{f['code']}]")
             verdict = "valid" if r["valid"] else "INVALID"
             tgt = f" for {r['target']}" if r["target"] else ""
-            print(f"{r['file']}: {verdict}{tgt}")
+            say(f"{r['file']}: {verdict}{tgt}")
     if any(not r["readable"] for r in results):
         return 2
     return 0 if all(r["valid"] for r in results) else 1
