@@ -20,7 +20,7 @@ import numpy as np
 
 from ..schema import definitions as d
 from ..serde.errors import Pt2FormatError
-from ..serde.symbolic import Expr, Integer, Symbol, parse_cached
+from ..serde.codec.symbolic import Expr, Integer, Symbol, parse_cached
 from .errors import ConversionError
 
 __all__ = [
@@ -284,7 +284,7 @@ def open_program(src, model: str | None = "model", *, check: bool = True):
     With ``check`` (the default) the program first passes ``precheck.check_model``: a
     program that breaks what lowerings rely on is refused with a ``ConversionError``
     naming the member and every field at fault."""
-    from ..serde.archive import Pt2Archive, Pt2Model, load
+    from ..serde.archive.loader import Pt2Archive, Pt2Model, load
 
     if isinstance(src, Pt2Model):
         archive, m = None, src

@@ -28,7 +28,7 @@ from typing import Iterator
 
 from ..schema import definitions as d
 from ..serde import limits
-from ..serde.graph_refs import value_refs
+from ..schema.walk import value_refs
 from . import registry
 from .dtypes import to_numpy
 from .errors import ConversionError

@@ -8,7 +8,7 @@ Needs torch (imported lazily, only by ``bridge``): ``save``, ``load_exported_pro
 
 from __future__ import annotations
 
-from .archive import NotLoaded, Pt2Archive, Pt2Model, load
+from .archive.loader import NotLoaded, Pt2Archive, Pt2Model, load
 from .errors import (
     ArchiveError,
     LimitExceededError,
@@ -49,7 +49,7 @@ _BRIDGE = ("save", "load_exported_program", "to_schema", "from_schema")
 def __getattr__(name: str):
     # The torch bridge is imported on first use, so `import pt2x.serde` never imports torch.
     if name in _BRIDGE:
-        from . import bridge
+        from .torch import api as bridge
 
         return getattr(bridge, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

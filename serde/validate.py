@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..schema import definitions as d
-from .archive import Pt2Archive, Pt2Model
+from .archive.loader import Pt2Archive, Pt2Model
 from .errors import Pt2FormatError
 from .findings import Finding
-from .graph_refs import spec_value, subgraphs, value_refs
-from .tensor_data import numpy_dtype
+from ..schema.walk import spec_value, subgraphs, value_refs
+from .archive.tensor_data import numpy_dtype
 
 __all__ = ["validate_archive", "validate_model"]
 
@@ -174,7 +174,7 @@ def _check_weights(model: Pt2Model, out: list[Finding]) -> None:
 
 def _check_symbols(model: Pt2Model, out: list[Finding]) -> None:
     try:
-        from .symbolic import parse_cached
+        from .codec.symbolic import parse_cached
     except ImportError:  # parser not available: nothing to check against
         return
     member = model.json_member

@@ -1,7 +1,2 @@
-import os
-import sys
-
-# tests/ helpers (zoo, torchfree) import as plain modules.
-sys.path.insert(0, os.path.dirname(__file__))
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+"""Test-wide settings live in pyproject.toml ([tool.pytest.ini_options]): helpers in
+tests/support/ are importable as plain modules (``import zoo``) through its ``pythonpath``."""

@@ -3,7 +3,7 @@
 A 12-layer ``nn.TransformerEncoder`` (d_model 256, nhead 8, ff 1024, batch_first,
 dynamic batch), as exported and after ``run_decompositions()``. Each operation runs
 ``--repeat`` times into an in-memory buffer; medians and torch/pt2x ratios are printed.
-The load half runs when ``pt2x.serde.bridge_import.load_exported_program`` exists.
+The load half runs when ``pt2x.serde.torch.deserialize.load_exported_program`` exists.
 
     python -m pt2x.tools.bench_serde [--repeat 7]
 """
@@ -47,10 +47,10 @@ def main(argv=None) -> int:
 
     import torch
 
-    from pt2x.serde import bridge
+    from pt2x.serde.torch import api as bridge
 
     try:
-        from pt2x.serde.bridge_import import load_exported_program as pt2x_load
+        from pt2x.serde.torch.deserialize import load_exported_program as pt2x_load
     except ImportError:
         pt2x_load = None
 

@@ -42,7 +42,7 @@ def _converter(to: str):
             return 0
 
     else:
-        from ..serde.rewrite import rewrite_for_target
+        from ..serde.compat.rewrite import rewrite_for_target
 
         def convert(src, dst, args):
             return rewrite_for_target(src, dst, target_schema=args.target_schema)

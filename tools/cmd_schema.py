@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _resolve(spec: str):
-    from .schema_diff import resolve_snapshot
+    from ..schema.diff import resolve_snapshot
 
     try:
         return resolve_snapshot(spec)
@@ -76,8 +76,8 @@ def _emit(result, as_json: bool, extra: dict | None = None) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from ..serde.schema_snapshot import build_snapshot, render
-    from .schema_diff import diff_snapshots
+    from ..schema.snapshot import build_snapshot, render
+    from ..schema.diff import diff_snapshots
 
     old, old_label = _resolve(args.against)
     new = build_snapshot()
@@ -89,7 +89,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from .schema_diff import diff_snapshots
+    from ..schema.diff import diff_snapshots
 
     a, la = _resolve(args.a)
     b, lb = _resolve(args.b)
@@ -97,7 +97,7 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def run_releases(args: argparse.Namespace) -> int:
-    from ..serde.compat import releases
+    from ..serde.compat.target import releases
 
     rel = releases()
     if args.json:

@@ -38,7 +38,7 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
         with load(path) as archive:
             findings = validate_archive(archive, check_crc=not args.no_crc)
             if target:
-                from ..serde.compat import check_target, parse_target
+                from ..serde.compat.target import check_target, parse_target
 
                 findings += check_target(archive, parse_target(target))
     except Pt2Error as e:

@@ -263,7 +263,7 @@ def _stage_load(ctx: _Ctx) -> None:
 
 
 def _stage_validate(ctx: _Ctx) -> None:
-    from pt2x.serde.compat import check_target
+    from pt2x.serde.compat.target import check_target
     from pt2x.serde.validate import validate_archive
 
     findings = validate_archive(ctx.archive, check_crc=True)
@@ -469,7 +469,7 @@ def worker_main() -> None:
     init = json.loads(sys.stdin.readline())
     fixtures: list[str] = init["fixtures"]
     import pt2x.converters.onnx  # noqa: F401  (imported before the memory limit)
-    import pt2x.serde.compat  # noqa: F401
+    import pt2x.serde.compat.target  # noqa: F401
     import pt2x.serde.validate  # noqa: F401
     from pt2x.tools import fuzz_mutations as fm
 

@@ -2,7 +2,7 @@
 
 Run ``python -m pt2x.tools.gen_schema_snapshot`` after changing ``schema/definitions.py``;
 ``--check`` only reports staleness (a test runs it). The format lives in
-``pt2x.serde.schema_snapshot``.
+``pt2x.schema.snapshot``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..serde.schema_snapshot import *  # noqa: F401,F403  (re-exported for scripts and tests)
-from ..serde.schema_snapshot import PT2X_SNAPSHOT, build_snapshot, render
+from ..schema.snapshot import *  # noqa: F401,F403  (re-exported for scripts and tests)
+from ..schema.snapshot import PT2X_SNAPSHOT, build_snapshot, render
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import Counter
 
 from ..schema import definitions as d
-from ..serde.archive import Pt2Archive, Pt2Model
+from ..serde.archive.loader import Pt2Archive, Pt2Model
 from ..serde.errors import Pt2FormatError
-from ..serde.graph_refs import subgraphs
-from ..serde.symbolic import parse_cached, to_infix
+from ..schema.walk import subgraphs
+from ..serde.codec.symbolic import parse_cached, to_infix
 
 
 def dim_text(s: d.SymInt) -> int | str | dict:

@@ -8,7 +8,7 @@ import os
 import onnx
 from onnx import helper
 
-from ...serde.symbolic import Symbol, to_infix
+from ...serde.codec.symbolic import Symbol, to_infix
 from .. import registry
 from ..args import decode
 from ..dtypes import ST

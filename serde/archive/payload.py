@@ -1,0 +1,102 @@
+"""Weights and constants of the PT2 layout (torch >= 2.10): payload configs + raw storage members.
+
+``data/weights/<model>_weights_config.json`` maps each FQN to a ``PayloadMeta``: the
+member holding its storage bytes (``path_name``, shared by tensors on one storage) and
+the tensor's metadata. Raw members become strided views; pickled ones (``use_pickle``:
+tensor subclasses), custom objects and opaque objects are listed as not loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...schema import definitions as d
+from ..errors import ArchiveError, Pt2FormatError, TensorDataError
+from ..codec.json_codec import DecodeReport, loads
+from .tensor_data import ViewBudget, fake_zeros, numpy_dtype, strided_view
+from .zip_reader import ZipReader
+
+__all__ = ["NotLoaded", "read_payloads"]
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
+
+
+@dataclass(frozen=True)
+class NotLoaded:
+    """A member pt2x saw but did not load, and why (pickles run code under torch; native code never runs)."""
+
+    member: str
+    kind: str  # sample_inputs | pickled_tensor | custom_object | opaque_object | native_code | pickle
+    reason: str
+    fqn: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"member": self.member, "kind": self.kind, "fqn": self.fqn, "reason": self.reason}
+
+
+def describe_member(zr: ZipReader, member: str) -> str:
+    """What a pickled member would import if torch loaded it (opcodes scanned, never run)."""
+    from ..codec.pickle_reader import describe_pickle, find_data_pkl
+
+    try:
+        data = zr.view(member)
+        if bytes(data[:4]) == b"PK\x03\x04":  # a torch.save zip: describe its data.pkl
+            inner = ZipReader(data, label=member)
+            data = inner.view(find_data_pkl(inner.names))
+        return describe_pickle(data)
+    except Pt2FormatError as e:
+        return f"unreadable ({e.reason})"
+
+
+def _concrete(values: list[d.SymInt], *, what: str, member: str, path: str) -> list[int]:
+    out = []
+    for v in values:
+        if v.type != "as_int":
+            raise TensorDataError(f"{what} is symbolic ({v.value.expr_str!r}); stored tensors need concrete sizes", member=member, path=path)
+        out.append(v.value)
+    return out
+
+
+def read_payloads(
+    zr: ZipReader, prefix: str, folder: str, config_name: str, report: DecodeReport
+) -> tuple[dict[str, np.ndarray], d.PayloadConfig, list[NotLoaded], dict[str, str]]:
+    """Arrays for every raw tensor of one config; returns (arrays, config, not_loaded, fqn -> member)."""
+    config_member = prefix + folder + config_name
+    config = loads(d.PayloadConfig, zr.view(config_member), member=config_member, report=report)
+    arrays: dict[str, np.ndarray] = {}
+    skipped: list[NotLoaded] = []
+    members: dict[str, str] = {}
+    budget = ViewBudget()
+    for fqn, meta in config.config.items():
+        path = f"config[{fqn!r}]"
+        if not _PLAIN_NAME.fullmatch(meta.path_name) or meta.path_name in (".", ".."):
+            raise ArchiveError(f"path_name {meta.path_name!r} is not a plain member name", member=config_member, path=path + ".path_name")
+        member = prefix + folder + meta.path_name
+        members[fqn] = member
+        if member not in zr:
+            raise ArchiveError(f"payload for {fqn!r} is missing", member=member, path=None)
+        if meta.use_pickle:
+            kind = "pickled_tensor"
+            if meta.path_name.startswith("custom_obj_"):
+                kind = "custom_object"
+            elif meta.path_name.startswith("opaque_obj_"):
+                kind = "opaque_object"
+            skipped.append(NotLoaded(member, kind, f"pickled {kind.replace('_', ' ')}, not loaded: {describe_member(zr, member)}", fqn))
+            continue
+        tm = meta.tensor_meta
+        if tm is None:
+            raise ArchiveError(f"raw payload for {fqn!r} has no tensor_meta", member=config_member, path=path + ".tensor_meta")
+        dtype = numpy_dtype(tm.dtype, member=config_member, path=path + ".tensor_meta.dtype")
+        sizes = _concrete(tm.sizes, what="size", member=config_member, path=path + ".tensor_meta.sizes")
+        strides = _concrete(tm.strides, what="stride", member=config_member, path=path + ".tensor_meta.strides")
+        (offset,) = _concrete([tm.storage_offset], what="storage_offset", member=config_member, path=path + ".tensor_meta.storage_offset")
+        data = zr.view(member)
+        if len(data) == 0 and 0 not in sizes:
+            # torch writes no bytes for fake/meta tensors and rebuilds zeros; so do we (validate warns).
+            arrays[fqn] = fake_zeros(dtype, sizes, strides, offset, member=config_member, path=path, budget=budget)
+            continue
+        arrays[fqn] = strided_view(data, dtype, sizes, strides, offset, member=member, path=path, budget=budget)
+    return arrays, config, skipped, members

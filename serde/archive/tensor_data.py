@@ -1,0 +1,259 @@
+"""Tensor bytes -> numpy arrays, exactly as torch laid them out, after checking they fit.
+
+A stored tensor is a storage (raw bytes) plus sizes, strides and a storage offset in
+elements. The array is a strided, read-only view over those bytes — never a copy — so
+shared storages (tied weights, slices) stay shared and non-contiguous tensors keep
+torch's strides. bfloat16 and float8 use ``ml_dtypes``.
+
+``check_view`` is the one check every stored tensor passes, whichever layout it comes
+from (the raw files of torch >= 2.10 here, the pickles of older releases in
+``pickle_reader``): exact integer arithmetic on sizes, strides and offset before numpy
+sees them, so nothing overflows and nothing is allocated for a view. A view may claim
+more elements than it stores (stride 0: ``torch.ones(4).expand(1000, 4)``); it stays a
+view, and what it claims beyond its bytes is charged to a ``ViewBudget`` per member,
+bounded by ``limits.MAX_AMPLIFIED_BYTES``, so a small file cannot stand for terabytes.
+"""
+
+from __future__ import annotations
+
+import functools
+import reprlib
+from typing import Sequence
+
+import numpy as np
+
+from ...schema.definitions import ScalarType
+from .. import limits
+from ..errors import LimitExceededError, TensorDataError
+
+__all__ = ["numpy_dtype", "strided_view", "fake_zeros", "check_view", "ViewBudget", "brief_repr", "MAX_DIM"]
+
+MAX_DIM = 1 << 62
+"""Largest size, stride or offset accepted: past it products overflow int64 in any reader."""
+
+_INTP_MAX = (1 << 63) - 1  # numpy's byte strides and byte sizes are int64 (intp)
+
+class _BriefRepr(reprlib.Repr):
+    """``reprlib`` (bounded lengths and nesting) that also names huge ints by their size."""
+
+    def repr_int(self, x, level):
+        if x.bit_length() > 128:
+            return f"<{'negative ' if x < 0 else ''}int of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_REPR = _BriefRepr()
+_REPR.maxstring = _REPR.maxother = 60
+
+
+def brief_repr(value) -> str:
+    """A bounded repr for error messages: a hostile value may be huge (an int of a million
+    digits, whose ``repr`` raises), or shared so deeply that a full repr never ends."""
+    try:
+        return _REPR.repr(value)
+    except Exception:
+        return f"<{type(value).__name__}>"
+
+
+class ViewBudget:
+    """Bytes the tensors of one weights member claim beyond what it stores, against
+    ``limits.MAX_AMPLIFIED_BYTES``.
+
+    Charged with the bytes by which an overlapping view (stride 0, broadcast) exceeds the
+    storage span it reads, and with copies made to apply torch's neg/conj bits. One budget
+    per member (one pickle, one ``*_config.json``) shared by all its tensors, so many
+    small expansions cannot add up to a large one.
+    """
+
+    __slots__ = ("used",)
+
+    def __init__(self):
+        self.used = 0
+
+    def charge(self, nbytes: int, what: str, *, member: str | None = None, path: str | None = None) -> None:
+        """Add ``nbytes`` for ``what``; a ``LimitExceededError`` naming member and tensor when over."""
+        self.used += nbytes
+        if self.used > limits.MAX_AMPLIFIED_BYTES:
+            raise LimitExceededError(
+                f"{what}: {nbytes} bytes beyond the stored ones ({self.used} so far in this member) exceed "
+                f"MAX_AMPLIFIED_BYTES={limits.MAX_AMPLIFIED_BYTES}", member=member, path=path)
+
+
+def check_view(
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    storage_offset: int,
+    storage_elements: int,
+    itemsize: int,
+    *,
+    member: str | None = None,
+    path: str | None = None,
+    budget: ViewBudget | None = None,
+) -> int:
+    """Check torch's view metadata (in elements) against a storage of ``storage_elements``
+    items, with exact Python integers, before numpy is asked for anything; returns numel.
+
+    The one check both weight layouts use (the raw files of torch >= 2.10 and the pickles
+    of older releases). In order: concrete ints and rank; sizes and offset in [0, 2**62);
+    elements (the product of the non-zero sizes) within ``MAX_TENSOR_ELEMENTS``; the last
+    element read, ``offset + sum((size - 1) * stride)``, inside the storage; every byte
+    stride within int64; and a view that reads some elements more than once (numel past
+    its span) charges the excess bytes to ``budget`` (a fresh one when None).
+    """
+
+    def fail(msg: str, exc=TensorDataError) -> Exception:
+        return exc(msg, member=member, path=path)
+
+    rank = max(len(sizes), len(strides))
+    if rank > limits.MAX_TENSOR_RANK:
+        raise fail(f"tensor rank {rank} exceeds MAX_TENSOR_RANK={limits.MAX_TENSOR_RANK}", LimitExceededError)
+    if len(sizes) != len(strides):
+        raise fail(f"size {brief_repr(tuple(sizes))} and stride {brief_repr(tuple(strides))} differ in rank")
+    for label, values in (("size", sizes), ("stride", strides), ("storage_offset", (storage_offset,))):
+        for v in values:
+            if type(v) is not int:
+                raise fail(f"{label} {brief_repr(v)} is not a concrete integer")
+            if v < 0:
+                raise fail(f"{label} {brief_repr(v)} is negative: out of range [0, 2**62)")
+            if v >= MAX_DIM and label != "stride":  # strides: below, once the extent is known
+                raise fail(f"{label} {brief_repr(v)} out of range [0, 2**62)")
+    shape_elements = 1  # numpy's size check ignores zero dims; so must ours
+    for n in sizes:
+        shape_elements *= n or 1
+    if shape_elements > limits.MAX_TENSOR_ELEMENTS:
+        raise fail(f"tensor of {shape_elements} elements (sizes {tuple(sizes)}) exceeds "
+                   f"MAX_TENSOR_ELEMENTS={limits.MAX_TENSOR_ELEMENTS}", LimitExceededError)
+    numel = 0 if 0 in sizes else shape_elements
+    if numel == 0:
+        if storage_offset > storage_elements:
+            raise fail(f"storage_offset {storage_offset} is past storage of {storage_elements} elements")
+    else:
+        last = storage_offset + sum((n - 1) * s for n, s in zip(sizes, strides))
+        if last >= storage_elements:
+            raise fail(f"tensor extent (offset {storage_offset}, sizes {tuple(sizes)}, strides {brief_repr(tuple(strides))}) "
+                       f"reaches element {brief_repr(last)}, past storage of {storage_elements} elements")
+    for s in strides:  # only strides of size-0/1 dims can still be this large
+        if s >= MAX_DIM or s * itemsize > _INTP_MAX:
+            raise fail(f"stride {brief_repr(s)} out of range [0, 2**62) ({itemsize}-byte items)")
+    if numel:
+        span = last - storage_offset + 1
+        if numel > span:
+            (budget or ViewBudget()).charge(
+                (numel - span) * itemsize, f"view of {numel} elements over {span} stored", member=member, path=path)
+    return numel
+
+
+_NUMPY_NATIVE = {
+    ScalarType.BYTE: np.uint8,
+    ScalarType.CHAR: np.int8,
+    ScalarType.SHORT: np.int16,
+    ScalarType.INT: np.int32,
+    ScalarType.LONG: np.int64,
+    ScalarType.HALF: np.float16,
+    ScalarType.FLOAT: np.float32,
+    ScalarType.DOUBLE: np.float64,
+    ScalarType.COMPLEXFLOAT: np.complex64,
+    ScalarType.COMPLEXDOUBLE: np.complex128,
+    ScalarType.BOOL: np.bool_,
+    ScalarType.UINT16: np.uint16,
+    ScalarType.UINT32: np.uint32,
+    ScalarType.UINT64: np.uint64,
+}
+# Types numpy lacks, by ml_dtypes attribute name. ml_dtypes is imported only when a file
+# holds one of them: its import costs more than the rest of a cold load of an fp32 model.
+_ML_DTYPES = {
+    ScalarType.BFLOAT16: "bfloat16",
+    ScalarType.FLOAT8E4M3FN: "float8_e4m3fn",
+    ScalarType.FLOAT8E5M2: "float8_e5m2",
+    ScalarType.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
+    ScalarType.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
+    ScalarType.FLOAT8E8M0FNU: "float8_e8m0fnu",
+}
+
+
+@functools.cache
+def _dtype(st: ScalarType) -> np.dtype | None:
+    if st in _NUMPY_NATIVE:
+        return np.dtype(_NUMPY_NATIVE[st])
+    if st in _ML_DTYPES:
+        import ml_dtypes
+
+        t = getattr(ml_dtypes, _ML_DTYPES[st], None)
+        return None if t is None else np.dtype(t)
+    return None  # UNKNOWN, COMPLEXHALF: no numpy equivalent
+
+
+def numpy_dtype(dtype: ScalarType | int, *, member: str | None = None, path: str | None = None) -> np.dtype:
+    """The numpy dtype for a schema ScalarType; a clear error for ones numpy can't hold (complex32)."""
+    try:
+        st = ScalarType(dtype)
+    except ValueError:
+        raise TensorDataError(f"unknown dtype {dtype}", member=member, path=path) from None
+    np_dtype = _dtype(st)
+    if np_dtype is None:
+        raise TensorDataError(f"dtype {st.name} has no numpy equivalent", member=member, path=path)
+    return np_dtype
+
+def strided_view(
+    storage: memoryview | bytes,
+    dtype: np.dtype,
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    storage_offset: int,
+    *,
+    member: str | None = None,
+    path: str | None = None,
+    budget: ViewBudget | None = None,
+) -> np.ndarray:
+    """A read-only array over ``storage`` with torch's sizes/strides/offset (in elements),
+    after ``check_view``; never a copy, so an expanded view stays as small as its bytes."""
+    itemsize = dtype.itemsize
+    nbytes = len(storage) if not isinstance(storage, memoryview) else storage.nbytes
+    if nbytes % itemsize:
+        raise TensorDataError(f"{nbytes} bytes is not a multiple of the {dtype} item size {itemsize}",
+                              member=member, path=path)
+    numel = check_view(sizes, strides, storage_offset, nbytes // itemsize, itemsize,
+                       member=member, path=path, budget=budget)
+    try:
+        if numel == 0:
+            return np.empty(tuple(sizes), dtype=dtype)
+        end = storage_offset + sum((n - 1) * s for n, s in zip(sizes, strides)) + 1
+        # as_strided goes through __array_interface__, which loses ml_dtypes types (bfloat16
+        # comes back as '<f2'... or fails): stride a same-width raw view, then reinterpret.
+        raw_dtype = dtype if dtype.type.__module__ == "numpy" else np.dtype(f"V{itemsize}")
+        base = np.frombuffer(storage, dtype=raw_dtype, count=end - storage_offset, offset=storage_offset * itemsize)
+        view = np.lib.stride_tricks.as_strided(
+            base, shape=tuple(sizes), strides=tuple(s * itemsize for s in strides), writeable=False
+        )
+        return view if raw_dtype is dtype else view.view(dtype)
+    except Exception as e:  # numpy refusing what the checks let through is still the file's fault
+        raise TensorDataError(f"cannot view storage: {type(e).__name__}: {e}", member=member, path=path) from None
+
+
+def fake_zeros(
+    dtype: np.dtype,
+    sizes: Sequence[int],
+    strides: Sequence[int],
+    storage_offset: int,
+    *,
+    member: str | None = None,
+    path: str | None = None,
+    budget: ViewBudget | None = None,
+) -> np.ndarray:
+    """Zeros for a tensor whose storage holds no bytes (torch writes none for fake/meta
+    tensors and rebuilds zeros), after the same ``check_view``.
+
+    The storage is taken to be exactly as large as the view needs, so the view's elements
+    are bounded by ``MAX_TENSOR_ELEMENTS`` and an overlapping (stride-0) one is charged to
+    ``budget`` like any other. ``np.zeros`` maps zero pages lazily; an allocation the
+    system refuses is a ``LimitExceededError``.
+    """
+    check_view(sizes, strides, storage_offset, _INTP_MAX // dtype.itemsize, dtype.itemsize,
+               member=member, path=path, budget=budget)
+    try:
+        return np.zeros(tuple(sizes), dtype=dtype)
+    except MemoryError:
+        raise LimitExceededError(f"cannot allocate zeros of sizes {tuple(sizes)} ({dtype}) for an empty storage",
+                                 member=member, path=path) from None
+    except Exception as e:
+        raise TensorDataError(f"cannot make zeros: {type(e).__name__}: {e}", member=member, path=path) from None

@@ -1,0 +1,1 @@
+"""Codecs: the strict JSON codec, the restricted symbolic-expression parser, the data-only unpickler."""
