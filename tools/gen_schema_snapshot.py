@@ -1,6 +1,7 @@
 """Write the canonical schema snapshot, ``schema/snapshots/pt2x.json``, from the definitions.
 
-Run ``python -m pt2x.tools.gen_schema_snapshot`` after changing ``schema/definitions.py``;
+Run ``python tools/gen_schema_snapshot.py`` (or ``python -m pt2x.tools.gen_schema_snapshot``)
+after changing ``schema/definitions.py``;
 ``--check`` only reports staleness (a test runs it). The format lives in
 ``pt2x.schema.snapshot``.
 """
@@ -11,8 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..schema.snapshot import *  # noqa: F401,F403  (re-exported for scripts and tests)
-from ..schema.snapshot import PT2X_SNAPSHOT, build_snapshot, render
+from pt2x.schema.snapshot import *  # noqa: F401,F403  (re-exported for scripts and tests)
+from pt2x.schema.snapshot import PT2X_SNAPSHOT, build_snapshot, render
 
 
 def main(argv: list[str] | None = None) -> int:

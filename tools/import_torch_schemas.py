@@ -30,7 +30,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from ..schema.snapshot import SNAPSHOT_DIR, make_snapshot, render
+from pt2x.schema.snapshot import SNAPSHOT_DIR, make_snapshot, render
 
 __all__ = ["TORCH_DIR", "YAML_PATH", "snapshot_from_yaml", "collect", "write_all", "main"]
 

@@ -1,0 +1,60 @@
+"""Every script in tools/ runs as a file (``python tools/bench_load.py --help``), and
+``python -m pt2x`` runs the command line.
+
+A script is a module of tools/ with a ``__main__`` block, other than the command line itself
+(``cli.py``, ``__main__.py``; the ``cmd_*.py`` modules are its subcommands, not scripts). Each is
+run from another folder, so nothing depends on the working directory.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+from paths import REPO
+
+TOOLS = os.path.join(REPO, "tools")
+NOT_SCRIPTS = {"__init__.py", "__main__.py", "cli.py"}
+
+
+def _scripts() -> list[str]:
+    found = []
+    for path in sorted(glob.glob(os.path.join(TOOLS, "*.py"))):
+        name = os.path.basename(path)
+        if name in NOT_SCRIPTS or name.startswith("cmd_"):
+            continue
+        with open(path, encoding="utf-8") as f:
+            if 'if __name__ == "__main__":' in f.read():
+                found.append(name)
+    return found
+
+
+SCRIPTS = _scripts()
+
+
+def _run(argv, cwd):
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_the_scripts_are_found():
+    assert {"bench_load.py", "bench_onnx.py", "bench_serde.py", "fuzz.py",
+            "gen_schema_snapshot.py", "import_torch_schemas.py"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_script_runs_as_a_file(script, tmp_path):
+    r = _run([sys.executable, os.path.join(TOOLS, script), "--help"], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "usage:" in r.stdout
+
+
+@pytest.mark.parametrize("module", ["pt2x", "pt2x.tools"])
+def test_python_m_runs_the_command_line(module, tmp_path):
+    r = _run([sys.executable, "-m", module, "--help"], cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("usage: pt2x ")
+    for command in ("inspect", "validate", "convert", "schema"):
+        assert command in r.stdout
