@@ -1,7 +1,18 @@
-"""The lowering registry: backend -> ATen overload -> function.
+"""The lowering registry: backend -> target -> function.
 
-Keys are targets as ``Node.target`` spells them, without the ``torch.ops.`` prefix:
-``aten.add.Tensor``, ``higher_order.cond``, ``_operator.mul``, ``my_lib.my_op.default``.
+Keys are targets as ``Node.target`` spells them, without the ``torch.ops.`` prefix. The
+spellings torch's serializer writes, and the only ones ``register`` accepts (``TARGET_FORMS``):
+
+* ``<namespace>.<op>.<overload>``: an operator overload, ``torch.ops.<namespace>.<op>.<overload>``
+  (``aten.add.Tensor``, ``prims.convert_element_type.default``, ``my_lib.my_op.default``);
+* ``higher_order.<op>``: a higher-order operator (``higher_order.cond``);
+* ``_operator.<fn>``, ``math.<fn>``, ``torch.sym_<fn>``: SymInt arithmetic on Python's
+  ``operator``/``math`` functions and torch's ``sym_*`` functions.
+
+An in-place ATen overload (``aten.add_.Tensor``: the op name ends in one ``_``) is
+recognised by ``is_inplace`` and nowhere else; the driver (``lower.py``) rebinds the
+mutated input after its lowering ran.
+
 Each backend decides the signature of its lowerings (ONNX: ``fn(ctx, node)``; see the
 backend's README section). Register your own for a custom operator::
 
@@ -18,11 +29,36 @@ twice raises unless ``override=True``.
 
 from __future__ import annotations
 
-from typing import Callable
+import re
+from typing import Callable, NamedTuple
 
-__all__ = ["canonical", "lowering", "register", "unregister", "get", "targets"]
+__all__ = ["TargetName", "TARGET_FORMS", "canonical", "parse_target", "is_inplace", "lowering", "register",
+           "unregister", "get", "targets"]
 
 _TABLES: dict[str, dict[str, Callable]] = {}
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+# namespaces that name Python modules (two-part targets), not operator libraries
+_PYTHON_NAMESPACES = ("higher_order", "_operator", "math", "torch", "builtins")
+
+TARGET_FORMS: dict[str, re.Pattern] = {
+    "overload": re.compile(rf"(?!(?:{'|'.join(_PYTHON_NAMESPACES)})\.)({_IDENT})\.({_IDENT})\.({_IDENT})"),
+    "higher_order": re.compile(rf"(higher_order)\.({_IDENT})"),
+    "operator": re.compile(rf"(_operator)\.({_IDENT})"),
+    "math": re.compile(rf"(math)\.({_IDENT})"),
+    "sym": re.compile(r"(torch)\.(sym_[A-Za-z0-9_]+)"),
+}
+"""Each form a target may take (``TargetName.form``) and its pattern (canonical spelling)."""
+
+
+class TargetName(NamedTuple):
+    """A parsed target: ``form`` (a ``TARGET_FORMS`` key), ``namespace``, ``op`` and, for an
+    operator overload, ``overload`` (else "")."""
+
+    form: str
+    namespace: str
+    op: str
+    overload: str = ""
 
 
 def canonical(target: str) -> str:
@@ -30,7 +66,32 @@ def canonical(target: str) -> str:
     return target[len("torch.ops."):] if target.startswith("torch.ops.") else target
 
 
+def parse_target(target: str) -> TargetName | None:
+    """The form and parts of ``target`` (``torch.ops.`` prefix allowed), None when it takes none."""
+    key = canonical(target)
+    for form, pattern in TARGET_FORMS.items():
+        m = pattern.fullmatch(key)
+        if m:
+            return TargetName(form, *m.groups())
+    return None
+
+
+def is_inplace(target: str) -> bool:
+    """Whether ``target`` is an in-place ATen overload (``aten.add_.Tensor``; not
+    ``aten.__iand__.Tensor`` or ``aten._foo_.default``)."""
+    t = parse_target(target)
+    return (t is not None and t.form == "overload" and t.namespace == "aten" and t.op.endswith("_")
+            and not t.op.startswith("_"))
+
+
 def register(backend: str, target: str, fn: Callable, *, override: bool = False) -> Callable:
+    """Register ``fn`` as ``backend``'s lowering of ``target``; refuses a target spelled in none
+    of ``TARGET_FORMS`` (``ValueError``) and a second registration unless ``override``."""
+    if parse_target(target) is None:
+        raise ValueError(
+            f"{backend}: {target!r} is not an operator target: expected <namespace>.<op>.<overload> "
+            f"(aten.add.Tensor, my_lib.my_op.default), higher_order.<op>, _operator.<fn>, math.<fn> "
+            f"or torch.sym_<fn>, optionally after torch.ops.")
     table = _TABLES.setdefault(backend, {})
     key = canonical(target)
     if key in table and not override and table[key] is not fn:

@@ -3,7 +3,9 @@ convert, with counts and an example node each, instead of the first failure.
 
 A converter calls ``missing_lowerings(view, backend)`` before it starts (targets with no
 lowering at all), collects ``Unsupported`` raised by lowerings while converting
-(``Problems.add``), and ends with ``Problems.raise_if_any()``.
+(``Problems.add``, done by the driver in ``lower.py``) and values the target cannot hold
+(a graph input or output of a dtype it lacks, a script object: ``Problems.add_value``),
+and ends with ``Problems.raise_if_any()``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ _BUILTIN_NAMESPACES = ("aten.", "prims.", "higher_order.", "_operator.", "math."
 
 
 def is_custom_op(target: str) -> bool:
-    return not registry.canonical(target).startswith(_BUILTIN_NAMESPACES)
+    """A target outside torch's own namespaces (``my_lib.my_op.default``): the user registers
+    its lowering. Values reported with ``add_value`` ("tensor input") are not operators."""
+    key = registry.canonical(target)
+    return not key.startswith(_BUILTIN_NAMESPACES) and " " not in key
 
 
 def _describe(node: d.Node) -> str:
@@ -67,6 +72,11 @@ class Problems:
         p.count += 1
         if reason and reason not in p.reasons and len(p.reasons) < 3:
             p.reasons.append(reason)
+
+    def add_value(self, what: str, name: str, reason: str) -> None:
+        """A value the target cannot hold (``what``: "tensor input", "graph output", ...),
+        reported like an unsupported operator."""
+        self.add(d.Node(target=what, inputs=[], outputs=[], metadata={}, name=name), reason)
 
     def __bool__(self) -> bool:
         return bool(self.ops)

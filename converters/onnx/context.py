@@ -2,8 +2,9 @@
 
 Invariant: every program tensor value lives in ONNX with exactly its metadata dtype and
 is reached through ``ctx.t(ref)``; symbolic ints are 0-d int64 tensors. Lowerings build
-nodes with ``ctx.op`` and return the ONNX name(s) of the node's outputs; the converter
-then renames the last-made value after the program's value so graphs stay readable.
+nodes with ``ctx.op`` and return the ONNX name(s) of the node's outputs; the shared driver
+(``converters/lower.py``) then renames the values they made after the program's values so
+graphs stay readable.
 bfloat16/float16 arithmetic is computed in float32 and rounded back per op (ONNX Runtime
 CPU lacks most bf16 kernels; torch CPU also accumulates these in float32).
 """
@@ -19,8 +20,9 @@ from ..args import SymRef, TensorRef
 from ..dtypes import ST
 from ..errors import ConversionError, NotConverted, Unsupported
 from ..graph import GraphView, TensorInfo
+from ..lower import LoweringState, Names
 
-__all__ = ["Ctx", "ONNX_TYPE", "Names"]
+__all__ = ["Ctx", "ONNX_TYPE", "onnx_type"]
 
 ONNX_TYPE = {
     ST.FLOAT: TensorProto.FLOAT, ST.BYTE: TensorProto.UINT8, ST.CHAR: TensorProto.INT8,
@@ -44,35 +46,6 @@ def onnx_type(st: ST) -> int:
         raise Unsupported(f"dtype {ST(st).name} has no ONNX type") from None
 
 
-class Names:
-    """Unique value names across the main graph and every subgraph (ONNX forbids shadowing)."""
-
-    def __init__(self, reserved=()):
-        self.reserved = set(reserved)
-        self.taken: set[str] = set()
-        self._next: dict[str, int] = {}
-
-    def claim(self, name: str) -> str:
-        """``name`` itself the first time, a fresh variant afterwards."""
-        if name not in self.taken:
-            self.taken.add(name)
-            return name
-        return self.fresh(name)
-
-    def fresh(self, base: str) -> str:
-        base = base or "v"
-        if base not in self.taken and base not in self.reserved:
-            self.taken.add(base)
-            return base
-        i = self._next.get(base, 1)
-        while f"{base}_{i}" in self.taken or f"{base}_{i}" in self.reserved:
-            i += 1
-        self._next[base] = i + 1
-        name = f"{base}_{i}"
-        self.taken.add(name)
-        return name
-
-
 def stored_bytes(arr: np.ndarray) -> int:
     """Bytes an array spans in its buffer: ``itemsize * (1 + sum((n - 1) * |stride|))``.
     A stride-0 (expanded) view of one element spans one element whatever its shape."""
@@ -93,15 +66,19 @@ def array_bytes(shape, itemsize: int) -> int:
 
 
 class Ctx:
-    """Emission state for one graph (``root`` holds initializers shared by all graphs).
+    """Emission state for one graph (``root`` holds initializers shared by all graphs); the
+    ``lower.Target`` the shared driver lowers through (``state``: its bookkeeping, shared
+    by all graphs).
 
     Constants are bounded: the root's ``budget`` is ``limits.MAX_CONSTANT_BYTES`` plus
     ``limits.WEIGHT_BYTES_FACTOR`` times the bytes the weights occupy in the archive;
     ``const_array`` counts every initializer against it and lowerings ``reserve`` bytes
     before they build an array from sizes found in the program."""
 
+    backend = "onnx"
+
     def __init__(self, view: GraphView, opset: int, names: Names, root: "Ctx | None" = None,
-                 weights: dict | None = None, problems=None):
+                 weights: dict | None = None, state: LoweringState | None = None):
         self.view = view
         self.opset = opset
         self.names = names
@@ -109,14 +86,12 @@ class Ctx:
         self.nodes: list = []
         self.env: dict[str, str] = {}
         self.node = None  # the program node being lowered
+        self.state = root.state if root is not None else state
         if root is None:
             self.initializers: list = []
             self.consts: dict[str, np.ndarray] = {}  # ONNX name -> value, for folding
             self._const_cache: dict = {}
             self.weights = weights or {}
-            self.problems = problems
-            self.mutated: dict[str, str] = {}  # placeholder -> ONNX value after in-place ops
-            self.poisoned: set[str] = set()  # program values whose producer was not converted
             self.materialised = 0  # bytes of constants made so far
             self.budget = limits.MAX_CONSTANT_BYTES + limits.WEIGHT_BYTES_FACTOR * sum(
                 stored_bytes(np.asarray(w.array)) for w in self.weights.values())
@@ -157,7 +132,7 @@ class Ctx:
         if name in self.env:
             return self.env[name]
         r = self.root
-        if name in r.poisoned:
+        if name in self.state.poisoned:
             raise NotConverted(f"value {name!r} comes from a node that was not converted")
         if name in r.weights:
             if name in r.env:
@@ -315,6 +290,33 @@ class Ctx:
         if info.is_static:
             return self.const(np.array(info.shape, np.int64).reshape(-1), ST.LONG)
         return self.shape(self.t(ref))
+
+    # ------------------------------------------- what the driver needs (lower.Target)
+
+    def begin_node(self, node) -> int:
+        self.node = node
+        self.root.emitted = 0
+        return len(self.nodes)
+
+    def end_node(self) -> None:
+        self.node = None
+
+    def made_since(self, mark: int) -> set[str]:
+        return {o for n in self.nodes[mark:] for o in n.output}
+
+    def discard_since(self, mark: int) -> None:
+        del self.nodes[mark:]
+
+    def rename_since(self, mark: int, old: str, new: str) -> None:
+        for n in self.nodes[mark:]:
+            for i, o in enumerate(n.output):
+                if o == old:
+                    n.output[i] = new
+                    if n.name == old:
+                        n.name = new
+            for i, x in enumerate(n.input):
+                if x == old:
+                    n.input[i] = new
 
     # ------------------------------------------------------------- subgraphs
 

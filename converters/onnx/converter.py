@@ -1,4 +1,11 @@
-"""``to_onnx``: program view -> ONNX ModelProto, node by node through the registry."""
+"""``to_onnx``: program view -> ONNX ModelProto.
+
+This module assembles the model: opens and checks the program, declares the graph's
+inputs, runs the shared driver (``converters/lower.py``) with an ONNX ``Ctx``, declares
+the outputs (user outputs, then one per mutated buffer/input), prunes what nothing reads,
+and writes the model. Values ONNX cannot hold (a dtype with no ONNX type, a script
+object) are reported with the unsupported operators in one ``UnsupportedOpsError``.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +19,12 @@ from ...serde.codec.symbolic import Symbol, to_infix
 from .. import registry
 from ..args import decode
 from ..dtypes import ST
-from ..errors import ConversionError, NotConverted, Unsupported
-from ..graph import GraphView, ProgramView, open_program, output_names
-from ..guard import lowering_failure, stage
-from ..report import Problems, missing_lowerings
-from .context import Ctx, Names, onnx_type
+from ..errors import ConversionError, Unsupported
+from ..graph import ProgramView, UserInput, open_program
+from ..guard import stage
+from ..lower import LoweringState, MutatedOutput, Names, lower_graph, mutations, program_names
+from ..report import missing_lowerings
+from .context import Ctx, onnx_type
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
 
@@ -114,52 +122,72 @@ def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=Non
     member = getattr(view, "member", None)
     with stage(member, "converting to ONNX"):
         dim_names = dict(dim_names or {})
-        problems = missing_lowerings(view, "onnx")
-        reserved = {n for g in _all_graphs(view) for n in g.tensors} | set(view.sym_ints)
-        names = Names(reserved)
-        ctx = Ctx(view, opset, names, weights=view.weights, problems=problems)
+        state = LoweringState(missing_lowerings(view, "onnx"))
+        ctx = Ctx(view, opset, Names(program_names(view)), weights=view.weights, state=state)
         with stage(member, "declaring the model's inputs"):
-            inputs = _declare_inputs(view, ctx, names, problems, dim_names)
+            inputs = _declare_inputs(view, ctx, dim_names)
         lower_graph(ctx)
-        problems.raise_if_any()
+        state.problems.raise_if_any()
         with stage(member, "declaring the model's outputs"):
-            outputs, out_nodes, mutations = _declare_outputs(view, ctx, names, dim_names)
+            outputs, out_nodes, mutated = _declare_outputs(view, ctx, dim_names)
+        state.problems.raise_if_any()
         with stage(member, "assembling the ONNX model"):
-            return _assemble(view, ctx, opset, inputs, outputs, out_nodes, mutations, dim_names)
+            return _assemble(view, ctx, opset, inputs, outputs, out_nodes, mutated, dim_names)
 
 
-def _declare_inputs(view: ProgramView, ctx: Ctx, names: Names, problems: Problems, dim_names) -> list:
-    """Graph inputs (value infos) for the program's user inputs, bound in ``ctx.env``."""
+_SYM_INPUT_TYPE = {"sym_int": ST.LONG, "sym_float": ST.DOUBLE, "sym_bool": ST.BOOL}
+
+
+def _input_info(view: ProgramView, u: UserInput, dim_names):
+    """The graph input for a user input (None for a constant, which torch specialised);
+    ``Unsupported`` when ONNX cannot hold it."""
+    if u.kind == "tensor":
+        info = view.tensor(u.name)
+        return _value_info(u.name, info.dtype, info.shape, dim_names)
+    if u.kind in _SYM_INPUT_TYPE:
+        return helper.make_tensor_value_info(u.name, onnx_type(_SYM_INPUT_TYPE[u.kind]), [])
+    if u.kind == "custom_obj":
+        raise Unsupported("script objects have no ONNX form")
+    return None
+
+
+def _declare_inputs(view: ProgramView, ctx: Ctx, dim_names) -> list:
+    """Graph inputs (value infos) for the program's user inputs, bound in ``ctx.env``; an
+    input ONNX cannot hold is reported and its readers are skipped."""
     inputs = []
     for u in view.user_inputs:
-        if u.kind == "tensor":
-            info = view.tensor(u.name)
-            ctx.env[u.name] = names.claim(u.name)
-            inputs.append(_value_info(u.name, info.dtype, info.shape, dim_names))
-        elif u.kind in ("sym_int", "sym_float", "sym_bool"):
-            st = {"sym_int": ST.LONG, "sym_float": ST.DOUBLE, "sym_bool": ST.BOOL}[u.kind]
-            ctx.env[u.name] = names.claim(u.name)
-            inputs.append(helper.make_tensor_value_info(u.name, onnx_type(st), []))
-        elif u.kind == "custom_obj":
-            problems.add(_fake_node("custom_obj input", u.name), "script objects have no ONNX form")
+        try:
+            vi = _input_info(view, u, dim_names)
+        except Unsupported as e:
+            ctx.state.problems.add_value(f"{u.kind} input", u.name, e.reason)
+            ctx.state.poisoned.add(u.name)
+            continue
+        if vi is not None:
+            ctx.env[u.name] = ctx.names.claim(u.name)
+            inputs.append(vi)
     return inputs
 
 
-def _declare_outputs(view: ProgramView, ctx: Ctx, names: Names, dim_names):
+def _declare_outputs(view: ProgramView, ctx: Ctx, dim_names):
     """(graph outputs, Identity nodes naming them, mutations) for user outputs and
-    mutated buffers/inputs."""
+    mutated buffers/inputs; an output ONNX cannot hold is reported."""
+    names, problems = ctx.names, ctx.state.problems
     outputs, out_nodes = [], []
     used: set[str] = set(ctx.root.consts) | set(ctx.env[u.name] for u in view.user_inputs if u.name in ctx.env)
 
     def emit_output(value_name: str, desired: str, st: ST, shape):
-        nonlocal used
         src = ctx.env.get(value_name) or ctx.lookup(value_name)
+        try:
+            vi_type = onnx_type(st)
+        except Unsupported as e:
+            problems.add_value("graph output", desired, e.reason)
+            return
         name = src
         if src in used or src != desired and desired not in names.taken:
             name = names.claim(desired) if desired != src else names.fresh(desired)
             out_nodes.append(helper.make_node("Identity", [src], [name], name=name))
         used.add(name)
-        outputs.append(_value_info(name, st, shape, dim_names))
+        outputs.append(helper.make_tensor_value_info(name, vi_type, _dims(shape, dim_names)))
 
     for i, a in enumerate(view.user_outputs):
         if a.type == "as_tensor":
@@ -177,17 +205,22 @@ def _declare_outputs(view: ProgramView, ctx: Ctx, names: Names, dim_names):
             outputs.append(helper.make_tensor_value_info(name, onnx_type(st), []))
         else:
             raise ConversionError(f"user output {i} is {a.type}: ONNX outputs are tensors only")
-    mutations = _mutations(view, ctx)
-    for target, value_name, like in mutations:
-        info = view.tensor(like)
-        src = ctx.env.get(value_name, value_name)
-        name = names.claim(f"{target}.mutated")
-        out_nodes.append(helper.make_node("Identity", [src], [name], name=name))
-        outputs.append(_value_info(name, info.dtype, info.shape, dim_names))
-    return outputs, out_nodes, mutations
+    mutated = mutations(view, ctx)
+    for m in mutated:
+        info = view.tensor(m.like)
+        try:
+            vi_type = onnx_type(info.dtype)
+        except Unsupported as e:
+            problems.add_value("mutated output", m.target, e.reason)
+            continue
+        name = names.claim(f"{m.target}.mutated")
+        out_nodes.append(helper.make_node("Identity", [m.value], [name], name=name))
+        outputs.append(helper.make_tensor_value_info(name, vi_type, _dims(info.shape, dim_names)))
+    return outputs, out_nodes, mutated
 
 
-def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_nodes, mutations, dim_names):
+def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_nodes,
+              mutated: list[MutatedOutput], dim_names):
     """The ModelProto: pruned nodes and initializers, opset, metadata props."""
     nodes, inits = prune(ctx.nodes + out_nodes, [o.name for o in outputs], ctx.root.initializers)
     graph = helper.make_graph(nodes, view.name or "model", inputs, outputs, initializer=inits)
@@ -196,7 +229,7 @@ def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_node
     meta = {
         "pt2x.range_constraints": json.dumps({dim_names.get(k, k): list(v) for k, v in view.ranges.items()}),
         "pt2x.source_torch_version": view.program.torch_version,
-        "pt2x.mutated_outputs": json.dumps([f"{t}.mutated" for t, _, _ in mutations]),
+        "pt2x.mutated_outputs": json.dumps([f"{mo.target}.mutated" for mo in mutated]),
     }
     if dim_names:
         meta["pt2x.dim_names"] = json.dumps(dim_names)
@@ -230,132 +263,3 @@ def _version() -> str:
     from ... import __version__
 
     return __version__
-
-
-def _all_graphs(view: GraphView):
-    yield view
-    for n in view.nodes:
-        for na in n.inputs:
-            if na.arg.type == "as_graph":
-                yield from _all_graphs(view.subgraph(na.arg.value.graph))
-
-
-def _fake_node(target, name):
-    from ...schema import definitions as d
-
-    return d.Node(target=target, inputs=[], outputs=[], metadata={}, name=name)
-
-
-def _mutations(view: ProgramView, ctx: Ctx) -> list[tuple[str, str, str]]:
-    """(target, value, value with its metadata) for each mutated buffer/input: from the
-    signature (functional IR) or from in-place ops on placeholders (training IR keeps
-    ``add_`` and lists no mutation)."""
-    out = [(m.target, m.value, m.value) for m in view.mutations]
-    seen = {t for t, _, _ in out}
-    for placeholder, value in ctx.root.mutated.items():
-        w = view.weights.get(placeholder)
-        target = w.fqn if w is not None else placeholder
-        if target not in seen and (w is None or w.kind == "buffer"):
-            ctx.env[f"__mut_{placeholder}"] = value
-            out.append((target, f"__mut_{placeholder}", placeholder))
-            seen.add(target)
-    return out
-
-
-def lower_graph(ctx: Ctx) -> None:
-    """Lower every node of ``ctx.view`` into ``ctx.nodes``; record problems, poison outputs."""
-    problems: Problems = ctx.root.problems
-    poisoned: set[str] = ctx.root.poisoned
-    from ..graph import input_names
-
-    for node in ctx.view.nodes:
-        outs = output_names(node)
-        fn = registry.get("onnx", node.target)
-        if fn is None or any(n in poisoned for n in input_names(node)):
-            poisoned.update(outs)
-            continue
-        start = len(ctx.nodes)
-        ctx.node = node
-        ctx.root.emitted = 0
-        try:
-            res = fn(ctx, node)
-            _bind(ctx, node, res, start)
-            if _is_inplace(node):
-                _rebind_mutated(ctx, node)
-        except Unsupported as e:
-            if not isinstance(e, NotConverted):
-                problems.add(node, e.reason)
-            del ctx.nodes[start:]
-            poisoned.update(outs)
-            continue
-        except Exception as e:  # not KeyboardInterrupt/SystemExit; MemoryError and RecursionError are
-            raise lowering_failure(e, ctx.view, node, fn) from e
-        finally:
-            ctx.node = None
-
-
-def _is_inplace(node) -> bool:
-    parts = registry.canonical(node.target).split(".")
-    return len(parts) == 3 and parts[0] == "aten" and parts[1].endswith("_") and not parts[1].startswith("_")
-
-
-def _rebind_mutated(ctx: Ctx, node) -> None:
-    """After ``x.add_(y)`` later readers of ``x`` see the new value; placeholders that are
-    mutated this way become extra outputs (see ``_mutations``)."""
-    first = node.inputs[0].arg if node.inputs else None
-    outs = output_names(node)
-    if first is None or first.type != "as_tensor" or not outs or outs[0] not in ctx.env:
-        return
-    target, new = first.value.name, ctx.env[outs[0]]
-    ctx.env[target] = new
-    view = ctx.view
-    if ctx.root is ctx and (target in view.weights or any(u.name == target for u in view.user_inputs)):
-        ctx.mutated[target] = new
-
-
-def _bind(ctx: Ctx, node, res, start: int) -> None:
-    if res is None:
-        return
-    flat = _flat_outputs(node)
-    if isinstance(res, str):
-        res = [res]
-    made = {o for n in ctx.nodes[start:] for o in n.output}
-    for prog, r in zip(flat, res):
-        if prog is None or r is None:
-            continue
-        if r in made and r not in ctx.root.consts:
-            new = ctx.names.claim(prog)
-            _rename(ctx.nodes, start, r, new)
-            made.discard(r)
-            r = new
-        ctx.env[prog] = r
-
-
-def _flat_outputs(node) -> list:
-    out = []
-    for a in node.outputs:
-        if a.type == "as_tensors":
-            out.extend(t.name for t in a.value)
-        elif a.type == "as_optional_tensors":
-            out.extend(t.value.name if t.type == "as_tensor" else None for t in a.value)
-        elif a.type in ("as_tensor",):
-            out.append(a.value.name)
-        elif a.type in ("as_sym_int", "as_sym_bool", "as_sym_float"):
-            out.append(a.value.value if a.value.type == "as_name" else None)
-        elif a.type == "as_none":
-            out.append(None)
-        else:
-            out.append(getattr(a.value, "name", None))
-    return out
-
-
-def _rename(nodes, start: int, old: str, new: str) -> None:
-    for n in nodes[start:]:
-        for i, o in enumerate(n.output):
-            if o == old:
-                n.output[i] = new
-                if n.name == old:
-                    n.name = new
-        for i, x in enumerate(n.input):
-            if x == old:
-                n.input[i] = new

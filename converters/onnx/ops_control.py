@@ -1,7 +1,8 @@
 """Higher-order ops: ``cond`` -> If, ``while_loop`` -> Loop, ``map_impl`` -> Loop over dim 0.
 
-Each body is a schema subgraph lowered by a child ``Ctx`` into an ONNX subgraph that reads
-outer values by name (ONNX scoping), so weights stay single initializers.
+Each body is a schema subgraph lowered by a child ``Ctx`` (through the shared driver,
+``lower.lower_graph``) into an ONNX subgraph that reads outer values by name (ONNX
+scoping), so weights stay single initializers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from onnx import helper
 from ..args import TensorRef, bind
 from ..dtypes import ST
 from ..errors import Unsupported
+from ..graph import output_names
+from ..lower import lower_graph
 from ..registry import lowering
 from .context import onnx_type
 
@@ -18,8 +21,6 @@ from .context import onnx_type
 def _body(ctx, graph, inputs: list[tuple[str, str | None]], name: str):
     """Lower ``graph`` with its placeholders bound to ``inputs`` ((ONNX name, None)) or to
     fresh formal inputs ((None, kind)); returns (child ctx, formal names, output names)."""
-    from .converter import lower_graph
-
     view = ctx.view.subgraph(graph)
     child = ctx.child(view)
     formals = []
@@ -57,8 +58,6 @@ def _graph_proto(child, name, formals, outs, out_types, extra_inputs=()):
 
 
 def _out_types(ctx, node):
-    from ..graph import output_names
-
     return [(ctx.view.tensor(n).dtype, None) for n in output_names(node)]
 
 
@@ -124,8 +123,6 @@ def map_impl(ctx, node):
         child.env[ph] = child.op("Gather", x, it, axis=0)
     for ph, x in zip(phs[len(xs):], args):
         child.env[ph] = x
-    from .converter import lower_graph
-
     lower_graph(child)
     outs = [child.lookup(o.value.name) for o in view.output_args]
     cout = child.names.fresh("cond_out")
@@ -143,8 +140,6 @@ def map_impl(ctx, node):
 def inline_wrapper(ctx, node):
     """Grad mode and autocast regions mean nothing at inference: inline the body.
     (Autocast would change dtypes, but the body's metadata already carries them.)"""
-    from .converter import lower_graph
-
     args = [bind(node)[i] for i in range(len(node.inputs))]
     gi = next(i for i, x in enumerate(args) if hasattr(x, "graph"))
     g = args[gi].graph

@@ -153,6 +153,23 @@ def test_unknown_dtype():
     assert "tensor_values['relu'].dtype: dtype UNKNOWN has no array type" in str(e)
 
 
+def test_input_of_a_dtype_onnx_lacks_is_reported():
+    """FLOAT8E8M0FNU passes the prechecks (it has an array type) but has no ONNX type: the
+    input is reported like an unsupported operator, and its readers are skipped (fuzz 13:2456)."""
+    e = _refused(_edit("dict_inputs", lambda j: _graph(j)["tensor_values"]["inputs_b"].update(dtype=33)),
+                 UnsupportedOpsError)
+    assert e.member == _member("dict_inputs")
+    assert [p.target for p in e.ops] == ["tensor input"]
+    assert "inputs_b = tensor input()" in str(e) and "reason: dtype FLOAT8E8M0FNU has no ONNX type" in str(e)
+    assert "Custom operators" not in str(e)
+
+
+def test_output_of_a_dtype_onnx_lacks_is_reported():
+    e = _refused(_edit("dict_inputs", lambda j: _graph(j)["tensor_values"]["mul"].update(dtype=33)),
+                 UnsupportedOpsError)
+    assert "reason: dtype FLOAT8E8M0FNU has no ONNX type" in str(e)
+
+
 def test_integer_argument_outside_int64():
     e = _refused(_edit("cond", lambda j: _arg(_node(j, "gt"), "other")["arg"].update(as_int=2**64)), ProgramCheckError)
     assert "graph_module.graph.nodes[1].inputs[1].arg: integer 18446744073709551616 is outside int64" in str(e)
