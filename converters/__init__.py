@@ -1,9 +1,15 @@
 """pt2x.converters: torch-free lowering of loaded .pt2 programs to ONNX and TFLite.
 
 ``to_onnx`` and ``to_tflite`` are imported lazily so ``import pt2x.converters`` stays
-cheap and needs neither onnx nor flatbuffers. When the target's extra is not installed,
-getting them raises ``MissingExtraError`` (an ``ImportError``) naming ``pt2x[onnx]`` /
-``pt2x[tflite]``.
+cheap and needs no target's package. When the target's extra is not installed, getting
+``to_onnx`` raises ``MissingExtraError`` (an ``ImportError``) naming ``pt2x[onnx]``.
+``to_tflite`` is a placeholder until ``converters/tflite`` has a converter: calling it raises
+``ConversionError`` ("not available yet").
+
+Shared by every target: ``graph`` (the read-only view of a program), ``lower`` (the driver),
+``registry`` (lowerings by ATen overload), ``args`` (argument binding), ``signatures`` and
+``precheck`` (what each operator takes, checked before lowering), ``dtypes``, ``report``,
+``errors``, ``limits`` and ``guard``. Each target is a subpackage: ``onnx/``, ``tflite/``.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 __all__ = ["to_onnx", "to_tflite"]
 
 # top-level module -> the extra that installs it (pyproject.toml's optional-dependencies)
-_EXTRA_OF = {"onnx": "onnx", "onnx_ir": "onnx", "onnxruntime": "onnx", "flatbuffers": "tflite", "ai_edge_litert": "tflite"}
+_EXTRA_OF = {"onnx": "onnx"}
 
 
 def _missing_extra(e: ModuleNotFoundError, feature: str) -> Exception:

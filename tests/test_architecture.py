@@ -13,7 +13,9 @@ import re
 import subprocess
 import sys
 
+import pytest
 from paths import REPO
+from scripts import tool_scripts
 
 LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
@@ -31,3 +33,65 @@ def test_import_contracts_hold():
         declared = f.read().count("[[tool.importlinter.contracts]]")
     assert declared >= 5
     assert re.search(rf"Contracts: {declared} kept, 0 broken", r.stdout), r.stdout
+
+
+# --------------------------------------------------------------- every extra a user installs is used
+
+# Third-party modules the library imports without declaring them: they come with a declared one.
+COMES_WITH = {"sympy": "torch"}  # torch's symbolic shapes, used only under pt2x.serde.torch
+
+
+def _library_imports() -> dict[str, set[str]]:
+    """Third-party top-level module -> the pt2x modules that import it (lazily or not), leaving out
+    the project's scripts in tools/ (benchmarks, fuzzer, generators): users install extras for the
+    library, not for those."""
+    import grimp
+
+    graph = grimp.build_graph("pt2x", include_external_packages=True)
+    scripts = {f"pt2x.tools.{os.path.splitext(name)[0]}" for name in tool_scripts()}
+    scripts.add("pt2x.tools.fuzz_mutations")  # the fuzzer's mutations, a part of the script
+    found: dict[str, set[str]] = {}
+    for module in graph.modules:
+        if module.startswith("pt2x") or module in sys.stdlib_module_names or module == "__future__":
+            continue
+        users = {m for m in graph.find_modules_that_directly_import(module) if m not in scripts}
+        if users:
+            found[module] = users
+    return found
+
+
+def _declared() -> dict[str, list[str]]:
+    """Base dependencies ("") and each extra but ``test``, as distribution names."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    groups = {"": project["dependencies"], **project["optional-dependencies"]}
+    groups.pop("test")
+    return {g: [_dist(r) for r in reqs] for g, reqs in groups.items()}
+
+
+def _dist(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group()).lower()
+
+
+def _module_dists() -> dict[str, set[str]]:
+    from importlib.metadata import packages_distributions
+
+    return {m: {_dist(d) for d in ds} for m, ds in packages_distributions().items()}
+
+
+def test_every_declared_dependency_is_imported_by_the_library():
+    imports, dists = _library_imports(), _module_dists()
+    imported_dists = {d for m in imports for d in dists.get(m, ())}
+    unused = {g or "base": [d for d in reqs if d not in imported_dists] for g, reqs in _declared().items()}
+    assert not any(unused.values()), f"declared but never imported by pt2x: {unused}"
+
+
+def test_every_library_import_is_declared():
+    declared = {d for reqs in _declared().values() for d in reqs}
+    dists = _module_dists()
+    undeclared = {
+        m: sorted(users) for m, users in _library_imports().items()
+        if not (dists.get(m, set()) & declared) and COMES_WITH.get(m) not in declared
+    }
+    assert not undeclared, f"imported by pt2x but in no extra: {undeclared}"

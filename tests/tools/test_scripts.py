@@ -1,38 +1,20 @@
 """Every script in tools/ runs as a file (``python tools/bench_load.py --help``), and
 ``python -m pt2x`` runs the command line.
 
-A script is a module of tools/ with a ``__main__`` block, other than the command line itself
-(``cli.py``, ``__main__.py``; the ``cmd_*.py`` modules are its subcommands, not scripts). Each is
-run from another folder, so nothing depends on the working directory.
+The scripts are found by ``support/scripts.py``. Each is run from another folder, so nothing
+depends on the working directory.
 """
 
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
 
 import pytest
-from paths import REPO
+from scripts import TOOLS, tool_scripts
 
-TOOLS = os.path.join(REPO, "tools")
-NOT_SCRIPTS = {"__init__.py", "__main__.py", "cli.py"}
-
-
-def _scripts() -> list[str]:
-    found = []
-    for path in sorted(glob.glob(os.path.join(TOOLS, "*.py"))):
-        name = os.path.basename(path)
-        if name in NOT_SCRIPTS or name.startswith("cmd_"):
-            continue
-        with open(path, encoding="utf-8") as f:
-            if 'if __name__ == "__main__":' in f.read():
-                found.append(name)
-    return found
-
-
-SCRIPTS = _scripts()
+SCRIPTS = tool_scripts()
 
 
 def _run(argv, cwd):
