@@ -9,25 +9,22 @@ The rules, and where they differ from torch's ``schema_check.py``, ``buf breakin
 The reader model behind the rules: a reader ignores (pt2x: keeps) struct fields it does
 not know, fills missing fields that have a default, and fails on a missing required
 field, an unknown union member or an unknown enum value. Torch 2.9+ and pt2x read so;
-torch <= 2.8 also fails on unknown struct fields (``serde/compat.py`` handles that for
+torch <= 2.8 also fails on unknown struct fields (``serde/compat/`` handles that for
 artifacts).
 
 Bump rule: *major* when a new reader may fail on old data (not backward-compatible) or
 every old reader fails on every new file; *minor* for any other wire change (old
 readers still read new files that don't use the new thing); *none* when the wire
-format is unchanged (reordered fields, a renamed enum name). No torch import.
+format is unchanged (reordered fields, a renamed enum name). Pure rules over two
+snapshot dicts: where a snapshot comes from (a git ref, a file, a torch release) is
+``tools/snapshot_sources.py``. No torch import, no I/O.
 """
 
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from .snapshot import PT2X_SNAPSHOT, build_snapshot, parse, read_snapshot
 
 __all__ = [
     "Change",
@@ -35,7 +32,6 @@ __all__ = [
     "diff_snapshots",
     "required_bump",
     "check_version",
-    "resolve_snapshot",
     "BUMPS",
 ]
 
@@ -322,47 +318,3 @@ def _renamed(type_name: str, kind: str, src: str, dst: str, o: dict, n: dict) ->
     else:
         rule = "field-removed-required" if "default" in n else "field-renamed-required"
     return Change(rule, type_name, src, old=src, new=dst, detail=detail)
-
-
-# ------------------------------------------------------------------ finding snapshots
-
-_TORCH_SPEC = re.compile(r"^(?:torch==)?(\d+)\.(\d+)(?:\.\d+)?$")
-
-
-def resolve_snapshot(spec: str, *, repo_root: Path | None = None) -> tuple[dict, str]:
-    """(snapshot, label) for ``pt2x`` (the current definitions), ``committed``, ``torch==2.10``,
-    ``2.10``, ``8.15`` (a torch release's schema), a snapshot/schema.yaml file, or a git ref
-    (its committed ``schema/snapshots/pt2x.json``)."""
-    from ..serde.compat import target as compat
-
-    if spec == "pt2x":
-        return build_snapshot(), "pt2x (schema/definitions.py)"
-    if spec == "committed":
-        return read_snapshot(PT2X_SNAPSHOT), f"committed {PT2X_SNAPSHOT.name}"
-    path = Path(spec)
-    if path.is_file():
-        return _read_file(path), str(path)
-    if _TORCH_SPEC.match(spec) or spec.startswith("schema=="):
-        version = compat.parse_target(spec)
-        release, snap = compat.release_snapshot(version)
-        return snap, f"torch {release}"
-    return _from_git(spec, repo_root), f"git {spec}"
-
-
-def _read_file(path: Path) -> dict:
-    data = path.read_bytes()
-    if path.suffix in (".yaml", ".yml"):
-        from ..tools.import_torch_schemas import snapshot_from_yaml
-
-        return snapshot_from_yaml(data.decode("utf-8"), source=str(path))[0]
-    return parse(data, origin=str(path))
-
-
-def _from_git(ref: str, repo_root: Path | None) -> dict:
-    root = repo_root or PT2X_SNAPSHOT.parents[2]
-    rel = PT2X_SNAPSHOT.relative_to(root).as_posix()
-    proc = subprocess.run(["git", "-C", str(root), "show", f"{ref}:{rel}"], capture_output=True)
-    if proc.returncode != 0:
-        msg = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise ValueError(f"{ref!r} is neither a snapshot file, a release, nor a git ref with {rel}: {msg[-1] if msg else ''}")
-    return parse(proc.stdout, origin=f"{ref}:{rel}")

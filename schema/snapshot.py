@@ -9,6 +9,11 @@ snapshots (``schema/snapshots/torch/``) diff against each other field by field.
 Library code (the compatibility checks read snapshots at run time); the script that writes
 ``schema/snapshots/pt2x.json`` is ``tools/gen_schema_snapshot.py``. The checksum line covers
 the version and types, so hand edits to a snapshot are detected.
+
+Also here, as data: the torch releases' snapshots (``snapshots/torch/``, imported by
+``tools/import_torch_schemas.py``) with ``torch_releases()`` (release -> schema version and
+snapshot file) and ``torch_snapshot(release)``; ``pt2x_types()``, this schema flattened
+once; and ``parse_type_string``, the inverse of ``type_string``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import typing
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +39,17 @@ __all__ = [
     "parse",
     "read_snapshot",
     "checksum",
+    "parse_type_string",
+    "pt2x_types",
+    "TORCH_SNAPSHOT_DIR",
+    "torch_releases",
+    "torch_snapshot",
 ]
 
 FORMAT = "pt2x-schema-snapshot/1"
 SNAPSHOT_DIR = Path(__file__).resolve().parent / "snapshots"  # package data
 PT2X_SNAPSHOT = SNAPSHOT_DIR / "pt2x.json"
+TORCH_SNAPSHOT_DIR = SNAPSHOT_DIR / "torch"
 _PRIMITIVES = {int: "int", float: "float", str: "str", bool: "bool"}
 
 
@@ -61,6 +73,23 @@ def type_string(tp: Any) -> str:
     if isinstance(tp, type) and (is_struct(tp) or is_union(tp) or issubclass(tp, SchemaEnum)):
         return tp.__name__
     raise TypeError(f"not a schema type: {tp!r}")
+
+
+@lru_cache(maxsize=None)
+def parse_type_string(s: str) -> tuple:
+    """A snapshot type string as a tree: ``Optional[List[int]]`` -> ("optional", ("list", ("name", "int")))."""
+    s = s.strip()
+    for head, tag in (("Optional[", "optional"), ("List[", "list")):
+        if s.startswith(head) and s.endswith("]"):
+            return (tag, parse_type_string(s[len(head):-1]))
+    if s.startswith("Dict[") and s.endswith("]"):
+        key, _, val = s[5:-1].partition(",")
+        if key.strip() != "str":
+            raise ValueError(f"schema dict keys must be str: {s}")
+        return ("dict", parse_type_string(val))
+    if s == "Tuple[()]":
+        return ("unit",)
+    return ("name", s)
 
 
 def _type_entry(tp: type) -> dict:
@@ -164,3 +193,20 @@ def parse(text: str | bytes, *, origin: str = "<snapshot>", verify: bool = True)
 def read_snapshot(path: str | Path) -> dict:
     path = Path(path)
     return parse(path.read_bytes(), origin=str(path))
+
+
+@lru_cache(maxsize=None)
+def pt2x_types() -> dict:
+    """``build_snapshot()["types"]``, built once: pt2x's own (newest) schema. Shared: do not modify."""
+    return build_snapshot()["types"]
+
+
+@lru_cache(maxsize=None)
+def torch_releases() -> dict[str, dict]:
+    """torch minor release (``"2.10"``) -> ``{"schema_version": [8, 15], "snapshot": ..., "patches": ...}``."""
+    return json.loads((TORCH_SNAPSHOT_DIR / "releases.json").read_text())["releases"]
+
+
+def torch_snapshot(release: str) -> dict:
+    """The snapshot of torch ``release``'s export schema (a key of ``torch_releases()``)."""
+    return read_snapshot(TORCH_SNAPSHOT_DIR / torch_releases()[release]["snapshot"])

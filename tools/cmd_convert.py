@@ -1,5 +1,9 @@
 """``pt2x convert FILE --to onnx|tflite|pt2 -o OUT``: dispatch to the converters.
 
+``--to pt2 --target-schema M.N`` writes a copy an older torch reads, through the one
+planner in ``serde.compat.plan`` (the one ``validate --target`` and ``save(target_schema=)``
+use); its findings go to stderr, and exit 1 means a blocker (nothing written).
+
 The input and output paths are checked before any work (exit 2, one line naming the path);
 a missing extra names the one to install (``pip install 'pt2x[onnx]'``).
 """
@@ -7,8 +11,11 @@ a missing extra names the one to install (``pip install 'pt2x[onnx]'``).
 from __future__ import annotations
 
 import argparse
+import sys
 
+from ..serde.errors import Pt2UsageError
 from .cli import check_input, check_output, writing
+from .terminal import say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,12 +49,35 @@ def _converter(to: str):
             return 0
 
     else:
-        from ..serde.compat.rewrite import rewrite_for_target
 
         def convert(src, dst, args):
-            return rewrite_for_target(src, dst, target_schema=args.target_schema)
+            return _write_pt2_for_target(src, dst, args.target_schema)
 
     return convert
+
+
+def _write_pt2_for_target(src: str, dst: str, target_schema: str | None) -> int:
+    """``--to pt2``: ``src`` rewritten for ``--target-schema`` (``serde.compat.plan``). 0 written, 1 blocked.
+
+    Findings (blockers and warnings) go to stderr; on a blocker no file is written.
+    """
+    from ..serde.compat.plan import TargetNotWritable, write_for_target
+    from ..serde.compat.releases import parse_target
+
+    if not target_schema:
+        raise Pt2UsageError("--target-schema is required with --to pt2 (e.g. 8.15 or torch==2.10)")
+    version = parse_target(target_schema)
+    try:
+        plan = write_for_target(src, dst, version)
+    except TargetNotWritable as e:
+        for f in e.findings:
+            say(str(f), file=sys.stderr)
+        say(f"not written: {src} cannot be made readable by schema {version[0]}.{version[1]}", file=sys.stderr)
+        return 1
+    for f in plan.findings:
+        say(str(f), file=sys.stderr)
+    say(f"wrote {dst} for schema {version[0]}.{version[1]}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

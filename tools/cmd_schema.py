@@ -5,7 +5,7 @@
 snapshot at a git ref, and fails when the declared version does not carry the bump the
 changes need. ``diff A B`` does the same between any two of ``pt2x``, ``committed``,
 ``torch==2.10`` / ``2.10`` / ``8.15``, a snapshot or schema.yaml file, or a git ref.
-The logic is in ``tools/schema_diff.py``. Exit: 0 ok, 1 incompatible (bump missing), 2 error.
+The rules are in ``schema/diff.py``; where a snapshot comes from, in ``tools/snapshot_sources.py``. Exit: 0 ok, 1 incompatible (bump missing), 2 error.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _resolve(spec: str):
-    from ..schema.diff import resolve_snapshot
+    from .snapshot_sources import resolve_snapshot
 
     try:
         return resolve_snapshot(spec)
@@ -97,9 +97,9 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def run_releases(args: argparse.Namespace) -> int:
-    from ..serde.compat.target import releases
+    from ..schema.snapshot import torch_releases
 
-    rel = releases()
+    rel = torch_releases()
     if args.json:
         print(json.dumps({r: v["schema_version"] for r, v in rel.items()}, indent=1))
         return 0

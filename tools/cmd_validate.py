@@ -1,9 +1,12 @@
 """``pt2x validate FILE [--json] [--target torch==X.Y | --target-schema M.N]``.
 
 Structural and referential checks (``serde.validate``); with a target, also whether
-that torch release can read the file (``serde.compat``). Exit 0 valid (warnings
-allowed), 1 findings, 2 unreadable. ``--json`` prints ``{"file", "valid", "target",
-"findings": [Finding.as_dict()...]}``.
+that torch release can read the file as it is, and whether ``pt2x convert --to pt2
+--target-schema`` can write a copy it reads (``writable``). Both answers come from the
+one planner, ``serde.compat.plan``, that convert and ``save(target_schema=)`` use.
+Exit 0 valid (warnings allowed), 1 findings, 2 unreadable. ``--json`` prints ``{"file",
+"valid", "readable", "target", "findings": [Finding.as_dict()...]}``, plus ``"writable"``
+with a target.
 """
 
 from __future__ import annotations
@@ -37,14 +40,21 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
         check_input(path)
         with load(path) as archive:
             findings = validate_archive(archive, check_crc=not args.no_crc)
+            writable = None
             if target:
-                from ..serde.compat.target import check_target, parse_target
+                from ..serde.compat.plan import check_target, plan_for_target
+                from ..serde.compat.releases import parse_target
 
-                findings += check_target(archive, parse_target(target))
+                version = parse_target(target)
+                findings += check_target(archive, version)
+                writable = plan_for_target(archive, version).writable
     except Pt2Error as e:
         return {"file": path, "valid": False, "readable": False, "target": target, "error": str(e), "findings": []}
     valid = not any(f.severity == "error" for f in findings)
-    return {"file": path, "valid": valid, "readable": True, "target": target, "findings": [f.as_dict() for f in findings]}
+    result = {"file": path, "valid": valid, "readable": True, "target": target, "findings": [f.as_dict() for f in findings]}
+    if target:
+        result["writable"] = writable
+    return result
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
             verdict = "valid" if r["valid"] else "INVALID"
             tgt = f" for {r['target']}" if r["target"] else ""
             say(f"{r['file']}: {verdict}{tgt}")
+            if r["target"] and not r["valid"]:
+                can = "can" if r["writable"] else "cannot"
+                say(f"{r['file']}: pt2x convert --to pt2 --target-schema {r['target']} {can} write a copy that release reads")
     if any(not r["readable"] for r in results):
         return 2
     return 0 if all(r["valid"] for r in results) else 1

@@ -263,7 +263,7 @@ def _stage_load(ctx: _Ctx) -> None:
 
 
 def _stage_validate(ctx: _Ctx) -> None:
-    from pt2x.serde.compat.target import check_target
+    from pt2x.serde.compat.plan import check_target
     from pt2x.serde.validate import validate_archive
 
     findings = validate_archive(ctx.archive, check_crc=True)

@@ -159,7 +159,7 @@ def _program(zr: ZipReader, member: str, report: DecodeReport) -> d.ExportedProg
     if type(major) is int and major != READ_MAJOR:
         if major == READ_MAJOR - 1:
             try:
-                from ..compat.target import upgrade_to_current
+                from ..codec.upgrade import upgrade_to_current
             except ImportError:
                 upgrade_to_current = None
             if upgrade_to_current is not None:

@@ -4,14 +4,15 @@ pt2x's schema. Torch is imported lazily, inside the functions.
 Saving: ``save(ep, f)`` writes what ``torch.export.save(ep, f)`` writes (same member
 names, model JSON, weight configs and bytes), deterministically (the same program
 saved twice gives identical bytes) and atomically (a path target is replaced only
-once the whole archive is written). Loading lives in ``bridge_import`` (re-exported
-here).
+once the whole archive is written). ``save(..., target_schema=)`` goes through the one
+compatibility planner (``serde.compat.plan``). Loading lives in ``deserialize``
+(re-exported here).
 """
 
 from __future__ import annotations
 
-import json
 import os
+import tempfile
 from typing import Any
 
 from ..errors import MissingExtraError, Pt2UsageError
@@ -38,43 +39,37 @@ def _archive_root(f) -> str:
     return "archive"
 
 
-def _downgrade(program_json: bytes, target) -> bytes:
-    try:
-        from ..compat.target import downgrade  # written by the compatibility half
-    except ImportError:
-        # TODO(issue 3): serde/compat.py has no ``downgrade`` yet; test target_schema then.
-        raise Pt2UsageError(f"target_schema={target!r}: schema downgrade is not available yet") from None
-    data, findings = downgrade(json.loads(program_json), tuple(target))
-    errors = [f for f in findings if getattr(f, "severity", "error") == "error"]
-    if errors:
-        raise Pt2UsageError(
-            f"program cannot be written as schema {target[0]}.{target[1]}: " + "; ".join(str(f) for f in errors)
-        )
-    return json.dumps(data).encode("utf-8")
-
-
 def save(
     ep_or_eps,
     f,
     *,
     extra_files: dict[str, str | bytes] | None = None,
-    target_schema: tuple[int, int] | None = None,
+    target_schema: tuple[int, int] | str | None = None,
     opset_version: dict[str, int] | None = None,
     pickle_protocol: int = 2,
 ) -> None:
     """Write one ``ExportedProgram`` (as model ``model``) or a ``{name: ExportedProgram}``
     dict to ``f`` (a path, written atomically, or a writable binary file object).
 
-    ``target_schema=(major, minor)`` writes each model's JSON downgraded to that schema
-    version (via ``pt2x.serde.compat.target.downgrade``); refused when something would be lost.
+    ``target_schema`` (``(8, 15)``, ``"8.15"`` or ``"torch==2.10"``) writes the archive
+    made readable by that release, as ``pt2x convert --to pt2 --target-schema`` does
+    (``serde.compat.plan``); refused with ``TargetNotWritable`` (a ``Pt2UsageError`` whose
+    ``findings`` name each blocker) when the release cannot read it.
     """
     torch = _import_torch("pt2x.serde.save")
-
-    from . import serialize as bx
-    from ..archive.zip_writer import write_archive
-    from ..codec.json_codec import dumps
     from ..archive.package import archive_members
+    from ..archive.zip_writer import write_archive
 
+    models = _export_models(_programs_to_save(torch, ep_or_eps), opset_version, pickle_protocol)
+    members = archive_members(models, extra_files, root=_archive_root(f))
+    if target_schema is None:
+        write_archive(f, members)
+    else:
+        _write_for_target(members, f, target_schema)
+
+
+def _programs_to_save(torch, ep_or_eps) -> dict:
+    """``{model name: ExportedProgram}`` from what ``save`` was given; names checked."""
     if isinstance(ep_or_eps, torch.export.ExportedProgram):
         eps = {"model": ep_or_eps}
     elif isinstance(ep_or_eps, dict) and all(isinstance(v, torch.export.ExportedProgram) for v in ep_or_eps.values()):
@@ -84,13 +79,31 @@ def save(
     for name in eps:
         if not isinstance(name, str) or not name or "/" in name:
             raise Pt2UsageError(f"invalid model name {name!r}")
-    models = {}
-    for name, ep in eps.items():
-        m = bx.export_model(ep, opset_version=opset_version, pickle_protocol=pickle_protocol)
-        if target_schema is not None:
-            m.program = _downgrade(dumps(m.program).encode("utf-8"), target_schema)
-        models[name] = m
-    write_archive(f, archive_members(models, extra_files, root=_archive_root(f)))
+    return eps
+
+
+def _export_models(eps: dict, opset_version, pickle_protocol: int) -> dict:
+    from . import serialize as bx
+
+    return {name: bx.export_model(ep, opset_version=opset_version, pickle_protocol=pickle_protocol) for name, ep in eps.items()}
+
+
+def _write_for_target(members, f, target_schema) -> None:
+    """Write ``members`` to ``f`` made readable by ``target_schema`` through the one planner.
+
+    The archive is first written to a temporary file and loaded back, so ``save(ep, f,
+    target_schema=T)`` writes exactly what ``pt2x convert --to pt2 --target-schema T``
+    writes from ``save(ep, f)``'s file, and refuses with the same blockers
+    (``TargetNotWritable``, a ``Pt2UsageError``); then ``f`` is not touched.
+    """
+    from ..archive.zip_writer import write_archive
+    from ..compat.plan import write_for_target
+
+    with tempfile.TemporaryFile(prefix="pt2x-") as tmp:
+        write_archive(tmp, members)
+        tmp.flush()
+        tmp.seek(0)
+        write_for_target(tmp, f, target_schema)
 
 
 def to_schema(ep, *, opset_version: dict[str, int] | None = None):
@@ -102,7 +115,7 @@ def to_schema(ep, *, opset_version: dict[str, int] | None = None):
 
 
 def load_exported_program(*args: Any, **kwargs: Any):
-    """A torch ``ExportedProgram`` from a PT2 archive (see ``bridge_import``)."""
+    """A torch ``ExportedProgram`` from a PT2 archive (see ``deserialize``)."""
     _import_torch("pt2x.serde.load_exported_program")
     from .deserialize import load_exported_program as _load
 
@@ -110,7 +123,7 @@ def load_exported_program(*args: Any, **kwargs: Any):
 
 
 def from_schema(*args: Any, **kwargs: Any):
-    """A torch ``ExportedProgram`` from a schema program and its tensors (see ``bridge_import``)."""
+    """A torch ``ExportedProgram`` from a schema program and its tensors (see ``deserialize``)."""
     _import_torch("pt2x.serde.from_schema")
     from .deserialize import from_schema as _from_schema
 

@@ -12,7 +12,7 @@ import pytest
 from pt2x.schema import SCHEMA_TYPES
 from pt2x.schema.kinds import SchemaEnum, Union, struct, union
 from pt2x.schema.version import SCHEMA_VERSION
-from pt2x.serde.compat import target as compat
+from pt2x.schema.snapshot import torch_releases
 from pt2x.tools import gen_schema_snapshot as gen
 from pt2x.tools import import_torch_schemas as imp
 
@@ -103,7 +103,7 @@ RELEASES = ["2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12", "2.13", "
 
 
 def test_release_schema_map():
-    rel = compat.releases()
+    rel = torch_releases()
     assert list(rel) == RELEASES
     versions = {r: tuple(v["schema_version"]) for r, v in rel.items()}
     assert versions == {
@@ -115,7 +115,7 @@ def test_release_schema_map():
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_torch_snapshot_files(release):
-    info = compat.releases()[release]
+    info = torch_releases()[release]
     path = TORCH_DIR / info["snapshot"]
     snap = gen.read_snapshot(path)  # checksum verified
     assert snap["schema_version"] == info["schema_version"]
@@ -140,7 +140,7 @@ def test_importer_reproduces_committed_snapshot(tmp_path):
     assert made["types"] == committed["types"]
     assert made["schema_version"] == committed["schema_version"]
     index = json.loads((out / "releases.json").read_text())["releases"]
-    assert index[rel]["torch_checksum"] == compat.releases()[rel]["torch_checksum"]
+    assert index[rel]["torch_checksum"] == torch_releases()[rel]["torch_checksum"]
 
 
 def test_importer_refuses_tampered_yaml():

@@ -1,4 +1,4 @@
-"""Artifact compatibility with torch releases: check_target, downgrade, rewrite_for_target, 7.x upgrade."""
+"""Artifact compatibility with torch releases: check_target, downgrade, the planner (write_for_target), 7.x upgrade."""
 
 from __future__ import annotations
 
@@ -13,11 +13,13 @@ import pytest
 
 import pt2x.serde as serde
 from pt2x.schema import definitions as d
+from pt2x.serde.compat import plan as compat_plan
+from pt2x.serde.compat import releases as compat_releases
 from pt2x.serde.compat import target as compat
+from pt2x.serde.codec import upgrade as compat_upgrade
 from pt2x.serde.codec import json_codec
 from pt2x.serde.archive.zip_writer import write_archive
 from pt2x.serde.errors import Pt2UsageError, SchemaVersionError
-from pt2x.serde.compat.rewrite import rewrite_for_target
 from pt2x.tools.cli import main
 from paths import FIXTURES
 
@@ -68,6 +70,11 @@ def errors(findings):
     return [f for f in findings if f.severity == "error"]
 
 
+def rewrite_for_target(src, dst, target) -> int:
+    """``pt2x convert SRC --to pt2 --target-schema TARGET -o DST``: 0 written, 1 blocked."""
+    return main(["convert", str(src), "--to", "pt2", "--target-schema", target, "-o", str(dst)])
+
+
 # --------------------------------------------------------------------- parse_target
 
 
@@ -77,18 +84,18 @@ def errors(findings):
      ("8.15", (8, 15)), ("schema==8.15", (8, 15)), ("7.3", (7, 3)), (" torch==2.9.0 ", (8, 14))],
 )
 def test_parse_target(text, want):
-    assert compat.parse_target(text) == want
+    assert compat_releases.parse_target(text) == want
 
 
 @pytest.mark.parametrize("text", ["torch==2.4", "2.99", "latest", "8", "torch=2.10"])
 def test_parse_target_refuses(text):
     with pytest.raises(Pt2UsageError):
-        compat.parse_target(text)
+        compat_releases.parse_target(text)
 
 
 def test_target_without_a_released_snapshot():
     with pytest.raises(Pt2UsageError, match="no torch release shipped schema 8.16"):
-        compat.target_snapshot("8.16")
+        compat_releases.target_snapshot("8.16")
 
 
 # ------------------------------------------------------------------- check_target
@@ -97,7 +104,7 @@ def test_target_without_a_released_snapshot():
 def test_new_file_for_old_release_passes_with_warnings():
     # 2.14.1 writes Node.name (8.17); torch 2.10's reader skips unknown keys -> warnings only.
     with serde.load(fixture("2.14.1", "cond")) as a:
-        findings = compat.check_target(a, "torch==2.10")
+        findings = compat_plan.check_target(a, "torch==2.10")
     assert errors(findings) == []
     (w,) = findings
     assert w.code == "target-ignored-field" and "Node.name" in w.message and "6 places" in w.message
@@ -107,14 +114,14 @@ def test_new_file_for_old_release_passes_with_warnings():
 @pytest.mark.parametrize("case", CASES)
 def test_old_file_for_new_release_passes(case):
     with serde.load(fixture("2.10.0", case)) as a:
-        assert compat.check_target(a, "torch==2.14") == []
-        assert compat.check_target(a, (8, 15)) == []
+        assert compat_plan.check_target(a, "torch==2.14") == []
+        assert compat_plan.check_target(a, (8, 15)) == []
 
 
 def test_strict_release_blocks_unknown_fields():
     # torch <= 2.8 builds structs with cls(**data): an unknown key is a TypeError.
     with serde.load(fixture("2.14.1", "cond")) as a:
-        findings = compat.check_target(a, "torch==2.8")
+        findings = compat_plan.check_target(a, "torch==2.8")
     codes = {f.code for f in errors(findings)}
     assert codes == {"target-archive-layout", "target-unknown-field"}
     paths = {f.path for f in findings if f.code == "target-unknown-field"}
@@ -124,13 +131,13 @@ def test_strict_release_blocks_unknown_fields():
 
 def test_flat_zip_only_release_blocks_pt2_layout():
     with serde.load(fixture("2.14.1", "mlp_dynamic")) as a:
-        findings = compat.check_target(a, "2.6")
+        findings = compat_plan.check_target(a, "2.6")
     assert findings[0].code == "target-archive-layout" and "flat zip" in findings[0].message
 
 
 def test_schema_major_must_match():
     with serde.load(fixture("2.14.1", "mlp_dynamic")) as a:
-        findings = compat.check_target(a, "7.3")
+        findings = compat_plan.check_target(a, "7.3")
     assert any(f.code == "target-schema-major" for f in findings)
 
 
@@ -145,8 +152,8 @@ def test_unknown_enum_value_and_union_member_block(tmp_path):
 
     path = patched(tmp_path, fixture("2.14.1", "mlp_dynamic"), edit)
     with serde.load(path) as a:
-        assert errors(compat.check_target(a, "2.14")) == []
-        findings = errors(compat.check_target(a, "torch==2.10"))
+        assert errors(compat_plan.check_target(a, "2.14")) == []
+        findings = errors(compat_plan.check_target(a, "torch==2.10"))
     by_code = {f.code: f for f in findings}
     assert set(by_code) == {"target-unknown-enum-value", "target-unknown-union-member"}
     assert by_code["target-unknown-union-member"].path == edit.where
@@ -154,7 +161,7 @@ def test_unknown_enum_value_and_union_member_block(tmp_path):
     assert by_code["target-unknown-enum-value"].member == "mlp_dynamic/models/model.json"
     # still fine for the releases that know them
     with serde.load(path) as a:
-        assert errors(compat.check_target(a, "2.12")) == []
+        assert errors(compat_plan.check_target(a, "2.12")) == []
 
 
 def test_check_target_via_validate_cli(capsys):
@@ -235,7 +242,7 @@ def test_rewrite_2_14_for_2_10(tmp_path, case, capsys):
     assert rewrite_for_target(src, dst, "8.15") == 0
     with serde.load(dst) as a:
         assert a.schema_version == (8, 15)
-        assert compat.check_target(a, "torch==2.10") == []
+        assert compat_plan.check_target(a, "torch==2.10") == []
         with serde.load(src) as b:
             np.testing.assert_equal(
                 {k: np.asarray(v) for k, v in a.model().state_dict.items()},
@@ -259,7 +266,7 @@ def test_convert_cli(tmp_path, capsys):
     dst = tmp_path / "o.pt2"
     assert main(["convert", fixture("2.13.0", "tied_weights"), "--to", "pt2", "--target-schema", "torch==2.9", "-o", str(dst)]) == 0
     with serde.load(dst) as a:
-        assert a.schema_version == (8, 14) and compat.check_target(a, "2.9") == []
+        assert a.schema_version == (8, 14) and compat_plan.check_target(a, "2.9") == []
     assert main(["convert", fixture("2.13.0", "tied_weights"), "--to", "pt2", "-o", str(dst)]) == 2
     capsys.readouterr()
 
@@ -282,7 +289,7 @@ def test_torch_2_13_loads_rewritten_2_14_file(tmp_path):
 
 def as_schema_7(doc: dict) -> dict:
     """Write an 8.x program the way torch 2.5 (schema 7.3) did: () for as_none, inf bounds, no 8.x fields."""
-    _, _, snap7 = compat.target_snapshot((7, 3))
+    _, _, snap7 = compat_releases.target_snapshot((7, 3))
     doc, _ = compat.downgrade({**doc, "schema_version": {"major": 7, "minor": 3}}, (7, 3))
 
     def walk(v):
@@ -307,7 +314,7 @@ def test_upgrade_7_to_8():
     doc7 = as_schema_7(doc8)
     text = json.dumps(doc7)  # as torch 2.5 wrote it: bare Infinity, [] for None
     assert "Infinity" in text and '"as_none": []' in text
-    up = compat.upgrade_to_current(json.loads(text))
+    up = compat_upgrade.upgrade_to_current(json.loads(text))
     assert up["schema_version"] == {"major": 8, "minor": 0}
     assert up["range_constraints"] == {"s0": {"min_val": 1, "max_val": None}}
     assert up["graph_module"]["graph"]["outputs"][-1] == {"as_none": True}
@@ -317,7 +324,7 @@ def test_upgrade_7_to_8():
 
 def test_upgrade_leaves_8x_alone():
     _, doc = model_json(fixture("2.14.1", "cond"))
-    assert compat.upgrade_to_current(doc) is doc
+    assert compat_upgrade.upgrade_to_current(doc) is doc
 
 
 def test_upgrade_refuses_what_is_not_mechanical():
@@ -325,15 +332,15 @@ def test_upgrade_refuses_what_is_not_mechanical():
     doc7 = as_schema_7(doc8)
     doc7["graph_module"]["graph"]["outputs"].append({"as_mystery": 1})
     with pytest.raises(SchemaVersionError, match=r"unsupported: schema 7\.3, written by torch .*; supported 8\.0–8\.20") as e:
-        compat.upgrade_to_current(doc7)
+        compat_upgrade.upgrade_to_current(doc7)
     assert e.value.path.startswith("graph_module.graph.outputs[")
 
 
 def test_upgrade_refuses_other_majors():
     with pytest.raises(SchemaVersionError, match=r"unsupported: schema 6\.1"):
-        compat.upgrade_to_current({"schema_version": {"major": 6, "minor": 1}})
+        compat_upgrade.upgrade_to_current({"schema_version": {"major": 6, "minor": 1}})
     with pytest.raises(SchemaVersionError, match=r"newest known 7\.x is 7\.3"):
-        compat.upgrade_to_current({"schema_version": {"major": 7, "minor": 9}})
+        compat_upgrade.upgrade_to_current({"schema_version": {"major": 7, "minor": 9}})
 
 
 def test_reader_upgrades_a_7x_archive(tmp_path):
@@ -355,7 +362,7 @@ def test_flat_2_6_file_reads_everywhere(case):
     with serde.load(fixture("2.6.0", case)) as a:
         assert a.layout == "flat"
         for target in ("2.6", "2.8", "torch==2.10", "2.14"):
-            assert compat.check_target(a, target) == [], target
+            assert compat_plan.check_target(a, target) == [], target
 
 
 def test_rewrite_flat_archive_keeps_layout(tmp_path):
@@ -365,4 +372,4 @@ def test_rewrite_flat_archive_keeps_layout(tmp_path):
         assert zs.namelist() == zd.namelist()
         assert [n for n in zs.namelist() if zs.read(n) != zd.read(n)] == []  # already 8.2 content
     with serde.load(dst) as a:
-        assert a.layout == "flat" and compat.check_target(a, "2.6") == []
+        assert a.layout == "flat" and compat_plan.check_target(a, "2.6") == []
