@@ -1,4 +1,7 @@
-"""Scalar types: schema ``ScalarType`` <-> numpy, and torch's type promotion.
+"""Scalar types for lowerings: numpy dtypes, categories and torch's type promotion.
+
+The facts (numpy names, item sizes, categories) come from ``schema.dtypes``; this module
+adds the promotion rules.
 
 Lowerings need promotion where the program does not spell the result type out: the
 inputs of a comparison or of ``where`` are promoted before the op, but only the (bool)
@@ -12,9 +15,9 @@ dtype, float32; a Python int means int64).
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
+from ..schema import dtypes
 from ..schema.definitions import ScalarType as ST
 
 __all__ = [
@@ -24,67 +27,50 @@ __all__ = [
 
 DEFAULT_FLOAT = ST.FLOAT
 
-_NUMPY: dict[ST, np.dtype] = {
-    ST.BYTE: np.dtype(np.uint8), ST.CHAR: np.dtype(np.int8), ST.SHORT: np.dtype(np.int16),
-    ST.INT: np.dtype(np.int32), ST.LONG: np.dtype(np.int64), ST.HALF: np.dtype(np.float16),
-    ST.FLOAT: np.dtype(np.float32), ST.DOUBLE: np.dtype(np.float64),
-    ST.COMPLEXFLOAT: np.dtype(np.complex64), ST.COMPLEXDOUBLE: np.dtype(np.complex128),
-    ST.BOOL: np.dtype(np.bool_), ST.BFLOAT16: np.dtype(ml_dtypes.bfloat16),
-    ST.UINT16: np.dtype(np.uint16), ST.UINT32: np.dtype(np.uint32), ST.UINT64: np.dtype(np.uint64),
-    ST.FLOAT8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn), ST.FLOAT8E5M2: np.dtype(ml_dtypes.float8_e5m2),
-    ST.FLOAT8E4M3FNUZ: np.dtype(ml_dtypes.float8_e4m3fnuz),
-    ST.FLOAT8E5M2FNUZ: np.dtype(ml_dtypes.float8_e5m2fnuz),
-    ST.FLOAT8E8M0FNU: np.dtype(ml_dtypes.float8_e8m0fnu),
-}
-_FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
-
-_INTS = (ST.BYTE, ST.CHAR, ST.SHORT, ST.INT, ST.LONG, ST.UINT16, ST.UINT32, ST.UINT64)
-_FLOATS = (ST.HALF, ST.BFLOAT16, ST.FLOAT, ST.DOUBLE, ST.FLOAT8E4M3FN, ST.FLOAT8E5M2,
-           ST.FLOAT8E4M3FNUZ, ST.FLOAT8E5M2FNUZ, ST.FLOAT8E8M0FNU)
-_COMPLEX = (ST.COMPLEXHALF, ST.COMPLEXFLOAT, ST.COMPLEXDOUBLE)
-
 
 def to_numpy(st: ST) -> np.dtype:
-    try:
-        return _NUMPY[ST(st)]
-    except KeyError:
-        raise ValueError(f"no numpy dtype for {ST(st).name}") from None
+    np_dtype = dtypes.numpy_dtype(ST(st))
+    if np_dtype is None:
+        raise ValueError(f"no numpy dtype for {ST(st).name}")
+    return np_dtype
 
 
 def from_numpy(dt) -> ST:
-    try:
-        return _FROM_NUMPY[np.dtype(dt)]
-    except KeyError:
-        raise ValueError(f"no ScalarType for numpy dtype {np.dtype(dt)}") from None
+    st = dtypes.from_numpy(dt)
+    if st is None:
+        raise ValueError(f"no ScalarType for numpy dtype {np.dtype(dt)}")
+    return st
 
 
 def category(st: ST) -> int:
-    """0 bool, 1 integer, 2 floating, 3 complex."""
-    if st == ST.BOOL:
-        return 0
-    if st in _INTS:
-        return 1
-    if st in _FLOATS:
-        return 2
-    if st in _COMPLEX:
-        return 3
-    raise ValueError(f"no category for {ST(st).name}")
+    """0 bool, 1 integer, 2 floating, 3 complex (``schema.dtypes.CATEGORIES``)."""
+    try:
+        return dtypes.CATEGORIES.index(dtypes.row(st).category)
+    except ValueError:
+        raise ValueError(f"no category for {ST(st).name}") from None
+
+
+def _in_category(st: ST, name: str) -> bool:
+    try:
+        return dtypes.row(st).category == name
+    except ValueError:
+        return False
 
 
 def is_floating(st: ST) -> bool:
-    return st in _FLOATS
+    return _in_category(st, "float")
 
 
 def is_integral(st: ST, include_bool: bool = False) -> bool:
-    return st in _INTS or (include_bool and st == ST.BOOL)
+    return _in_category(st, "int") or (include_bool and st == ST.BOOL)
 
 
 def is_complex(st: ST) -> bool:
-    return st in _COMPLEX
+    return _in_category(st, "complex")
 
 
 def itemsize(st: ST) -> int:
-    return 4 if st == ST.COMPLEXHALF else to_numpy(st).itemsize
+    return dtypes.row(st).itemsize
 
 
 def promote_types(a: ST, b: ST) -> ST:

@@ -3,7 +3,8 @@
 A stored tensor is a storage (raw bytes) plus sizes, strides and a storage offset in
 elements. The array is a strided, read-only view over those bytes — never a copy — so
 shared storages (tied weights, slices) stay shared and non-contiguous tensors keep
-torch's strides. bfloat16 and float8 use ``ml_dtypes``.
+torch's strides. dtypes come from ``schema.dtypes`` (bfloat16 and float8 through ``ml_dtypes``,
+imported only when a file holds them).
 
 ``check_view`` is the one check every stored tensor passes, whichever layout it comes
 from (the raw files of torch >= 2.10 here, the pickles of older releases in
@@ -16,12 +17,12 @@ bounded by ``limits.MAX_AMPLIFIED_BYTES``, so a small file cannot stand for tera
 
 from __future__ import annotations
 
-import functools
 import reprlib
 from typing import Sequence
 
 import numpy as np
 
+from ...schema import dtypes
 from ...schema.definitions import ScalarType
 from .. import limits
 from ..errors import LimitExceededError, TensorDataError
@@ -143,53 +144,13 @@ def check_view(
     return numel
 
 
-_NUMPY_NATIVE = {
-    ScalarType.BYTE: np.uint8,
-    ScalarType.CHAR: np.int8,
-    ScalarType.SHORT: np.int16,
-    ScalarType.INT: np.int32,
-    ScalarType.LONG: np.int64,
-    ScalarType.HALF: np.float16,
-    ScalarType.FLOAT: np.float32,
-    ScalarType.DOUBLE: np.float64,
-    ScalarType.COMPLEXFLOAT: np.complex64,
-    ScalarType.COMPLEXDOUBLE: np.complex128,
-    ScalarType.BOOL: np.bool_,
-    ScalarType.UINT16: np.uint16,
-    ScalarType.UINT32: np.uint32,
-    ScalarType.UINT64: np.uint64,
-}
-# Types numpy lacks, by ml_dtypes attribute name. ml_dtypes is imported only when a file
-# holds one of them: its import costs more than the rest of a cold load of an fp32 model.
-_ML_DTYPES = {
-    ScalarType.BFLOAT16: "bfloat16",
-    ScalarType.FLOAT8E4M3FN: "float8_e4m3fn",
-    ScalarType.FLOAT8E5M2: "float8_e5m2",
-    ScalarType.FLOAT8E4M3FNUZ: "float8_e4m3fnuz",
-    ScalarType.FLOAT8E5M2FNUZ: "float8_e5m2fnuz",
-    ScalarType.FLOAT8E8M0FNU: "float8_e8m0fnu",
-}
-
-
-@functools.cache
-def _dtype(st: ScalarType) -> np.dtype | None:
-    if st in _NUMPY_NATIVE:
-        return np.dtype(_NUMPY_NATIVE[st])
-    if st in _ML_DTYPES:
-        import ml_dtypes
-
-        t = getattr(ml_dtypes, _ML_DTYPES[st], None)
-        return None if t is None else np.dtype(t)
-    return None  # UNKNOWN, COMPLEXHALF: no numpy equivalent
-
-
 def numpy_dtype(dtype: ScalarType | int, *, member: str | None = None, path: str | None = None) -> np.dtype:
     """The numpy dtype for a schema ScalarType; a clear error for ones numpy can't hold (complex32)."""
     try:
         st = ScalarType(dtype)
     except ValueError:
         raise TensorDataError(f"unknown dtype {dtype}", member=member, path=path) from None
-    np_dtype = _dtype(st)
+    np_dtype = dtypes.numpy_dtype(st)
     if np_dtype is None:
         raise TensorDataError(f"dtype {st.name} has no numpy equivalent", member=member, path=path)
     return np_dtype

@@ -45,9 +45,9 @@ import zipfile
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
+from ...schema import dtypes
 from .. import limits
 from ..errors import LimitExceededError, Pt2Error, Pt2FormatError, TensorDataError, UnsafeContentError
 from ..archive.tensor_data import ViewBudget, brief_repr, check_view
@@ -61,70 +61,31 @@ __all__ = [
     "find_data_pkl",
     "pickle_globals",
     "describe_pickle",
-    "DTYPES",
 ]
 
 # ---------------------------------------------------------------------------------------
 # dtypes
 
-DTYPES: dict[str, np.dtype] = {
-    "float64": np.dtype(np.float64),
-    "float32": np.dtype(np.float32),
-    "float16": np.dtype(np.float16),
-    "bfloat16": np.dtype(ml_dtypes.bfloat16),
-    "int64": np.dtype(np.int64),
-    "int32": np.dtype(np.int32),
-    "int16": np.dtype(np.int16),
-    "int8": np.dtype(np.int8),
-    "uint8": np.dtype(np.uint8),
-    "uint16": np.dtype(np.uint16),
-    "uint32": np.dtype(np.uint32),
-    "uint64": np.dtype(np.uint64),
-    "bool": np.dtype(np.bool_),
-    "complex128": np.dtype(np.complex128),
-    "complex64": np.dtype(np.complex64),
-    "float8_e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn),
-    "float8_e5m2": np.dtype(ml_dtypes.float8_e5m2),
-    "float8_e4m3fnuz": np.dtype(ml_dtypes.float8_e4m3fnuz),
-    "float8_e5m2fnuz": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "float8_e8m0fnu": np.dtype(ml_dtypes.float8_e8m0fnu),
-}
-"""torch dtype name (as pickled: ``GLOBAL 'torch float32'``) -> numpy dtype."""
-
-# torch dtypes a pickle may name but pt2x cannot turn into arrays (no numpy equivalent).
-_KNOWN_UNSUPPORTED_DTYPES = frozenset(
-    "complex32 float4_e2m1fn_x2 bits1x8 bits2x4 bits4x2 bits8 bits16 qint8 qint32 quint8 "
-    "quint4x2 quint2x4 uint1 uint2 uint3 uint4 uint5 uint6 uint7 int1 int2 int3 int4 int5 "
-    "int6 int7".split()
-)
-
-# Legacy typed storage classes (``GLOBAL 'torch FloatStorage'``) -> element dtype name.
-_STORAGE_DTYPES = {
-    "DoubleStorage": "float64",
-    "FloatStorage": "float32",
-    "HalfStorage": "float16",
-    "LongStorage": "int64",
-    "IntStorage": "int32",
-    "ShortStorage": "int16",
-    "CharStorage": "int8",
-    "ByteStorage": "uint8",
-    "BoolStorage": "bool",
-    "BFloat16Storage": "bfloat16",
-    "ComplexDoubleStorage": "complex128",
-    "ComplexFloatStorage": "complex64",
-    "QInt8Storage": "qint8",
-    "QInt32Storage": "qint32",
-    "QUInt8Storage": "quint8",
-    "QUInt4x2Storage": "quint4x2",
-    "QUInt2x4Storage": "quint2x4",
-}
-
-
 def _np_dtype(name: str) -> np.dtype:
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise TensorDataError(f"tensor dtype {name} has no numpy equivalent; not supported") from None
+    """The numpy dtype of a pickled torch dtype name (``float32``), from ``schema.dtypes``."""
+    r = dtypes.by_torch_name(name)
+    np_dtype = None if r is None else dtypes.numpy_dtype(r.scalar_type)
+    if np_dtype is None:
+        raise TensorDataError(f"tensor dtype {name} has no numpy equivalent; not supported")
+    return np_dtype
+
+
+def _readable(name: str) -> bool:
+    """Whether arrays of the torch dtype ``name`` can be made (it has a numpy type)."""
+    r = dtypes.by_torch_name(name)
+    return r is not None and r.numpy_name is not None
+
+
+def _storage_dtypes() -> dict[str, str]:
+    """Legacy typed storage class (``GLOBAL 'torch FloatStorage'``) -> element dtype name."""
+    out = {r.storage_class: r.torch_name for r in dtypes.ROWS if r.storage_class}
+    out.update(dtypes.TORCH_ONLY_STORAGE_CLASSES)
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -355,11 +316,11 @@ def _make_allowlist() -> dict[tuple[str, str], Any]:
         ("__builtin__", "bytearray", _bytearray),
     ]:
         table[(mod, name)] = _Builder(fn, f"{mod}.{name}")
-    for sname, dname in _STORAGE_DTYPES.items():
+    for sname, dname in _storage_dtypes().items():
         table[("torch", sname)] = _StorageType(sname, dname)
     for mod in ("torch", "torch.storage"):
         table[(mod, "UntypedStorage")] = _StorageType("UntypedStorage", None)
-    for dname in (*DTYPES, *_KNOWN_UNSUPPORTED_DTYPES):
+    for dname in (*(r.torch_name for r in dtypes.ROWS), *dtypes.TORCH_ONLY_DTYPES):
         table[("torch", dname)] = TorchDtype(dname)
     for qual in _TENSOR_TYPES:
         mod, _, name = qual.rpartition(".")
@@ -397,7 +358,7 @@ class _Unpickler(pickle.Unpickler):
             raise TensorDataError(f"bad storage key {brief_repr(key)}", member=self._where, path=self._inner)
         if not isinstance(location, str) or not _is_int(numel) or numel < 0:
             raise TensorDataError(f"bad storage location/numel in {brief_repr(pid)}", member=self._where, path=self._inner)
-        if stype.dtype is not None and stype.dtype not in DTYPES:
+        if stype.dtype is not None and not _readable(stype.dtype):
             raise TensorDataError(f"storage type {stype.name} ({stype.dtype}) not supported",
                                   member=self._where, path=self._inner)
         return _Storage(key, stype, location, numel)
@@ -717,7 +678,7 @@ class _Materializer:
                 buf = memoryview(buf)
             self._raw[st.key] = buf
         nbytes = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
-        item = DTYPES[st.stype.dtype].itemsize if st.stype.dtype else 1
+        item = dtypes.by_torch_name(st.stype.dtype).itemsize if st.stype.dtype else 1
         if nbytes != st.numel * item:
             raise TensorDataError(
                 f"storage {st.key!r}: {nbytes} bytes, expected numel {brief_repr(st.numel)} x {item}",

@@ -22,6 +22,7 @@ import sys
 import torch
 
 from ...schema import definitions as d
+from ...schema import dtypes
 from ..errors import Pt2FormatError
 
 __all__ = ["resolve_target", "resolve_meta_func", "DTYPES", "LAYOUTS", "MEMORY_FORMATS", "SYM_OPS"]
@@ -30,33 +31,12 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 # ------------------------------------------------------------------ enum tables
 
+# schema.dtypes' torch-name column as torch objects (the float8s only where this torch has them)
 DTYPES: dict[d.ScalarType, torch.dtype] = {
-    d.ScalarType.BYTE: torch.uint8,
-    d.ScalarType.CHAR: torch.int8,
-    d.ScalarType.SHORT: torch.int16,
-    d.ScalarType.INT: torch.int32,
-    d.ScalarType.LONG: torch.int64,
-    d.ScalarType.HALF: torch.float16,
-    d.ScalarType.FLOAT: torch.float32,
-    d.ScalarType.DOUBLE: torch.float64,
-    d.ScalarType.COMPLEXHALF: torch.complex32,
-    d.ScalarType.COMPLEXFLOAT: torch.complex64,
-    d.ScalarType.COMPLEXDOUBLE: torch.complex128,
-    d.ScalarType.BOOL: torch.bool,
-    d.ScalarType.BFLOAT16: torch.bfloat16,
-    d.ScalarType.UINT16: torch.uint16,
-    d.ScalarType.UINT32: torch.uint32,
-    d.ScalarType.UINT64: torch.uint64,
+    r.scalar_type: getattr(torch, r.torch_name)
+    for r in dtypes.ROWS
+    if isinstance(getattr(torch, r.torch_name, None), torch.dtype)
 }
-for _name, _st in (
-    ("float8_e4m3fn", d.ScalarType.FLOAT8E4M3FN),
-    ("float8_e5m2", d.ScalarType.FLOAT8E5M2),
-    ("float8_e4m3fnuz", d.ScalarType.FLOAT8E4M3FNUZ),
-    ("float8_e5m2fnuz", d.ScalarType.FLOAT8E5M2FNUZ),
-    ("float8_e8m0fnu", d.ScalarType.FLOAT8E8M0FNU),
-):
-    if isinstance(getattr(torch, _name, None), torch.dtype):
-        DTYPES[_st] = getattr(torch, _name)
 
 LAYOUTS = {
     d.Layout.SparseCoo: torch.sparse_coo,

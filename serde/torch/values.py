@@ -1,10 +1,11 @@
 """Torch values -> schema values: enum tables, symbolic values, tensor metadata.
 
 Value-level conversions shared by the export bridge; nothing here knows about graphs.
-Torch is imported lazily (``tables()`` builds the torch-keyed tables once).
+Torch is imported lazily (``tables()`` builds the torch-keyed tables once, from ``ops``'
+schema-keyed ones).
 
 Symbolic expressions are printed as torch prints them: ``sympy.srepr`` of the
-expression for ``SymExpr.expr_str`` (e.g. ``Symbol('s77', integer=True, positive=True)``),
+expression for ``SymExpr.expr_str`` (e.g. ``Symbol('s77', positive=True, integer=True)``),
 ``str`` of the symbol for range-constraint keys.
 """
 
@@ -14,47 +15,19 @@ import functools
 
 from ...schema import definitions as d
 
-# torch attribute name -> schema enum member (facts from torch's export schema)
-DTYPES = {
-    "uint8": d.ScalarType.BYTE, "int8": d.ScalarType.CHAR, "uint16": d.ScalarType.UINT16,
-    "int16": d.ScalarType.SHORT, "int32": d.ScalarType.INT, "int64": d.ScalarType.LONG,
-    "float16": d.ScalarType.HALF, "float32": d.ScalarType.FLOAT, "float64": d.ScalarType.DOUBLE,
-    "complex32": d.ScalarType.COMPLEXHALF, "complex64": d.ScalarType.COMPLEXFLOAT,
-    "complex128": d.ScalarType.COMPLEXDOUBLE, "bool": d.ScalarType.BOOL, "bfloat16": d.ScalarType.BFLOAT16,
-    "float8_e4m3fn": d.ScalarType.FLOAT8E4M3FN, "float8_e5m2": d.ScalarType.FLOAT8E5M2,
-    "float8_e4m3fnuz": d.ScalarType.FLOAT8E4M3FNUZ, "float8_e5m2fnuz": d.ScalarType.FLOAT8E5M2FNUZ,
-    "float8_e8m0fnu": d.ScalarType.FLOAT8E8M0FNU, "uint32": d.ScalarType.UINT32, "uint64": d.ScalarType.UINT64,
-}
-LAYOUTS = {
-    "sparse_coo": d.Layout.SparseCoo, "sparse_csr": d.Layout.SparseCsr, "sparse_csc": d.Layout.SparseCsc,
-    "sparse_bsr": d.Layout.SparseBsr, "sparse_bsc": d.Layout.SparseBsc, "_mkldnn": d.Layout._mkldnn,
-    "strided": d.Layout.Strided,
-}
-MEMORY_FORMATS = {
-    "contiguous_format": d.MemoryFormat.ContiguousFormat, "channels_last": d.MemoryFormat.ChannelsLast,
-    "channels_last_3d": d.MemoryFormat.ChannelsLast3d, "preserve_format": d.MemoryFormat.PreserveFormat,
-}
-# Python-level symbolic operators torch.export leaves in graphs (module, name).
-SYM_OPS = [
-    ("operator", n) for n in (
-        "eq ne le ge lt gt neg pos mul add sub floordiv mod pow truediv and_ or_ lshift rshift".split()
-    )
-] + [("math", "trunc")] + [
-    ("torch", n) for n in "sym_not sym_int sym_float sym_ite sym_max sym_min sym_sqrt".split()
-]
-
 
 class Tables:
     def __init__(self):
-        import importlib
-
         import torch
 
+        from . import ops
+
         self.torch = torch
-        self.dtype = {getattr(torch, k): v for k, v in DTYPES.items() if hasattr(torch, k)}
-        self.layout = {getattr(torch, k): v for k, v in LAYOUTS.items() if hasattr(torch, k)}
-        self.memory_format = {getattr(torch, k): v for k, v in MEMORY_FORMATS.items()}
-        self.sym_ops = {getattr(importlib.import_module(m), n) for m, n in SYM_OPS}
+        # the bridge's enum tables (schema -> torch, ``ops``) read the other way
+        self.dtype = {v: k for k, v in ops.DTYPES.items()}
+        self.layout = {v: k for k, v in ops.LAYOUTS.items()}
+        self.memory_format = {v: k for k, v in ops.MEMORY_FORMATS.items()}
+        self.sym_ops = ops.SYM_OPS
         from torch.fx.experimental import symbolic_shapes as ss
 
         self.is_concrete_int = ss.is_concrete_int

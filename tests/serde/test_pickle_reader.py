@@ -14,6 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from pt2x.schema import dtypes  # noqa: E402
 from pt2x.serde import limits
 from pt2x.serde.codec import pickle_reader  # noqa: E402
 from pt2x.serde.errors import (  # noqa: E402
@@ -56,10 +57,10 @@ def assert_same(arr: np.ndarray, t) -> None:
 
 
 def _torch_name(dt: np.dtype) -> str:
-    for name, d in pickle_reader.DTYPES.items():
-        if d == dt:
-            return name
-    raise AssertionError(dt)
+    st = dtypes.from_numpy(dt)
+    if st is None:
+        raise AssertionError(dt)
+    return dtypes.row(st).torch_name
 
 
 def make_zip(pkl: bytes, storages: dict[str, bytes] | None = None, byteorder: str | None = "little",
