@@ -373,3 +373,44 @@ def test_rewrite_flat_archive_keeps_layout(tmp_path):
         assert [n for n in zs.namelist() if zs.read(n) != zd.read(n)] == []  # already 8.2 content
     with serde.load(dst) as a:
         assert a.layout == "flat" and compat_plan.check_target(a, "2.6") == []
+
+
+# ------------------------------------------------------- one planner, every path
+
+PLAN_TARGETS = ["8.8", "8.14", "8.15", "8.20"]
+RELEASES = ["2.6.0", "2.8.0", "2.10.0", "2.14.1"]
+
+
+@pytest.mark.parametrize("target", PLAN_TARGETS)
+@pytest.mark.parametrize("release", RELEASES)
+def test_validate_verdict_is_what_convert_writes(tmp_path, capsys, release, target):
+    # validate --target and convert --to pt2 --target-schema ask the same planner: for every
+    # fixture, "valid for the target" and "writable" are exactly "convert writes a file".
+    for case in CASES:
+        src, dst = fixture(release, case), tmp_path / f"{release}-{case}.pt2"
+        assert main(["validate", src, "--target-schema", target, "--json"]) in (0, 1)
+        verdict = json.loads(capsys.readouterr().out)
+        rc = main(["convert", src, "--to", "pt2", "--target-schema", target, "-o", str(dst)])
+        capsys.readouterr()
+        assert rc in (0, 1) and (rc == 0) == dst.exists()
+        assert verdict["valid"] == verdict["writable"] == (rc == 0), (release, case, target, verdict["findings"])
+
+
+def test_plan_refuses_pt2_layouts_older_releases_cannot_read():
+    # the layout step is the planner's, so every path refuses 8.8 for raw weights the same way
+    with serde.load(fixture("2.14.1", "mlp_dynamic")) as a:
+        plan = compat_plan.plan_for_target(a, "8.8")
+    assert not plan.writable and plan.members == []
+    assert [f.code for f in plan.blockers] == ["target-archive-layout"]
+    with serde.load(fixture("2.8.0", "mlp_dynamic")) as a:  # pickled weights: 2.8 reads them
+        assert compat_plan.plan_for_target(a, "8.8").writable
+
+
+def test_write_for_target_raises_with_the_plan(tmp_path):
+    dst = tmp_path / "out.pt2"
+    with pytest.raises(compat_plan.TargetNotWritable) as e:
+        compat_plan.write_for_target(fixture("2.14.1", "cond"), dst, "torch==2.8")
+    assert isinstance(e.value, Pt2UsageError) and not dst.exists()
+    assert "target-archive-layout" in {f.code for f in e.value.plan.blockers}
+    plan = compat_plan.write_for_target(fixture("2.14.1", "cond"), dst, (8, 15))
+    assert plan.writable and plan.version == (8, 15) and dst.exists()
