@@ -119,7 +119,7 @@ class StageResult:
     outcome: str  # ok | pt2error:<Class> | escape:<Type> | timeout | memory | crash | generror:<Type>
     exception: str | None = None  # exception type, or "signal SIGSEGV" / "exit 3" for a dead worker
     message: str | None = None
-    site: str | None = None  # innermost pt2x frame: "serde/json_codec.py:123 (_decode)"
+    site: str | None = None  # innermost pt2x frame: "serde/codec/json_codec.py:123 (_decode)"
     frame: str | None = None  # innermost frame anywhere (numpy, zipfile, ...)
     seconds: float = 0.0
 
