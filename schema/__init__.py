@@ -1,7 +1,11 @@
 """pt2x.schema: torch.export's serialization schema (8.x) as typed Python definitions.
 
-``definitions`` holds every struct, union and enum; ``version`` says what pt2x writes
-and reads. Everything else (codec, snapshots, validators) is derived from these.
+``definitions`` holds every struct, union and enum (built from ``kinds``); ``version`` says
+what pt2x writes and reads; ``dtypes`` is the one ``ScalarType`` table; ``walk`` the one walk
+over arguments, subgraphs and signature kinds; ``snapshot`` the canonical snapshot format
+(``snapshots/``: this release's schema and torch releases') and ``diff`` the rules for
+comparing two. Everything else (codec, validators, converters) is derived from these. Imports
+no layer above it.
 """
 
 from . import definitions

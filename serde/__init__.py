@@ -1,9 +1,14 @@
 """pt2x.serde: .pt2 bytes <-> schema objects <-> torch.
 
-Torch-free: ``load`` (zip -> checked models with numpy weights), the JSON codec, the
-restricted symbolic-expression parser, the data-only unpickler for older layouts.
-Needs torch (imported lazily, only by ``bridge``): ``save``, ``load_exported_program``,
-``to_schema``, ``from_schema``.
+Torch-free: ``load`` (zip -> checked models with numpy weights). Needs torch (imported on
+first use, only under ``serde.torch``): ``save``, ``load_exported_program``, ``to_schema``,
+``from_schema``. The names in ``__all__`` are the public API.
+
+Inside: ``archive/`` (the zip reader and writer, the layouts of each torch release, tensor
+data), ``codec/`` (JSON, symbolic expressions, the data-only unpickler, the 7.x upgrader),
+``compat/`` (what a target release can read, and the one downgrade planner), ``torch/`` (the
+bridge), ``validate`` (``pt2x validate``'s checks), ``findings``, and ``errors`` and ``limits``,
+which every layer above uses.
 """
 
 from __future__ import annotations

@@ -1,1 +1,7 @@
-"""Codecs: the strict JSON codec, the restricted symbolic-expression parser, the data-only unpickler."""
+"""The codecs: member bytes <-> schema objects, and the formats embedded in them.
+
+``json_codec`` (the strict JSON codec, compiled from the schema), ``symbolic`` (the restricted
+parser for shape expressions: nothing is evaluated), ``pickle_reader`` (the data-only reader for
+the tensor pickles of older layouts: it imports and calls nothing) and ``upgrade`` (schema 7.x
+programs lifted to 8.x). Torch-free.
+"""
