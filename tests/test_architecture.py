@@ -43,18 +43,22 @@ COMES_WITH = {"sympy": "torch"}  # torch's symbolic shapes, used only under pt2x
 
 def _library_imports() -> dict[str, set[str]]:
     """Third-party top-level module -> the pt2x modules that import it (lazily or not), leaving out
-    the project's scripts in tools/ (benchmarks, fuzzer, generators): users install extras for the
-    library, not for those."""
+    the project's scripts in tools/ (benchmarks, fuzzer, generators) unless the library itself
+    imports them: users install extras for the library, not for the scripts."""
     import grimp
 
     graph = grimp.build_graph("pt2x", include_external_packages=True)
     scripts = {f"pt2x.tools.{os.path.splitext(name)[0]}" for name in tool_scripts()}
     scripts.add("pt2x.tools.fuzz_mutations")  # the fuzzer's mutations, a part of the script
+    ours = {m for m in graph.modules if m == "pt2x" or m.startswith("pt2x.")}
+    library = ours - scripts
+    for module in list(library):
+        library |= graph.find_upstream_modules(module) & ours
     found: dict[str, set[str]] = {}
-    for module in graph.modules:
-        if module.startswith("pt2x") or module in sys.stdlib_module_names or module == "__future__":
+    for module in graph.modules - ours:
+        if module in sys.stdlib_module_names or module == "__future__":
             continue
-        users = {m for m in graph.find_modules_that_directly_import(module) if m not in scripts}
+        users = graph.find_modules_that_directly_import(module) & library
         if users:
             found[module] = users
     return found
