@@ -338,18 +338,41 @@ def from_schema(
 
 
 def _from_schema(program, state_dict, constants, example_inputs, member, copy, not_loaded):
-    from torch.export.exported_program import ExportedProgram, _create_graph_module_for_export
-
-    from .graph_builder import GraphBuilder
-    from .shape_env import SymbolicContext
-
+    """The phases, in order: which state the graph needs; that the archive has it; the
+    graph module; the tensors; that they fit the graph; metadata and verifiers; assembly."""
     gm_s = program.graph_module
-    g = gm_s.graph
+    needed, params, mutated = _state_needed(gm_s.signature)
+    _check_state_present(needed, state_dict, constants, not_loaded, member)
+    sym = _symbolic_context(program, member)
+    gm, gb, signature, mcg = _graph_module(gm_s, sym, constants, member)
+    # State the program writes (mutation outputs, in-place ops on its placeholders) must
+    # not live in read-only memory.
+    by_placeholder = {ph: fqn for fqn, (_, ph) in needed.items()}
+    mutated |= {by_placeholder[n] for n in _written_state(gm) if n in by_placeholder}
+    sd, consts = _state_tensors(state_dict, constants, needed, params, gm_s.graph.tensor_values,
+                                copy=True if copy else mutated, member=member)
+    _check_state_fits_graph(needed, sd, consts, gb.st, member)
+    gm.meta = _graph_module_meta(gm_s, member)
+    verifiers = _verifiers(program, member)
+    try:
+        ep = _exported_program(gm, signature, sd, consts, sym, mcg, example_inputs, verifiers)
+    except Pt2Error:
+        raise
+    except Exception as e:  # torch's own consistency checks (signature vs graph vs state)
+        raise Pt2FormatError(
+            f"torch rejected the program ({type(e).__name__}: {str(e)[:500]})",
+            member=member,
+        ) from None
+    ep._guards_code = list(program.guards_code)
+    return ep
 
-    # which state the graph needs, as what
-    params: dict[str, str] = {}  # fqn -> placeholder name
-    needed: dict[str, tuple[str, str]] = {}  # fqn -> (kind, placeholder)
-    for s in gm_s.signature.input_specs:
+
+def _state_needed(sig: d.GraphSignature):
+    """(fqn -> (kind, placeholder) for every state input, fqn -> placeholder for parameters,
+    fqns the signature says the program mutates)."""
+    params: dict[str, str] = {}
+    needed: dict[str, tuple[str, str]] = {}
+    for s in sig.input_specs:
         t, v = s.type, s.value
         if t == "parameter":
             params[v.parameter_name] = v.arg.name
@@ -360,9 +383,13 @@ def _from_schema(program, state_dict, constants, example_inputs, member, copy, n
             needed[v.tensor_constant_name] = ("tensor constant", v.arg.name)
         elif t == "custom_obj":
             needed[v.custom_obj_name] = ("custom object", v.arg.name)
-    mutated = {s.value.buffer_name for s in gm_s.signature.output_specs if s.type == "buffer_mutation"}
-    mutated |= {s.value.parameter_name for s in gm_s.signature.output_specs if s.type == "parameter_mutation"}
+    mutated = {s.value.buffer_name for s in sig.output_specs if s.type == "buffer_mutation"}
+    mutated |= {s.value.parameter_name for s in sig.output_specs if s.type == "parameter_mutation"}
+    return needed, params, mutated
 
+
+def _check_state_present(needed, state_dict, constants, not_loaded, member) -> None:
+    """Every state input has data (in either dict); a pickled payload not loaded is named as such."""
     for fqn, (kind, _) in needed.items():
         where = state_dict if kind in ("parameter", "buffer") else constants
         if fqn not in where:
@@ -378,57 +405,71 @@ def _from_schema(program, state_dict, constants, example_inputs, member, copy, n
                 )
             raise Pt2FormatError(f"{kind} {fqn!r} has no data in the archive", member=member, path="graph_module.signature")
 
-    # tensors: dtypes/requires_grad from the graph's metadata of the placeholders
-    tv = g.tensor_values
+
+def _symbolic_context(program: d.ExportedProgram, member):
+    from .shape_env import SymbolicContext
+
+    try:
+        return SymbolicContext(program.range_constraints, member=member)
+    except Exception as e:
+        raise Pt2FormatError(f"range constraints: {type(e).__name__}: {e}", member=member, path="range_constraints") from None
+
+
+def _graph_module(gm_s: d.GraphModule, sym, constants, member):
+    """(torch GraphModule, its GraphBuilder, signature, module call graph) from the schema graph module."""
+    from torch.export.exported_program import _create_graph_module_for_export
+
+    from .graph_builder import GraphBuilder
+
+    gb = GraphBuilder(sym, gm_s.signature, constants, member=member)
+    try:
+        graph = gb.build_graph(gm_s.graph, "graph_module.graph")
+        signature = _signature(gm_s.signature, gb, "graph_module.signature")
+        mcg = _module_call_graph(gm_s.module_call_graph, gb, "graph_module.module_call_graph")
+        gm = _create_graph_module_for_export(gb.st.module, graph)
+    except Pt2Error:
+        raise
+    except Exception as e:  # torch refusing the signature / call graph / graph module
+        raise Pt2FormatError(f"torch rejected it: {type(e).__name__}: {str(e)[:500]}", member=member, path="graph_module") from None
+    return gm, gb, signature, mcg
+
+
+def _state_tensors(state_dict, constants, needed, params, tensor_values, *, copy, member):
+    """(state_dict, constants) as torch tensors in the dtypes the graph's placeholders declare;
+    parameters as ``nn.Parameter`` with the graph's ``requires_grad``; ``copy`` (True, or
+    the fqns to copy) into writable memory."""
     from .ops import DTYPES
 
     def dtypes_for(names):
         out = {}
         for fqn in names:
             ph = needed.get(fqn, (None, None))[1]
-            tm = tv.get(ph) if ph else None
+            tm = tensor_values.get(ph) if ph else None
             if tm is not None and tm.dtype in DTYPES:
                 out[fqn] = DTYPES[tm.dtype]
         return out
 
-    try:
-        sym = SymbolicContext(program.range_constraints, member=member)
-    except Exception as e:
-        raise Pt2FormatError(f"range constraints: {type(e).__name__}: {e}", member=member, path="range_constraints") from None
-    gb = GraphBuilder(sym, gm_s.signature, constants, member=member)
-    try:
-        graph = gb.build_graph(g, "graph_module.graph")
-        st = gb.st
-        signature = _signature(gm_s.signature, gb, "graph_module.signature")
-        mcg = _module_call_graph(gm_s.module_call_graph, gb, "graph_module.module_call_graph")
-        gm = _create_graph_module_for_export(st.module, graph)
-    except Pt2Error:
-        raise
-    except Exception as e:  # torch refusing the signature / call graph / graph module
-        raise Pt2FormatError(f"torch rejected it: {type(e).__name__}: {str(e)[:500]}", member=member, path="graph_module") from None
-
-    # State the program writes (mutation outputs, in-place ops on its placeholders) must
-    # not live in read-only memory.
-    written = _written_state(gm)
-    by_placeholder = {ph: fqn for fqn, (_, ph) in needed.items()}
-    mutated |= {by_placeholder[n] for n in written if n in by_placeholder}
     storages = _Storages()
-    copy_set: bool | set[str] = True if copy else mutated
     try:
-        sd = tensors_from_numpy(state_dict, dtypes=dtypes_for(state_dict), copy=copy_set, member=member, storages=storages)
-        consts = tensors_from_numpy(constants, dtypes=dtypes_for(constants), copy=copy_set, member=member, storages=storages)
+        sd = tensors_from_numpy(state_dict, dtypes=dtypes_for(state_dict), copy=copy, member=member, storages=storages)
+        consts = tensors_from_numpy(constants, dtypes=dtypes_for(constants), copy=copy, member=member, storages=storages)
         for fqn, ph in params.items():
             t = sd.get(fqn)
             if t is None or isinstance(t, torch.nn.Parameter):
                 continue
-            tm = tv.get(ph)
+            tm = tensor_values.get(ph)
             rg = bool(tm.requires_grad) if tm is not None else True
             sd[fqn] = torch.nn.Parameter(t, requires_grad=rg and (t.dtype.is_floating_point or t.dtype.is_complex))
     except Pt2Error:
         raise
     except Exception as e:
         raise Pt2FormatError(f"weights: {type(e).__name__}: {str(e)[:300]}", member=member) from None
-    for fqn, (kind, ph) in needed.items():  # the data must fit what the graph was traced with
+    return sd, consts
+
+
+def _check_state_fits_graph(needed, sd, consts, st, member) -> None:
+    """The data must fit what the graph was traced with: dtype, and shape where it is static."""
+    for fqn, (kind, ph) in needed.items():
         t = sd.get(fqn, consts.get(fqn))
         node = st.nodes.get(ph)
         val = node.meta.get("val") if node is not None else None
@@ -443,14 +484,18 @@ def _from_schema(program, state_dict, constants, example_inputs, member, copy, n
                 path="graph_module.signature",
             )
 
+
+def _graph_module_meta(gm_s: d.GraphModule, member) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     if custom := gm_s.metadata.get("custom"):
         from ..codec.json_codec import parse_json
 
         meta["custom"] = parse_json(custom, member=member)
     meta["treespec_namedtuple_fields"] = {k: v.field_names for k, v in gm_s.treespec_namedtuple_fields.items()}
-    gm.meta = meta
+    return meta
 
+
+def _verifiers(program: d.ExportedProgram, member) -> list:
     from torch._export.verifier import load_verifier
 
     verifiers = []
@@ -463,27 +508,23 @@ def _from_schema(program, state_dict, constants, example_inputs, member, copy, n
                 member=member,
                 path=f"verifiers[{i}]",
             ) from None
-    try:
-        ep = ExportedProgram(
-            root=gm,
-            graph=gm.graph,
-            graph_signature=signature,
-            state_dict=sd,
-            range_constraints=sym.range_constraints(),
-            module_call_graph=mcg,
-            example_inputs=example_inputs,
-            constants=consts,
-            verifiers=verifiers,
-        )
-    except Pt2Error:
-        raise
-    except Exception as e:  # torch's own consistency checks (signature vs graph vs state)
-        raise Pt2FormatError(
-            f"torch rejected the program ({type(e).__name__}: {str(e)[:500]})",
-            member=member,
-        ) from None
-    ep._guards_code = list(program.guards_code)
-    return ep
+    return verifiers
+
+
+def _exported_program(gm, signature, sd, consts, sym, mcg, example_inputs, verifiers):
+    from torch.export.exported_program import ExportedProgram
+
+    return ExportedProgram(
+        root=gm,
+        graph=gm.graph,
+        graph_signature=signature,
+        state_dict=sd,
+        range_constraints=sym.range_constraints(),
+        module_call_graph=mcg,
+        example_inputs=example_inputs,
+        constants=consts,
+        verifiers=verifiers,
+    )
 
 
 def _with_release(e: Pt2Error, program: d.ExportedProgram) -> Pt2Error:
