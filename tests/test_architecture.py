@@ -1,13 +1,18 @@
-"""The architecture, checked by a tool: the import contracts in pyproject.toml hold.
+"""The architecture, checked by tools: the import contracts hold, and the extras match the imports.
 
 ``[tool.importlinter]`` in pyproject.toml names the rules (layers tools -> converters -> serde ->
 schema; schema imports nothing above it; torch only under ``pt2x.serde.torch``; onnx only under
-the converters that emit or consume ONNX; no import cycles inside any package). ``lint-imports``
-checks them over every import statement of the package, lazy ones inside functions included.
+the converters that emit or consume ONNX; serde's and the converters' inner flow; no import
+cycles inside any package). ``lint-imports`` checks them over every import statement of the
+package, lazy ones inside functions included.
+
+From the same import graph: every dependency a user installs (base or extra) is imported by the
+library, and every third-party module the library imports is declared.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -41,6 +46,7 @@ def test_import_contracts_hold():
 COMES_WITH = {"sympy": "torch"}  # torch's symbolic shapes, used only under pt2x.serde.torch
 
 
+@functools.lru_cache(maxsize=None)
 def _library_imports() -> dict[str, set[str]]:
     """Third-party top-level module -> the pt2x modules that import it (lazily or not), leaving out
     the project's scripts in tools/ (benchmarks, fuzzer, generators) unless the library itself
