@@ -30,11 +30,11 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pt2x.schema.snapshot import SNAPSHOT_DIR, make_snapshot, render
+from pt2x.schema.snapshot import TORCH_SNAPSHOT_DIR, make_snapshot, render
 
 __all__ = ["TORCH_DIR", "YAML_PATH", "snapshot_from_yaml", "collect", "write_all", "main"]
 
-TORCH_DIR = SNAPSHOT_DIR / "torch"
+TORCH_DIR = TORCH_SNAPSHOT_DIR
 YAML_PATH = "torch/_export/serde/schema.yaml"
 _WHEEL = re.compile(r"torch-(\d+\.\d+\.\d+)(?:[-+][^/]*)?\.whl$")
 _VERSION_KEYS = ("SCHEMA_VERSION", "TREESPEC_VERSION")

@@ -12,11 +12,10 @@ import pytest
 from pt2x.schema import SCHEMA_TYPES
 from pt2x.schema.kinds import SchemaEnum, Union, struct, union
 from pt2x.schema.version import SCHEMA_VERSION
-from pt2x.schema.snapshot import torch_releases
+from pt2x.schema.snapshot import TORCH_SNAPSHOT_DIR as TORCH_DIR, torch_releases
 from pt2x.tools import gen_schema_snapshot as gen
 from pt2x.tools import import_torch_schemas as imp
 
-TORCH_DIR = gen.SNAPSHOT_DIR / "torch"
 
 
 def test_committed_snapshot_is_current():

@@ -101,7 +101,7 @@ def _as_unprivileged(argv: list[str]) -> tuple[int, str]:
     """Run ``main(argv)`` in a forked child that is not root (root may write anywhere):
     the child drops to ``nobody`` when this process is root. Returns (exit code, stderr)."""
     import pt2x.converters.onnx  # noqa: F401  (imported here: the child may not read the stdlib under /root)
-    import pt2x.serde.compat.rewrite  # noqa: F401
+    import pt2x.serde.compat.plan  # noqa: F401
     import pt2x.tools.cmd_convert  # noqa: F401
 
     r, w = os.pipe()
