@@ -28,7 +28,7 @@ def _fill(ctx, shape_name, value, st):
           "aten.empty.default", "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default",
           "aten.new_empty.default", "aten.empty_strided.default", "aten.new_empty_strided.default")
 def full(ctx, node):
-    a = bind(node, "self", "size", fill_value=0)
+    a = bind(node, fill_value=0)  # size, and self for new_*, by name
     out = ctx.out_info()
     name = node.target.split(".")[-2]
     value = {"zeros": 0, "ones": 1, "new_zeros": 0, "new_ones": 1}.get(name, a.fill_value)

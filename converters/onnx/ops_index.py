@@ -319,7 +319,7 @@ def masked_scatter(ctx, node):
 def as_strided(ctx, node):
     """Static sizes/strides only: the element offsets are computed at conversion time and
     gathered from the (contiguous) input flattened."""
-    a = bind(node, "self", "size", "stride", storage_offset=0)
+    a = bind(node, "self", "size", "stride", storage_offset=None)
     vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
     if not all(isinstance(v, int) for v in vals):
         raise Unsupported("as_strided with symbolic sizes or strides")

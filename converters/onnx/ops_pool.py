@@ -39,7 +39,7 @@ def _pool_attrs(ctx, x, kernel, stride, padding, n, ceil_mode, dilation=None):
 
 
 def _pool(ctx, node, op, n, with_indices=False):
-    a = bind(node, "self", "kernel_size", stride=None, padding=0, dilation=1, ceil_mode=False,
+    a = bind(node, "self", "kernel_size", stride=[], padding=0, dilation=1, ceil_mode=False,
              count_include_pad=True, divisor_override=None)
     if a.divisor_override is not None:
         raise Unsupported("avg_pool divisor_override")

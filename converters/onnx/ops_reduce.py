@@ -47,7 +47,7 @@ lowering("onnx", "aten.prod.default", "aten.prod.dim_int")(_sum_like("ReduceProd
 
 def _minmax(op):
     def lower(ctx, node):
-        a = bind(node, "self", dim=None, keepdim=False)
+        a = bind(node, "self", dim=[], keepdim=False)
         out = ctx.out_info().dtype
         cst = ctx.compute_type(out)
         if cst == ST.BOOL:

@@ -298,7 +298,7 @@ def flip(ctx, node):
 
 @lowering("onnx", "aten.roll.default")
 def roll(ctx, node):
-    a = bind(node, "self", "shifts", dims=())
+    a = bind(node, "self", "shifts", dims=[])
     x = ctx.t(a.self)
     if not a.dims:
         raise Unsupported("roll without dims")
@@ -329,7 +329,7 @@ def roll(ctx, node):
 def identity(ctx, node):
     """No data change at inference (dropout in eval mode; the exported train flag is honoured
     only as False: a training-mode dropout would be random)."""
-    a = bind(node, "self", "input", train=False)
+    a = bind(node, train=False)  # self or input, by name
     x = a.get("self", a.get("input"))
     if "dropout" in node.target:
         if a.train and a.get("p", 0.5) > 0:
