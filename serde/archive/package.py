@@ -1,6 +1,6 @@
 """Schema programs + tensor payloads -> archive members in torch's PT2 layout (torch-free).
 
-The torch side (``bridge_export``) hands over, per model, the schema ``ExportedProgram``
+The torch side (``serde.torch.serialize``) hands over, per model, the schema ``ExportedProgram``
 (or its JSON text), its weights and constants as ``Payload`` entries carrying raw
 storage bytes (or a callable producing them, so a failing tensor surfaces while the
 archive is written and the atomic writer keeps the old file), and the pickled sample

@@ -4,8 +4,8 @@
 (``pt2x.serde.load``: every safety check, no pickle) and hands the model to
 ``from_schema``, which builds:
   * the FX graph with fake-tensor ``val`` metadata under a ShapeEnv carrying the
-    program's symbols, hints and range constraints (``bridge_import_graph``,
-    ``bridge_import_symbolic``; operators resolved by ``bridge_import_ops``);
+    program's symbols, hints and range constraints (``graph_builder``,
+    ``shape_env``; operators resolved by ``ops``);
   * the graph signature and module call graph (this module);
   * parameters/buffers/constants as torch tensors over the archive's memory map (no
     copy where the bytes allow it), with torch's exact sizes, strides and dtypes.

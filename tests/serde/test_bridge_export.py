@@ -1,4 +1,4 @@
-"""pt2x's writer (serde.bridge.save / bridge_export / package) against torch.export.save.
+"""pt2x's writer (serde.torch.api.save / serde.torch.serialize / serde.archive.package) against torch.export.save.
 
 For every zoo program, as exported and after run_decompositions():
   * models/model.json equals torch's (compared in the canonical form below — which

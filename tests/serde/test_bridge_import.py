@@ -1,4 +1,4 @@
-"""pt2x's loader (``serde/bridge_import*``): .pt2 -> torch ``ExportedProgram``.
+"""pt2x's loader (``serde/torch/deserialize.py`` and its helpers): .pt2 -> torch ``ExportedProgram``.
 
 * zoo: every exportable program, as exported and decomposed, written by
   ``torch.export.save`` and loaded by pt2x: same outputs bit for bit (example inputs and

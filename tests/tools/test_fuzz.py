@@ -48,7 +48,7 @@ def test_fuzz_budget_finds_nothing():
     assert all(r.stages for r in report.results)
     bad = len(report.bad) + len(report.late_marker)
     assert bad == 0, (
-        f"fuzz seed {seed} (rerun: PT2X_FUZZ_SEED={seed} pytest tests/test_fuzz.py, "
+        f"fuzz seed {seed} (rerun: PT2X_FUZZ_SEED={seed} pytest tests/tools/test_fuzz.py, "
         f"or python tools/fuzz.py --n {BUDGET} --seed {seed}):\n{report.summary()}"
     )
 
