@@ -19,6 +19,7 @@ from typing import Iterator, Union
 import numpy as np
 
 from ..schema import definitions as d
+from ..schema.walk import input_spec_parts, node_inputs, node_outputs, output_spec_parts, subgraphs, value_refs
 from ..serde.errors import Pt2FormatError
 from ..serde.codec.symbolic import Expr, Integer, Symbol, parse_cached
 from .errors import ConversionError
@@ -155,53 +156,32 @@ class GraphView:
         for n in self.nodes:
             yield n
             for na in n.inputs:
-                if na.arg.type == "as_graph":
-                    yield from self.subgraph(na.arg.value.graph).walk()
+                for sub in subgraphs(na.arg):
+                    yield from self.subgraph(sub.graph).walk()
 
 
 def _arg_name(a: d.Argument) -> str | None:
-    v = a.value
-    if a.type in ("as_tensor", "as_custom_obj"):
-        return v.name
-    if a.type in ("as_sym_int", "as_sym_bool", "as_sym_float"):
-        return v.value if v.type == "as_name" else None
-    if a.type == "as_token" or hasattr(v, "name"):
-        return getattr(v, "name", None)
-    return None
+    """The first value ``a`` names (a graph input's placeholder), or None for a literal."""
+    ref = next(value_refs(a), None)
+    return ref[1] if ref else None
 
 
 def output_names(n: d.Node) -> list[str]:
-    out = []
-    for a in n.outputs:
-        if a.type == "as_tensors":
-            out.extend(t.name for t in a.value)
-        elif a.type == "as_optional_tensors":
-            out.extend(t.value.name for t in a.value if t.type == "as_tensor")
-        else:
-            name = _arg_name(a)
-            if name is not None:
-                out.append(name)
-    return out
+    """Every value node ``n`` defines, in output order (``schema.walk``)."""
+    return [name for _, name in node_outputs(n)]
 
 
 def input_names(n: d.Node) -> list[str]:
-    out = []
-    for na in n.inputs:
-        a = na.arg
-        if a.type in ("as_tensors",):
-            out.extend(t.name for t in a.value)
-        elif a.type in ("as_optional_tensors",):
-            out.extend(t.value.name for t in a.value if t.type == "as_tensor")
-        elif a.type == "as_optional_tensor":
-            if a.value.type == "as_tensor":
-                out.append(a.value.value.name)
-        elif a.type in ("as_sym_ints", "as_sym_bools", "as_sym_floats"):
-            out.extend(x.value for x in a.value if x.type == "as_name")
-        elif a.type != "as_graph":
-            name = _arg_name(a)
-            if name is not None:
-                out.append(name)
-    return out
+    """Every value node ``n`` reads, in argument order (``schema.walk``; subgraphs are scopes
+    of their own and not included)."""
+    return [name for _, name in node_inputs(n)]
+
+
+# user input Argument member -> UserInput.kind (other members are constants)
+_USER_INPUT_KINDS = {"as_tensor": "tensor", "as_sym_int": "sym_int", "as_sym_float": "sym_float",
+                     "as_sym_bool": "sym_bool", "as_custom_obj": "custom_obj"}
+# OutputSpec member -> Mutation.kind
+_MUTATION_KINDS = {"buffer_mutation": "buffer", "user_input_mutation": "user_input", "parameter_mutation": "parameter"}
 
 
 class ProgramView(GraphView):
@@ -217,46 +197,44 @@ class ProgramView(GraphView):
         self.weights: dict[str, Weight] = {}
         self.tokens: list[str] = []
         for i, spec in enumerate(gm.signature.input_specs):
-            t, v = spec.type, spec.value
-            if t == "user_input":
-                a = v.arg
-                kind = {"as_tensor": "tensor", "as_sym_int": "sym_int", "as_sym_float": "sym_float",
-                        "as_sym_bool": "sym_bool", "as_custom_obj": "custom_obj"}.get(a.type, "constant")
-                name = _arg_name(a) if kind != "constant" else None
-                self.user_inputs.append(UserInput(name or "", kind, None if kind != "constant" else a.value))
-            elif t == "constant_input":
-                self.user_inputs.append(UserInput(v.name, "constant", v.value.value))
-            elif t in ("parameter", "buffer", "tensor_constant"):
-                fqn = {"parameter": "parameter_name", "buffer": "buffer_name",
-                       "tensor_constant": "tensor_constant_name"}[t]
-                fqn = getattr(v, fqn)
-                arr = state_dict.get(fqn) if fqn in state_dict else constants.get(fqn)
-                if arr is None:
-                    raise ConversionError(f"{t} {fqn!r} (input {v.arg.name!r}) has no data in the archive",
-                                          member=member, path=f"graph_module.signature.input_specs[{i}]")
-                self.weights[v.arg.name] = Weight(v.arg.name, fqn, t, arr, getattr(v, "persistent", True))
-            elif t == "token":
-                self.tokens.append(v.arg.name)
-            else:  # custom_obj
-                self.user_inputs.append(UserInput(v.arg.name, "custom_obj"))
+            self._input_spec(i, spec, state_dict, constants)
         self.user_outputs: list[d.Argument] = []
         self.mutations: list[Mutation] = []
         for spec in gm.signature.output_specs:
-            t, v = spec.type, spec.value
-            if t == "user_output":
-                self.user_outputs.append(v.arg)
-            elif t == "buffer_mutation":
-                self.mutations.append(Mutation("buffer", v.arg.name, v.buffer_name))
-            elif t == "user_input_mutation":
-                self.mutations.append(Mutation("user_input", v.arg.name, v.user_input_name))
-            elif t == "parameter_mutation":
-                self.mutations.append(Mutation("parameter", v.arg.name, v.parameter_name))
-            elif t == "loss_output":
-                self.user_outputs.append(d.Argument(as_tensor=v.arg))
-            # gradients and tokens have no meaning at inference
+            self._output_spec(spec)
         self.ranges: dict[str, tuple[int | None, int | None]] = {
             k: (r.min_val, r.max_val) for k, r in program.range_constraints.items()
         }
+
+    def _input_spec(self, i: int, spec: d.InputSpec, state_dict: dict, constants: dict) -> None:
+        kind, name, fqn = input_spec_parts(spec)
+        v = spec.value
+        if kind == "user_input":
+            a = v.arg
+            ukind = _USER_INPUT_KINDS.get(a.type, "constant")
+            self.user_inputs.append(UserInput(name or "", ukind) if ukind != "constant" else UserInput("", ukind, a.value))
+        elif kind == "constant_input":
+            self.user_inputs.append(UserInput(name, "constant", v.value.value))
+        elif kind in ("parameter", "buffer", "tensor_constant"):
+            arr = state_dict.get(fqn) if fqn in state_dict else constants.get(fqn)
+            if arr is None:
+                raise ConversionError(f"{kind} {fqn!r} (input {name!r}) has no data in the archive",
+                                      member=self.member, path=f"graph_module.signature.input_specs[{i}]")
+            self.weights[name] = Weight(name, fqn, kind, arr, getattr(v, "persistent", True))
+        elif kind == "token":
+            self.tokens.append(name)
+        else:  # custom_obj
+            self.user_inputs.append(UserInput(name, "custom_obj"))
+
+    def _output_spec(self, spec: d.OutputSpec) -> None:
+        kind, name, target = output_spec_parts(spec)
+        if kind == "user_output":
+            self.user_outputs.append(spec.value.arg)
+        elif kind in _MUTATION_KINDS:
+            self.mutations.append(Mutation(_MUTATION_KINDS[kind], name, target))
+        elif kind == "loss_output":
+            self.user_outputs.append(d.Argument(as_tensor=spec.value.arg))
+        # gradients and tokens have no meaning at inference
 
     @property
     def tensor_user_inputs(self) -> list[UserInput]:

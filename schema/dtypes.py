@@ -20,9 +20,12 @@ sub-byte, bit types): a pickle may name them, and pt2x refuses to make arrays of
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .definitions import ScalarType
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DtypeRow", "ROWS", "CATEGORIES", "TORCH_ONLY_DTYPES", "TORCH_ONLY_STORAGE_CLASSES",
@@ -111,7 +114,7 @@ def by_numpy_name(name: str) -> DtypeRow | None:
 
 
 @functools.cache
-def numpy_dtype(st: ScalarType) -> "np.dtype | None":  # noqa: F821
+def numpy_dtype(st: ScalarType) -> np.dtype | None:
     """The numpy dtype of a ScalarType, or None where numpy has none (complex32, UNKNOWN,
     or a type this ml_dtypes release lacks). Imports ml_dtypes only for the rows that need it."""
     r = _BY_SCALAR_TYPE.get(st)

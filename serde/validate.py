@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..schema import definitions as d
+from ..schema.walk import input_spec_parts, output_spec_parts, subgraphs, value_refs
 from .archive.loader import Pt2Archive, Pt2Model
+from .archive.tensor_data import numpy_dtype
 from .errors import Pt2FormatError
 from .findings import Finding
-from ..schema.walk import spec_value, subgraphs, value_refs
-from .archive.tensor_data import numpy_dtype
 
 __all__ = ["validate_archive", "validate_model"]
 
@@ -88,11 +88,8 @@ def _check_graph(graph: d.Graph, where: str, member: str, out: list[Finding]) ->
 
 
 def _names(args: Iterable[d.Argument]) -> list[str | None]:
-    out = []
-    for a in args:
-        refs = list(value_refs(a))
-        out.append(refs[0][1] if refs else None)
-    return out
+    """The first value each argument names (None for a literal)."""
+    return [next((name for _, name in value_refs(a)), None) for a in args]
 
 
 def _check_signature(model: Pt2Model, out: list[Finding]) -> None:
@@ -104,19 +101,17 @@ def _check_signature(model: Pt2Model, out: list[Finding]) -> None:
     if len(sig.input_specs) != len(inputs):
         out.append(Finding("error", "signature-mismatch", f"{len(sig.input_specs)} input specs for {len(inputs)} graph inputs", member, "graph_module.signature.input_specs"))
     for i, spec in enumerate(sig.input_specs):
-        if spec.type == "constant_input":
-            continue
-        sv = spec_value(spec.value.arg)
-        if sv is None:
+        kind, name, _ = input_spec_parts(spec)
+        if kind == "constant_input" or name is None:
             continue  # a constant user input (int, str...) has no value name
-        if i >= len(inputs) or inputs[i] != sv[1]:
-            out.append(Finding("error", "signature-mismatch", f"input spec names {sv[1]!r} but graph input {i} is {inputs[i] if i < len(inputs) else 'missing'!r}", member, f"graph_module.signature.input_specs[{i}]"))
+        if i >= len(inputs) or inputs[i] != name:
+            out.append(Finding("error", "signature-mismatch", f"input spec names {name!r} but graph input {i} is {inputs[i] if i < len(inputs) else 'missing'!r}", member, f"graph_module.signature.input_specs[{i}]"))
     if len(sig.output_specs) != len(outputs):
         out.append(Finding("error", "signature-mismatch", f"{len(sig.output_specs)} output specs for {len(outputs)} graph outputs", member, "graph_module.signature.output_specs"))
     for i, spec in enumerate(sig.output_specs):
-        sv = spec_value(spec.value.arg)
-        if sv is not None and (i >= len(outputs) or outputs[i] != sv[1]):
-            out.append(Finding("error", "signature-mismatch", f"output spec names {sv[1]!r} but graph output {i} is {outputs[i] if i < len(outputs) else 'missing'!r}", member, f"graph_module.signature.output_specs[{i}]"))
+        name = output_spec_parts(spec).name
+        if name is not None and (i >= len(outputs) or outputs[i] != name):
+            out.append(Finding("error", "signature-mismatch", f"output spec names {name!r} but graph output {i} is {outputs[i] if i < len(outputs) else 'missing'!r}", member, f"graph_module.signature.output_specs[{i}]"))
 
 
 # --------------------------------------------------------------------------- weights
@@ -126,15 +121,15 @@ def _stored(model: Pt2Model):
     """(spec index, fqn, graph value name, store) for every input backed by stored bytes."""
     pickled = {p.fqn for p in model.pickled if p.fqn}
     for i, spec in enumerate(model.program.graph_module.signature.input_specs):
-        v = spec.value
-        if spec.type == "parameter":
-            yield i, v.parameter_name, v.arg.name, model.state_dict, pickled
-        elif spec.type == "buffer":
-            yield i, v.buffer_name, v.arg.name, (model.state_dict if v.persistent else model.constants), pickled
-        elif spec.type == "tensor_constant":
-            yield i, v.tensor_constant_name, v.arg.name, model.constants, pickled
-        elif spec.type == "custom_obj":
-            yield i, v.custom_obj_name, None, None, pickled
+        kind, name, fqn = input_spec_parts(spec)
+        if kind == "parameter":
+            yield i, fqn, name, model.state_dict, pickled
+        elif kind == "buffer":
+            yield i, fqn, name, (model.state_dict if spec.value.persistent else model.constants), pickled
+        elif kind == "tensor_constant":
+            yield i, fqn, name, model.constants, pickled
+        elif kind == "custom_obj":
+            yield i, fqn, None, None, pickled
 
 
 def _check_weights(model: Pt2Model, out: list[Finding]) -> None:

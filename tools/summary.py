@@ -13,7 +13,7 @@ from collections import Counter
 from ..schema import definitions as d
 from ..serde.archive.loader import Pt2Archive, Pt2Model
 from ..serde.errors import Pt2FormatError
-from ..schema.walk import subgraphs
+from ..schema.walk import input_spec_parts, output_spec_parts, subgraphs
 from ..serde.codec.symbolic import parse_cached, to_infix
 
 
@@ -67,11 +67,13 @@ def _op_counts(graph: d.Graph, counts: Counter) -> int:
     return n
 
 
-def _spec_arg_name(arg) -> str | None:
-    if isinstance(arg, d.Argument):
-        v = arg.value
-        return getattr(v, "name", None) if not isinstance(v, (int, float, str, bool)) else None
-    return getattr(arg, "name", None)
+def _spec_entry(parts, g: d.Graph) -> dict:
+    """An input/output spec as ``{"kind", "name", "target"?, "dtype"?, "shape"?}``."""
+    entry = {"kind": parts.kind, "name": parts.name}
+    if parts.target:
+        entry["target"] = parts.target
+    entry.update(_tensor(g.tensor_values.get(parts.name)) if parts.name else {})
+    return entry
 
 
 def model_summary(model: Pt2Model) -> dict:
@@ -81,28 +83,12 @@ def model_summary(model: Pt2Model) -> dict:
     total = _op_counts(g, counts)
     inputs = []
     for spec in p.graph_module.signature.input_specs:
-        v = spec.value
-        entry = {"kind": spec.type}
-        if spec.type == "constant_input":
-            entry.update(name=v.name, value=v.value.value)
+        parts = input_spec_parts(spec)
+        if parts.kind == "constant_input":
+            inputs.append({"kind": parts.kind, "name": parts.name, "value": spec.value.value.value})
         else:
-            name = _spec_arg_name(v.arg)
-            entry["name"] = name
-            target = getattr(v, "parameter_name", None) or getattr(v, "buffer_name", None) or getattr(v, "tensor_constant_name", None) or getattr(v, "custom_obj_name", None)
-            if target:
-                entry["target"] = target
-            entry.update(_tensor(g.tensor_values.get(name)) if name else {})
-        inputs.append(entry)
-    outputs = []
-    for spec in p.graph_module.signature.output_specs:
-        v = spec.value
-        name = _spec_arg_name(v.arg)
-        entry = {"kind": spec.type, "name": name}
-        target = getattr(v, "buffer_name", None) or getattr(v, "user_input_name", None) or getattr(v, "parameter_name", None)
-        if target:
-            entry["target"] = target
-        entry.update(_tensor(g.tensor_values.get(name)) if name else {})
-        outputs.append(entry)
+            inputs.append(_spec_entry(parts, g))
+    outputs = [_spec_entry(output_spec_parts(spec), g) for spec in p.graph_module.signature.output_specs]
     return {
         "schema_version": "%d.%d" % model.schema_version,
         "torch_version": p.torch_version,

@@ -22,6 +22,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.fx.experimental import symbolic_shapes
 
 from ...schema import definitions as d
+from ...schema.walk import input_spec_parts
 from .ops import DTYPES, LAYOUTS, MEMORY_FORMATS, SYM_OPS, resolve_meta_func, resolve_target
 from .shape_env import SymbolicContext
 from ..errors import Pt2FormatError
@@ -326,11 +327,9 @@ class GraphBuilder:
             elif t in ("as_int", "as_float", "as_bool", "as_none", "as_string"):
                 name = ""
                 if i < len(specs):
-                    spec = specs[i]
-                    if spec.type == "constant_input":
-                        name = spec.value.name
-                    elif spec.type == "user_input" and spec.value.arg.type in ("as_tensor", "as_custom_obj"):
-                        name = spec.value.arg.value.name
+                    kind, spec_name, _ = input_spec_parts(specs[i])
+                    if kind in ("constant_input", "user_input"):
+                        name = spec_name or ""
                 node = st.graph.placeholder(name or f"arg{i}")
                 node.meta["val"] = self._input(a, ipath)
             else:

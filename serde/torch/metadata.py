@@ -16,6 +16,8 @@ import json
 import math
 
 from ...schema import definitions as d
+from ...schema.kinds import type_hints
+from ...schema.walk import INPUT_KINDS, OUTPUT_KINDS
 from ...schema.version import TREESPEC_VERSION
 from . import values as ba
 
@@ -74,21 +76,16 @@ def graph_module_metadata(meta: dict) -> dict[str, str]:
 
 # ---------------------------------------------------------------------- signature
 
-# InputKind name -> (InputSpec member, spec class, field holding spec.target)
-_INPUT_SPECS = {
-    "PARAMETER": ("parameter", d.InputToParameterSpec, "parameter_name"),
-    "BUFFER": ("buffer", d.InputToBufferSpec, "buffer_name"),
-    "CONSTANT_TENSOR": ("tensor_constant", d.InputToTensorConstantSpec, "tensor_constant_name"),
-}
-# OutputKind name -> (OutputSpec member, spec class, field holding spec.target or None)
-_OUTPUT_SPECS = {
-    "LOSS_OUTPUT": ("loss_output", d.LossOutputSpec, None),
-    "BUFFER_MUTATION": ("buffer_mutation", d.BufferMutationSpec, "buffer_name"),
-    "PARAMETER_MUTATION": ("parameter_mutation", d.ParameterMutationSpec, "parameter_name"),
-    "GRADIENT_TO_PARAMETER": ("gradient_to_parameter", d.GradientToParameterSpec, "parameter_name"),
-    "GRADIENT_TO_USER_INPUT": ("gradient_to_user_input", d.GradientToUserInputSpec, "user_input_name"),
-    "USER_INPUT_MUTATION": ("user_input_mutation", d.UserInputMutationSpec, "user_input_name"),
-}
+def _by_torch_kind(union, kinds) -> dict[str, tuple[str, type, str | None]]:
+    """torch kind name -> (spec union member, its struct, field holding spec.target), from
+    ``schema.walk``'s kind tables (USER_INPUT/USER_OUTPUT and TOKEN are built apart)."""
+    hints = type_hints(union)
+    return {k.torch_kind: (member, hints[member], k.target_field) for member, k in kinds.items()
+            if k.torch_kind not in ("USER_INPUT", "USER_OUTPUT", "TOKEN")}
+
+
+_INPUT_SPECS = _by_torch_kind(d.InputSpec, INPUT_KINDS)
+_OUTPUT_SPECS = _by_torch_kind(d.OutputSpec, OUTPUT_KINDS)
 
 
 def argument_spec(x, constant_arg) -> d.Argument:
