@@ -85,7 +85,7 @@ from ..errors import LimitExceededError, SymbolicExprError
 __all__ = [
     "Expr", "Integer", "Float", "Boolean", "Infinity", "Symbol", "Add", "Mul", "Pow", "Call",
     "Relational", "parse", "parse_cached", "to_text", "to_infix", "ExprLimitError",
-    "FUNCTIONS", "ASSUMPTIONS", "SYMBOL_NAME",
+    "FUNCTIONS", "ASSUMPTIONS", "SYMBOL_NAME", "SYMBOL_PREFIX_ASSUMPTIONS", "default_assumptions",
 ]
 
 
@@ -105,7 +105,24 @@ ASSUMPTIONS = (
     "extended_real", "extended_positive", "extended_negative", "extended_nonnegative",
     "extended_nonpositive", "extended_nonzero", "hermitian", "antihermitian",
 )
+"""sympy's assumption keywords a ``Symbol`` may carry (everything else is refused), torch's
+order first: the one list the parser and the torch bridge (``serde.torch.shape_env``) use."""
 _ASSUMPTION_RANK = {k: i for i, k in enumerate(ASSUMPTIONS)}
+
+SYMBOL_PREFIX_ASSUMPTIONS: dict[str, tuple[tuple[str, bool], ...]] = {
+    "s": (("positive", True), ("integer", True)),  # SymT.SIZE: ShapeEnv.create_symbol of an int
+    "u": (("integer", True),),  # SymT.UNBACKED_INT: create_unbacked_symint / symbool
+    "zf": (("positive", True), ("real", True)),  # SymT.FLOAT: create_symbol of a float
+    "zuf": (),  # SymT.UNBACKED_FLOAT: create_unbacked_symfloat gives none
+}
+"""torch's symbol prefixes (``torch.utils._sympy.symbol.prefix_str``) -> the assumptions, in
+torch's order, that torch 2.13's ``ShapeEnv`` gives a fresh symbol of that prefix."""
+
+
+def default_assumptions(name: str) -> tuple[tuple[str, bool], ...]:
+    """Assumptions for a bare symbol name (``s0 - 1``, text of writers before srepr): those
+    torch gives a symbol of its prefix; ``integer=True`` for a name of no known prefix."""
+    return SYMBOL_PREFIX_ASSUMPTIONS.get(name.rstrip("0123456789"), (("integer", True),))
 
 _REL_NAMES = {
     "Eq": "==", "Equality": "==", "Ne": "!=", "Unequality": "!=", "Lt": "<", "StrictLessThan": "<",

@@ -22,6 +22,7 @@ from torch.utils._sympy.symbol import SymT, prefix_str, symbol_is_type
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from ...schema import definitions as d
+from ..codec.symbolic import ASSUMPTIONS, default_assumptions
 from ..errors import SymbolicExprError
 
 __all__ = ["SymbolicContext", "to_sympy"]
@@ -60,15 +61,6 @@ _REL = {
     "StrictGreaterThan": sympy.Gt, "GreaterThan": sympy.Ge,
 }  # fmt: skip
 
-# sympy assumption names a Symbol may carry (anything else is refused).
-_ASSUMPTIONS = frozenset(
-    "integer real positive negative nonnegative nonpositive nonzero zero finite infinite "
-    "rational irrational even odd prime composite extended_real extended_positive "
-    "extended_negative extended_nonnegative extended_nonpositive extended_nonzero "
-    "commutative complex imaginary algebraic transcendental hermitian".split()
-)
-
-
 # sympy evaluates numeric powers and shifts eagerly: ``Pow(2, 10**300)`` would never
 # finish. Shape expressions need small exponents; larger ones are refused.
 MAX_EXPONENT = 4096
@@ -94,17 +86,6 @@ def _attr(node, *names):
     raise AttributeError(f"{type(node).__name__} has none of {names}")
 
 
-def _default_assumptions(name: str) -> dict:
-    """Assumptions for a bare symbol name (writers before srepr-printing): from its prefix."""
-    if name.startswith(prefix_str[SymT.SIZE]) and name[len(prefix_str[SymT.SIZE]) :].isdigit():
-        return {"integer": True, "positive": True}
-    if name.startswith(prefix_str[SymT.UNBACKED_INT]) and name[1:].isdigit():
-        return {"integer": True}
-    if name.startswith(prefix_str[SymT.UNBACKED_FLOAT]) or name.startswith(prefix_str[SymT.FLOAT]):
-        return {"real": True}
-    return {"integer": True}
-
-
 def to_sympy(node, *, member: str | None, path: str | None, symbols: dict[str, sympy.Symbol] | None = None):
     """A parsed expression tree (``pt2x.serde.codec.symbolic``) as a sympy expression."""
 
@@ -127,11 +108,11 @@ def to_sympy(node, *, member: str | None, path: str | None, symbols: dict[str, s
         if kind == "Symbol":
             name = str(n.name)
             assumptions = dict(getattr(n, "assumptions", None) or {})
-            bad = set(assumptions) - _ASSUMPTIONS
+            bad = set(assumptions) - set(ASSUMPTIONS)
             if bad:
                 raise fail(f"symbol {name!r} has unknown assumptions {sorted(bad)}")
             if not assumptions:
-                assumptions = _default_assumptions(name)
+                assumptions = dict(default_assumptions(name))
             key = (name, tuple(sorted(assumptions.items())))
             if symbols is not None and key in symbols:
                 return symbols[key]

@@ -666,3 +666,54 @@ def test_torch_free():
     """)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "4 ['s0']"
+
+
+# ------------------------------------------------------------ symbol assumptions (one table)
+
+
+def test_assumption_keywords_are_sympys():
+    from sympy.core.assumptions import _assume_defined
+
+    from pt2x.serde.codec.symbolic import ASSUMPTIONS
+
+    assert len(set(ASSUMPTIONS)) == len(ASSUMPTIONS)
+    assert set(ASSUMPTIONS) <= set(_assume_defined)
+
+
+def test_symbol_prefix_assumptions_match_torch():
+    """What torch's ShapeEnv gives a fresh symbol of each prefix, in torch's order (srepr keeps it)."""
+    pytest.importorskip("torch")
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
+    from torch.utils._sympy.symbol import SymT, prefix_str
+
+    from pt2x.serde.codec.symbolic import SYMBOL_PREFIX_ASSUMPTIONS, default_assumptions
+
+    env = ShapeEnv()
+    made = {
+        SymT.SIZE: env.create_symbol(5, ConstantSource("x"), dynamic_dim=DimDynamic.DYNAMIC),
+        SymT.FLOAT: env.create_symbol(2.5, ConstantSource("y"), dynamic_dim=DimDynamic.DYNAMIC),
+        SymT.UNBACKED_INT: env.create_unbacked_symint().node.expr,
+        SymT.UNBACKED_FLOAT: env.create_unbacked_symfloat().node.expr,
+    }
+    assert set(SYMBOL_PREFIX_ASSUMPTIONS) == {prefix_str[t] for t in made}
+    for t, sym in made.items():
+        assert SYMBOL_PREFIX_ASSUMPTIONS[prefix_str[t]] == tuple(sym._assumptions_orig.items()), t
+        assert default_assumptions(sym.name) == tuple(sym._assumptions_orig.items()), t
+    assert default_assumptions("c3") == (("integer", True),)
+
+
+def test_bridge_uses_the_same_assumptions():
+    """A bare symbol becomes the sympy Symbol torch would have made; srepr text torch writes
+    is parsed with the same keywords the bridge accepts."""
+    pytest.importorskip("torch")
+    import sympy
+
+    from pt2x.serde.codec.symbolic import ASSUMPTIONS, parse
+    from pt2x.serde.torch.shape_env import to_sympy
+
+    s = to_sympy(parse("s0 - 1"), member=None, path=None).free_symbols.pop()
+    assert sympy.srepr(s) == "Symbol('s0', positive=True, integer=True)"
+    for k in ASSUMPTIONS:
+        e = to_sympy(parse(f"Symbol('s1', {k}=True)"), member=None, path=None)
+        assert getattr(e, f"is_{k}") is not False
