@@ -16,7 +16,8 @@ import numpy as np
 from ...schema import definitions as d
 from ..errors import ArchiveError, Pt2FormatError, TensorDataError
 from ..codec.json_codec import DecodeReport, loads
-from .tensor_data import ViewBudget, fake_zeros, numpy_dtype, strided_view
+from ..codec.tensor_view import ViewBudget
+from .tensor_data import fake_zeros, numpy_dtype, strided_view
 from .zip_reader import ZipReader
 
 __all__ = ["NotLoaded", "read_payloads"]

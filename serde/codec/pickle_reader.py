@@ -27,7 +27,7 @@ Why this is safe (no code from the file ever runs):
 * ``persistent_load`` returns a storage record after validating the id
   ``('storage', storage_type, key, location, numel)``; the key must be a plain name.
 * Arrays are made only after unpickling, from the records: each tensor's sizes, strides and
-  offset pass ``tensor_data.check_view`` (the check the raw layout of torch >= 2.10 uses)
+  offset pass ``tensor_view.check_view`` (the check the raw layout of torch >= 2.10 uses)
   with exact integers before numpy sees them, then become ``as_strided`` views of the
   storage bytes. Tensors sharing a storage key are views of one buffer; an expanded view
   stays a view, and what views claim beyond their storage (and copies made for the neg/conj
@@ -50,7 +50,7 @@ import numpy as np
 from ...schema import dtypes
 from .. import limits
 from ..errors import LimitExceededError, Pt2Error, Pt2FormatError, TensorDataError, UnsafeContentError
-from ..archive.tensor_data import ViewBudget, brief_repr, check_view
+from .tensor_view import ViewBudget, brief_repr, check_view
 
 __all__ = [
     "TorchDtype",
@@ -633,7 +633,7 @@ def _unpickle(data, where, inner):
 class _Materializer:
     """Turns the records of one unpickled ``torch.save`` zip into numpy arrays.
 
-    Each tensor's sizes, strides and offset pass ``tensor_data.check_view`` against its
+    Each tensor's sizes, strides and offset pass ``tensor_view.check_view`` against its
     storage's byte count before numpy sees them (the same check as the raw layout of
     torch >= 2.10), with one ``ViewBudget`` for the whole member: an expanded view stays a
     strided view of the storage, and what it claims beyond the storage counts against
