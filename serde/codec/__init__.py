@@ -2,6 +2,7 @@
 
 ``json_codec`` (the strict JSON codec, compiled from the schema), ``symbolic`` (the restricted
 parser for shape expressions: nothing is evaluated), ``pickle_reader`` (the data-only reader for
-the tensor pickles of older layouts: it imports and calls nothing) and ``upgrade`` (schema 7.x
-programs lifted to 8.x). Torch-free.
+the tensor pickles of older layouts: it imports and calls nothing), ``tensor_view`` (the bounds
+check every stored tensor view passes, whichever layout it comes from) and ``upgrade`` (schema
+7.x programs lifted to 8.x). Torch-free.
 """
