@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Protocol
 
 from ..schema import definitions as d
+from ..schema.walk import subgraphs
 from . import registry
 from .errors import NotConverted, Unsupported
 from .graph import GraphView, ProgramView, input_names, output_names
@@ -234,8 +235,8 @@ def all_graphs(view: GraphView) -> Iterator[GraphView]:
     yield view
     for n in view.nodes:
         for na in n.inputs:
-            if na.arg.type == "as_graph":
-                yield from all_graphs(view.subgraph(na.arg.value.graph))
+            for g in subgraphs(na.arg):
+                yield from all_graphs(view.subgraph(g.graph))
 
 
 def program_names(view: ProgramView) -> set[str]:

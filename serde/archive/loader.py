@@ -158,16 +158,9 @@ def _program(zr: ZipReader, member: str, report: DecodeReport) -> d.ExportedProg
     torch_version = _clip(top.get("torch_version", "unknown"))
     if type(major) is int and major != READ_MAJOR:
         if major == READ_MAJOR - 1:
-            try:
-                from ..codec.upgrade import upgrade_to_current
-            except ImportError:
-                upgrade_to_current = None
-            if upgrade_to_current is not None:
-                data = upgrade_to_current(to_plain(data, member=member), member=member)
-            else:
-                raise SchemaVersionError(
-                    f"unsupported: schema {major}.x, written by torch {torch_version}; supported {READ_MAJOR}.0-{READ_MAJOR}.{SCHEMA_VERSION[1]}",
-                    member=member, path="schema_version")
+            from ..codec.upgrade import upgrade_to_current
+
+            data = upgrade_to_current(to_plain(data, member=member), member=member)
         else:
             raise SchemaVersionError(
                 f"file uses schema {major}.{_clip(minor)} (written by torch {torch_version}); pt2x reads {READ_MAJOR}.x and writes "

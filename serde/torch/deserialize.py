@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from ...schema import definitions as d
+from ...schema.walk import input_spec_parts, output_spec_parts
 from ..errors import Pt2Error, Pt2FormatError, Pt2UsageError, UnsafeContentError
 
 __all__ = ["from_schema", "load_exported_program", "tensors_from_numpy"]
@@ -367,24 +368,22 @@ def _from_schema(program, state_dict, constants, example_inputs, member, copy, n
     return ep
 
 
+_STATE_KINDS = {"parameter": "parameter", "buffer": "buffer", "tensor_constant": "tensor constant",
+                "custom_obj": "custom object"}
+"""Input spec kinds that bind program state, and how messages name each."""
+
+
 def _state_needed(sig: d.GraphSignature):
     """(fqn -> (kind, placeholder) for every state input, fqn -> placeholder for parameters,
     fqns the signature says the program mutates)."""
-    params: dict[str, str] = {}
     needed: dict[str, tuple[str, str]] = {}
-    for s in sig.input_specs:
-        t, v = s.type, s.value
-        if t == "parameter":
-            params[v.parameter_name] = v.arg.name
-            needed[v.parameter_name] = ("parameter", v.arg.name)
-        elif t == "buffer":
-            needed[v.buffer_name] = ("buffer", v.arg.name)
-        elif t == "tensor_constant":
-            needed[v.tensor_constant_name] = ("tensor constant", v.arg.name)
-        elif t == "custom_obj":
-            needed[v.custom_obj_name] = ("custom object", v.arg.name)
-    mutated = {s.value.buffer_name for s in sig.output_specs if s.type == "buffer_mutation"}
-    mutated |= {s.value.parameter_name for s in sig.output_specs if s.type == "parameter_mutation"}
+    for spec in sig.input_specs:
+        kind, placeholder, fqn = input_spec_parts(spec)
+        if kind in _STATE_KINDS:
+            needed[fqn] = (_STATE_KINDS[kind], placeholder)
+    params = {fqn: ph for fqn, (k, ph) in needed.items() if k == "parameter"}
+    mutated = {output_spec_parts(s).target for s in sig.output_specs
+               if s.type in ("buffer_mutation", "parameter_mutation")}
     return needed, params, mutated
 
 
