@@ -71,12 +71,14 @@ def _library_imports() -> dict[str, set[str]]:
 
 
 def _declared() -> dict[str, list[str]]:
-    """Base dependencies ("") and each extra but ``test``, as distribution names."""
+    """Base dependencies ("") and each user extra, as distribution names. The development
+    extras (``test``, ``bench``) serve the project's own tests and scripts, not the library."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
         project = tomllib.load(f)["project"]
     groups = {"": project["dependencies"], **project["optional-dependencies"]}
-    groups.pop("test")
+    for development in ("test", "bench"):
+        groups.pop(development)
     return {g: [_dist(r) for r in reqs] for g, reqs in groups.items()}
 
 

@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from pt2x.schema.snapshot import *  # noqa: F401,F403  (re-exported for scripts and tests)
 from pt2x.schema.snapshot import PT2X_SNAPSHOT, build_snapshot, render
 
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from pt2x.tools import gen_schema_snapshot as gen
+from pt2x.schema import snapshot
 from pt2x.tools.cli import main
 from pt2x.schema.diff import RULES, check_version, diff_snapshots, required_bump
 from torchfree import run_cli_torch_free
@@ -30,7 +30,7 @@ BASE_TYPES = {
 
 
 def snap(types=None, version=(8, 1)):
-    return gen.make_snapshot(copy.deepcopy(types or BASE_TYPES), version, source="test")
+    return snapshot.make_snapshot(copy.deepcopy(types or BASE_TYPES), version, source="test")
 
 
 def edited(fn, version=(8, 1)):
@@ -179,11 +179,11 @@ def test_schema_check_committed(capsys):
 
 
 def _older(tmp_path, version, edit):
-    base = gen.read_snapshot(gen.PT2X_SNAPSHOT)
+    base = snapshot.read_snapshot(snapshot.PT2X_SNAPSHOT)
     types = copy.deepcopy(base["types"])
     edit(types)
     path = tmp_path / "old.json"
-    path.write_text(gen.render(gen.make_snapshot(types, version, source="test")))
+    path.write_text(snapshot.render(snapshot.make_snapshot(types, version, source="test")))
     return str(path)
 
 
@@ -211,7 +211,7 @@ def test_schema_check_fails_on_breaking_change(tmp_path, capsys):
 
 
 def test_schema_check_against_git_ref(capsys):
-    root = gen.PT2X_SNAPSHOT.parents[2]
+    root = snapshot.PT2X_SNAPSHOT.parents[2]
     has = subprocess.run(["git", "-C", str(root), "cat-file", "-e", "HEAD:schema/snapshots/pt2x.json"], capture_output=True)
     if has.returncode != 0:
         pytest.skip("not a git checkout with a committed snapshot")

@@ -13,6 +13,7 @@ from pt2x.schema import SCHEMA_TYPES
 from pt2x.schema.kinds import SchemaEnum, Union, struct, union
 from pt2x.schema.version import SCHEMA_VERSION
 from pt2x.schema.snapshot import TORCH_SNAPSHOT_DIR as TORCH_DIR, torch_releases
+from pt2x.schema import snapshot
 from pt2x.tools import gen_schema_snapshot as gen
 from pt2x.tools import import_torch_schemas as imp
 
@@ -20,32 +21,32 @@ from pt2x.tools import import_torch_schemas as imp
 
 def test_committed_snapshot_is_current():
     # Fails when schema/definitions.py changed without regenerating the snapshot.
-    want = gen.render(gen.build_snapshot())
-    have = gen.PT2X_SNAPSHOT.read_text()
+    want = snapshot.render(snapshot.build_snapshot())
+    have = snapshot.PT2X_SNAPSHOT.read_text()
     assert have == want, "schema/snapshots/pt2x.json is stale: run python -m pt2x.tools.gen_schema_snapshot"
     assert gen.main(["--check"]) == 0
 
 
 def test_snapshot_header_and_checksum():
-    snap = gen.read_snapshot(gen.PT2X_SNAPSHOT)
+    snap = snapshot.read_snapshot(snapshot.PT2X_SNAPSHOT)
     assert snap["schema_version"] == list(SCHEMA_VERSION)
-    assert snap["checksum"] == gen.checksum(snap["schema_version"], snap["types"])
+    assert snap["checksum"] == snapshot.checksum(snap["schema_version"], snap["types"])
     assert set(snap["types"]) == set(SCHEMA_TYPES)
     assert list(snap["types"]) == sorted(snap["types"])  # sorted like torch's yaml
-    text = gen.PT2X_SNAPSHOT.read_text()
+    text = snapshot.PT2X_SNAPSHOT.read_text()
     assert any(line.strip().startswith('"checksum": "sha256:') for line in text.splitlines())
 
 
 def test_hand_edit_is_detected(tmp_path):
-    text = gen.PT2X_SNAPSHOT.read_text().replace('"index": {"type": "Optional[int]"', '"index": {"type": "int"', 1)
+    text = snapshot.PT2X_SNAPSHOT.read_text().replace('"index": {"type": "Optional[int]"', '"index": {"type": "int"', 1)
     bad = tmp_path / "bad.json"
     bad.write_text(text)
     with pytest.raises(ValueError, match="checksum mismatch"):
-        gen.read_snapshot(bad)
+        snapshot.read_snapshot(bad)
 
 
 def test_type_strings_are_torch_style():
-    types = gen.read_snapshot(gen.PT2X_SNAPSHOT)["types"]
+    types = snapshot.read_snapshot(snapshot.PT2X_SNAPSHOT)["types"]
     assert types["SymExpr"]["fields"]["hint"] == {"type": "Optional[SymExprHint]", "default": "None"}
     assert types["Argument"]["fields"]["as_string_to_argument"] == {"type": "Dict[str, Argument]"}
     assert types["Argument"]["fields"]["as_ints"] == {"type": "List[int]"}
@@ -57,8 +58,8 @@ def test_type_strings_are_torch_style():
 
 def test_pt2x_schema_equals_torch_8_20():
     # pt2x's definitions follow torch's published 8.20 schema field for field.
-    ours = gen.read_snapshot(gen.PT2X_SNAPSHOT)
-    torch_214 = gen.read_snapshot(TORCH_DIR / "torch-2.14.json")
+    ours = snapshot.read_snapshot(snapshot.PT2X_SNAPSHOT)
+    torch_214 = snapshot.read_snapshot(TORCH_DIR / "torch-2.14.json")
     assert ours["types"] == torch_214["types"]
     assert ours["schema_version"] == torch_214["schema_version"] == [8, 20]
 
@@ -88,14 +89,14 @@ class Root:
 
 def test_build_snapshot_from_other_definitions():
     # Types defined at module level: annotations are strings resolved in this module.
-    snap = gen.build_snapshot({"Color": Color, "Leaf": Leaf, "Choice": Choice, "Root": Root}, (1, 2), source="test")
+    snap = snapshot.build_snapshot({"Color": Color, "Leaf": Leaf, "Choice": Choice, "Root": Root}, (1, 2), source="test")
     t = snap["types"]
     assert list(t) == ["Choice", "Color", "Leaf", "Root"]
     assert t["Leaf"]["fields"] == {"name": {"type": "str"}, "tags": {"type": "List[str]", "default": "[]"}}
     assert t["Choice"] == {"kind": "union", "fields": {"as_leaf": {"type": "Leaf"}, "as_map": {"type": "Dict[str, Leaf]"}}}
     assert t["Root"]["fields"]["color"] == {"type": "Optional[Color]", "default": "None"}
     assert t["Color"]["fields"] == {"RED": 1, "BLUE": 3}
-    assert gen.parse(gen.render(snap)) == snap
+    assert snapshot.parse(snapshot.render(snap)) == snap
 
 
 RELEASES = ["2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12", "2.13", "2.14"]
@@ -116,9 +117,9 @@ def test_release_schema_map():
 def test_torch_snapshot_files(release):
     info = torch_releases()[release]
     path = TORCH_DIR / info["snapshot"]
-    snap = gen.read_snapshot(path)  # checksum verified
+    snap = snapshot.read_snapshot(path)  # checksum verified
     assert snap["schema_version"] == info["schema_version"]
-    assert gen.render(snap) == path.read_text()  # canonical form
+    assert snapshot.render(snap) == path.read_text()  # canonical form
     assert "ExportedProgram" in snap["types"]
 
 
@@ -134,8 +135,8 @@ def test_importer_reproduces_committed_snapshot(tmp_path):
     out = tmp_path / "out"
     assert imp.main(["--tree", str(tmp_path / "tree"), "-o", str(out)]) == 0
     rel = ".".join(version.split(".")[:2])
-    made = gen.read_snapshot(out / f"torch-{rel}.json")
-    committed = gen.read_snapshot(TORCH_DIR / f"torch-{rel}.json")
+    made = snapshot.read_snapshot(out / f"torch-{rel}.json")
+    committed = snapshot.read_snapshot(TORCH_DIR / f"torch-{rel}.json")
     assert made["types"] == committed["types"]
     assert made["schema_version"] == committed["schema_version"]
     index = json.loads((out / "releases.json").read_text())["releases"]
