@@ -22,7 +22,6 @@ Torch's own ``checksum<<...>>`` line is verified (sha256 of ``repr`` of the load
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import subprocess
@@ -30,35 +29,19 @@ import sys
 import zipfile
 from pathlib import Path
 
-from pt2x.schema.snapshot import TORCH_SNAPSHOT_DIR, make_snapshot, render
+from pt2x.schema.snapshot import TORCH_SNAPSHOT_DIR, render
+from pt2x.tools.snapshot_sources import snapshot_from_yaml
 
-__all__ = ["TORCH_DIR", "YAML_PATH", "snapshot_from_yaml", "collect", "write_all", "main"]
+__all__ = ["TORCH_DIR", "YAML_PATH", "collect", "write_all", "main"]
 
 TORCH_DIR = TORCH_SNAPSHOT_DIR
 YAML_PATH = "torch/_export/serde/schema.yaml"
 _WHEEL = re.compile(r"torch-(\d+\.\d+\.\d+)(?:[-+][^/]*)?\.whl$")
-_VERSION_KEYS = ("SCHEMA_VERSION", "TREESPEC_VERSION")
 
 
 def _minor_release(version: str) -> str:
     major, minor = version.split(".")[:2]
     return f"{int(major)}.{int(minor)}"
-
-
-def snapshot_from_yaml(text: str, *, source: str) -> tuple[dict, str]:
-    """(snapshot, torch's checksum) from a schema.yaml's text; raises if its checksum is wrong."""
-    import yaml
-
-    found = re.search(r"checksum<<([A-Fa-f0-9]{64})>>", text)
-    data = yaml.load(text, Loader=yaml.SafeLoader)
-    if not isinstance(data, dict) or "SCHEMA_VERSION" not in data:
-        raise ValueError(f"{source}: not a torch export schema.yaml (no SCHEMA_VERSION)")
-    real = hashlib.sha256(repr(data).strip().encode()).hexdigest()
-    if found is None or found.group(1).lower() != real:
-        raise ValueError(f"{source}: torch checksum line does not match the yaml content")
-    types = {k: v for k, v in data.items() if k not in _VERSION_KEYS}
-    snap = make_snapshot(types, data["SCHEMA_VERSION"], source=source, treespec_version=data.get("TREESPEC_VERSION"))
-    return snap, real
 
 
 def _from_wheels(folder: Path):

@@ -8,13 +8,15 @@ snapshots stay in ``schema/diff.py``, which reads neither.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
 from pathlib import Path
 
-from ..schema.snapshot import PT2X_SNAPSHOT, build_snapshot, parse, read_snapshot
+from ..schema.snapshot import PT2X_SNAPSHOT, build_snapshot, make_snapshot, parse, read_snapshot
+from ..serde.errors import MissingExtraError, Pt2UsageError
 
-__all__ = ["resolve_snapshot"]
+__all__ = ["resolve_snapshot", "snapshot_from_yaml"]
 
 _TORCH_SPEC = re.compile(r"^(?:torch==)?(\d+)\.(\d+)(?:\.\d+)?$")
 
@@ -45,8 +47,6 @@ def _from_release(spec: str) -> tuple[dict, str]:
 def _read_file(path: Path) -> dict:
     data = path.read_bytes()
     if path.suffix in (".yaml", ".yml"):
-        from .import_torch_schemas import snapshot_from_yaml
-
         return snapshot_from_yaml(data.decode("utf-8"), source=str(path))[0]
     return parse(data, origin=str(path))
 
@@ -59,3 +59,26 @@ def _from_git(ref: str, repo_root: Path | None) -> dict:
         msg = proc.stderr.decode(errors="replace").strip().splitlines()
         raise ValueError(f"{ref!r} is neither a snapshot file, a release, nor a git ref with {rel}: {msg[-1] if msg else ''}")
     return parse(proc.stdout, origin=f"{ref}:{rel}")
+
+
+_VERSION_KEYS = ("SCHEMA_VERSION", "TREESPEC_VERSION")
+"""Top-level keys of torch's schema.yaml that are versions, not types."""
+
+
+def snapshot_from_yaml(text: str, *, source: str) -> tuple[dict, str]:
+    """(snapshot, torch's checksum) from a schema.yaml's text; raises if its checksum is wrong."""
+    try:
+        import yaml
+    except ImportError as e:
+        raise MissingExtraError("reading torch's schema.yaml", "yaml", "yaml") from e
+
+    found = re.search(r"checksum<<([A-Fa-f0-9]{64})>>", text)
+    data = yaml.load(text, Loader=yaml.SafeLoader)
+    if not isinstance(data, dict) or "SCHEMA_VERSION" not in data:
+        raise Pt2UsageError(f"{source}: not a torch export schema.yaml (no SCHEMA_VERSION)")
+    real = hashlib.sha256(repr(data).strip().encode()).hexdigest()
+    if found is None or found.group(1).lower() != real:
+        raise Pt2UsageError(f"{source}: torch checksum line does not match the yaml content")
+    types = {k: v for k, v in data.items() if k not in _VERSION_KEYS}
+    snap = make_snapshot(types, data["SCHEMA_VERSION"], source=source, treespec_version=data.get("TREESPEC_VERSION"))
+    return snap, real

@@ -16,6 +16,7 @@ from pt2x.schema.snapshot import TORCH_SNAPSHOT_DIR as TORCH_DIR, torch_releases
 from pt2x.schema import snapshot
 from pt2x.tools import gen_schema_snapshot as gen
 from pt2x.tools import import_torch_schemas as imp
+from pt2x.tools import snapshot_sources
 
 
 
@@ -147,4 +148,4 @@ def test_importer_refuses_tampered_yaml():
     torch_yaml = Path(pytest.importorskip("torch").__file__).parent / "_export" / "serde" / "schema.yaml"
     text = torch_yaml.read_text().replace("as_none:\n      type: bool", "as_none:\n      type: int", 1)
     with pytest.raises(ValueError, match="checksum"):
-        imp.snapshot_from_yaml(text, source="tampered")
+        snapshot_sources.snapshot_from_yaml(text, source="tampered")
