@@ -1,5 +1,11 @@
 """``scaled_dot_product_attention``: ONNX ``Attention`` from opset 23 (masks, causal, grouped
-query), else MatMul/Softmax with torch's math-path scaling."""
+query), else MatMul/Softmax with torch's math-path scaling and safe softmax.
+
+The ONNX spec lets ``attn_mask`` be anything that broadcasts to ``[B, H, L, S]``, but ONNX
+Runtime's CPU kernel (1.32) wants rank 2-4 with the last two dims exactly ``[L, S]`` ("inconsistent
+q_sequence_length"): a mask that broadcasts over the query or key dimension (``[B, 1, 1, S]``
+from ``nn.MultiheadAttention``'s key padding) is expanded to ``[.., L, S]`` with runtime sizes.
+Leading dims of 1 stay 1 (the kernel broadcasts those itself)."""
 
 from __future__ import annotations
 
@@ -29,6 +35,8 @@ def sdpa(ctx, node):
     if a.attn_mask is not None:
         mask = ctx.t(a.attn_mask) if ctx.dtype(a.attn_mask) == ST.BOOL else ctx.t(a.attn_mask, cst)
     if ctx.opset >= 23 and qi.rank == 4 and (a.enable_gqa or qi.shape[1] == ki.shape[1]):
+        if mask is not None:
+            mask = _mask_for_kernel(ctx, a, mask)
         r = ctx.op("Attention", q, k, v, mask, is_causal=int(bool(a.is_causal)),
                    scale=None if a.scale is None else float(a.scale))
         res = ctx.cast(r, cst, out)
@@ -54,8 +62,33 @@ def sdpa(ctx, node):
             mask = ctx.op("Where", mask, ctx.const(0.0, cst), ctx.const(-np.inf, cst))
         scores = ctx.op("Add", scores, mask)
     attn = ctx.op("Softmax", scores, axis=-1)
+    if mask is not None:
+        attn = _zero_masked_rows(ctx, scores, attn, cst)
     res = ctx.cast(ctx.op("MatMul", attn, v), cst, out)
     return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
+
+
+def _mask_for_kernel(ctx, a, mask):
+    """The mask as ONNX Runtime's Attention kernel takes it: rank 2-4, last two dims [L, S]."""
+    mi, L, S = ctx.info(a.attn_mask), ctx.info(a.query).shape[-2], ctx.info(a.key).shape[-2]
+    if mi.rank > 4:
+        raise Unsupported(f"attention mask of rank {mi.rank} (at most 4)")
+    if mi.rank >= 2 and _same_dim(mi.shape[-2], L) and _same_dim(mi.shape[-1], S):
+        return mask
+    shape = ctx.op("Concat", ctx.ints([1, 1]), ctx.dim(a.query, -2), ctx.dim(a.key, -2), axis=0)
+    return ctx.op("Expand", mask, shape)
+
+
+def _same_dim(x, y) -> bool:
+    """True only when equal sizes are proved: the same int or the same symbolic expression."""
+    return type(x) is type(y) and x == y
+
+
+def _zero_masked_rows(ctx, scores, attn, cst):
+    """torch's safe softmax: a row whose scores are all -inf (every key masked) gives zeros, not NaN."""
+    live = ctx.op("Not", ctx.op("IsInf", scores, detect_positive=0))
+    any_live = ctx.op("ReduceMax", ctx.cast(live, ST.BOOL, cst), axes_const(ctx, [-1]), keepdims=1)
+    return ctx.op("Where", ctx.cast(any_live, cst, ST.BOOL), attn, ctx.const(0.0, cst))
 
 
 def _repeat_heads(ctx, t, hq, hkv, rank, e):
