@@ -19,6 +19,9 @@ is here and knows nothing of the target's format:
   lowering ran, later readers of the mutated input see the new value; a placeholder of
   the top graph mutated this way is recorded in ``LoweringState.mutated`` and
   ``mutations`` turns it into an extra output (training IR lists no mutation for it).
+  An in-place op whose mutated input may alias another value (it comes from a view op,
+  ``_signature_table.ALIASING``) is refused (``view_write_base``) unless the write is
+  provably dead: the view-mutation pass that would write through to the base is not there yet.
 * ``Names``: unique value names across a program and all its subgraphs;
   ``program_names`` is what they must not reuse; ``all_graphs`` yields a graph and its
   subgraphs.
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Protocol
 
 from ..schema import definitions as d
-from ..schema.walk import subgraphs
+from ..schema.walk import subgraphs, value_refs
 from . import registry
 from .errors import NotConverted, Unsupported
 from .graph import GraphView, ProgramView, input_names, output_names
@@ -129,6 +132,11 @@ def lower_node(ctx: Target, node: d.Node, fn) -> None:
     """Run ``fn(ctx, node)``, bind its outputs, rebind an in-place op's input."""
     mark = ctx.begin_node(node)
     try:
+        if registry.is_inplace(node.target):
+            base = view_write_base(ctx.view, node)
+            if base is not None:
+                raise Unsupported(f"in-place write through a view of {base!r}: not supported yet "
+                                  f"(the write would not reach {base!r} and what else aliases it)")
         result = fn(ctx, node)
         _bind_outputs(ctx, node, result, mark)
         if registry.is_inplace(node.target):
@@ -142,6 +150,88 @@ def lower_node(ctx: Target, node: d.Node, fn) -> None:
         raise lowering_failure(e, ctx.view, node, fn) from e
     finally:
         ctx.end_node()
+
+
+# ------------------------------------------------------------------ writes through views
+
+
+def _aliasing(view: GraphView, node: d.Node | None) -> bool:
+    """Whether ``node``'s outputs may alias its first input: a view op (``ALIASING``; a
+    ``to`` that changes the dtype copies), an in-place op (its result is its input), or
+    ``getitem`` of a view op's outputs."""
+    if node is None:
+        return False
+    from ._signature_table import ALIASING
+
+    target = registry.canonical(node.target)
+    if target.startswith("aten.to.") and _changes_dtype(view, node):
+        return False
+    return target in ALIASING or registry.is_inplace(target) or target == "_operator.getitem"
+
+
+def _changes_dtype(view: GraphView, node: d.Node) -> bool:
+    ins, outs = input_names(node), output_names(node)
+    if not ins or not outs or not view.has_tensor(ins[0]) or not view.has_tensor(outs[0]):
+        return False
+    return view.tensor(ins[0]).dtype != view.tensor(outs[0]).dtype
+
+
+def _first_input(node: d.Node) -> str | None:
+    names = input_names(node)
+    return names[0] if names else None
+
+
+def _alias_root(view: GraphView, name: str) -> tuple[str, bool]:
+    """The value ``name`` aliases through view/in-place/getitem producers, and whether any of
+    them was a view (``getitem`` and in-place ops alone make no view)."""
+    through_view = False
+    seen = set()
+    while name not in seen:
+        seen.add(name)
+        p = view.producer.get(name)
+        if not _aliasing(view, p) or _first_input(p) is None:
+            break
+        through_view |= not registry.is_inplace(p.target) and p.target != "_operator.getitem"
+        name = _first_input(p)
+    return name, through_view
+
+
+def _alias_class(view: GraphView, root: str) -> set[str]:
+    """``root`` and every value made from it by aliasing nodes, transitively."""
+    out, todo = {root}, [root]
+    while todo:
+        for c in view.consumers.get(todo.pop(), []):
+            if _aliasing(view, c) and _first_input(c) in out:
+                for o in output_names(c):
+                    if o not in out:
+                        out.add(o)
+                        todo.append(o)
+    return out
+
+
+def view_write_base(view: GraphView, node: d.Node) -> str | None:
+    """The base an in-place ``node`` writes to through a view, unless that write is provably
+    dead; None when its mutated input is no view. Dead: the base is made in this graph (not
+    an input, weight or outer value), and after ``node`` nothing reads the base or any other
+    alias of it, nor is one a graph output (reads of the written view itself see the write)."""
+    target = _first_input(node)
+    if target is None:
+        return None
+    base, through_view = _alias_root(view, target)
+    if not through_view:
+        return None
+    p = view.producer.get(base)
+    if p is None:  # a graph input, a weight or a value of an enclosing graph
+        return base
+    own = {target, *output_names(node)}
+    others = _alias_class(view, base) - own
+    outs = {name for a in view.output_args for _, name in value_refs(a)}
+    if others & outs:
+        return base
+    after = view.nodes[next(i for i, n in enumerate(view.nodes) if n is node) + 1:]
+    if any(set(input_names(n)) & others for n in after):
+        return base
+    return None
 
 
 # ------------------------------------------------------------------ binding outputs

@@ -11,7 +11,12 @@ spellings torch's serializer writes, and the only ones ``register`` accepts (``T
 
 An in-place ATen overload (``aten.add_.Tensor``: the op name ends in one ``_``) is
 recognised by ``is_inplace`` and nowhere else; the driver (``lower.py``) rebinds the
-mutated input after its lowering ran.
+mutated input after its lowering ran. In-place overloads are not written twice: ``get``
+derives ``aten.X_.ov``'s lowering from ``aten.X.ov``'s (``derived_inplace``) when torch's
+schemas of the two are the same apart from mutability, which ``tools/gen_signature_table.py``
+checks against torch and records in ``_signature_table.INPLACE_OF`` (nothing is decided at run
+time). The derived lowering sees the node with the out-of-place target; it must produce the
+node's output dtype (the in-place one: ``self``'s). An explicit registration wins.
 
 Each backend decides the signature of its lowerings (ONNX: ``fn(ctx, node)``; see the
 backend's README section). Register your own for a custom operator::
@@ -29,11 +34,12 @@ twice raises unless ``override=True``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Callable, NamedTuple
 
-__all__ = ["TargetName", "TARGET_FORMS", "canonical", "parse_target", "is_inplace", "lowering", "register",
-           "unregister", "get", "targets"]
+__all__ = ["TargetName", "TARGET_FORMS", "canonical", "parse_target", "is_inplace", "inplace_base", "lowering",
+           "register", "unregister", "get", "targets", "derived_targets"]
 
 _TABLES: dict[str, dict[str, Callable]] = {}
 
@@ -84,6 +90,14 @@ def is_inplace(target: str) -> bool:
             and not t.op.startswith("_"))
 
 
+def inplace_base(target: str) -> str | None:
+    """``aten.X.ov`` when ``target`` is an in-place ``aten.X_.ov`` whose lowering is derived
+    from it (torch's schemas agree apart from mutability: ``_signature_table.INPLACE_OF``)."""
+    from ._signature_table import INPLACE_OF
+
+    return INPLACE_OF.get(canonical(target))
+
+
 def register(backend: str, target: str, fn: Callable, *, override: bool = False) -> Callable:
     """Register ``fn`` as ``backend``'s lowering of ``target``; refuses a target spelled in none
     of ``TARGET_FORMS`` (``ValueError``) and a second registration unless ``override``."""
@@ -117,8 +131,44 @@ def unregister(backend: str, target: str) -> None:
 
 
 def get(backend: str, target: str) -> Callable | None:
-    return _TABLES.get(backend, {}).get(canonical(target))
+    """``backend``'s lowering of ``target``: the registered one, else one derived from the
+    out-of-place lowering of an in-place overload (``inplace_base``), else None."""
+    table = _TABLES.get(backend, {})
+    key = canonical(target)
+    fn = table.get(key)
+    if fn is not None:
+        return fn
+    base = inplace_base(key)
+    if base is None or base not in table:
+        return None
+    return _derived(backend, key, base, table[base])
+
+
+_DERIVED: dict[tuple[str, str, Callable], Callable] = {}
+
+
+def _derived(backend: str, target: str, base: str, fn: Callable) -> Callable:
+    """The lowering of in-place ``target``: ``fn`` run on the node re-targeted at ``base``
+    (lowerings that read ``node.target`` see the out-of-place name they were written for)."""
+    key = (backend, target, fn)
+    if key not in _DERIVED:
+        def lower(ctx, node, *rest):
+            return fn(ctx, dataclasses.replace(node, target=base), *rest)
+
+        lower.__name__ = lower.__qualname__ = f"{getattr(fn, '__name__', 'lowering')}[{target}]"
+        lower.derived_from = (base, fn)
+        _DERIVED[key] = lower
+    return _DERIVED[key]
 
 
 def targets(backend: str) -> list[str]:
+    """The targets registered for ``backend`` (not the derived in-place ones: ``derived_targets``)."""
     return sorted(_TABLES.get(backend, {}))
+
+
+def derived_targets(backend: str) -> dict[str, str]:
+    """In-place target -> the out-of-place target whose lowering ``get`` derives for it."""
+    from ._signature_table import INPLACE_OF
+
+    table = _TABLES.get(backend, {})
+    return {k: v for k, v in sorted(INPLACE_OF.items()) if k not in table and v in table}

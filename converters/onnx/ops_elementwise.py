@@ -2,7 +2,10 @@
 
 Arithmetic results take the program's output dtype; inputs are cast to it (torch's
 promotion already decided it). Comparisons promote their inputs with ``dtypes.result_type``
-since only the bool output carries a dtype.
+since only the bool output carries a dtype; their result is cast to the output dtype, which
+is ``self``'s for the in-place variants (``eq_``, ``logical_and_``). In-place overloads are
+derived by the registry from the out-of-place lowerings here (``registry.get``), so every
+lowering produces exactly the node's output dtype.
 """
 
 from __future__ import annotations
@@ -50,8 +53,8 @@ def _add_sub(op_type):
     return lower
 
 
-lowering("onnx", "aten.add.Tensor", "aten.add.Scalar", "aten.add_.Tensor", "aten.add_.Scalar")(_add_sub("Add"))
-lowering("onnx", "aten.sub.Tensor", "aten.sub.Scalar", "aten.sub_.Tensor", "aten.sub_.Scalar")(_add_sub("Sub"))
+lowering("onnx", "aten.add.Tensor", "aten.add.Scalar")(_add_sub("Add"))
+lowering("onnx", "aten.sub.Tensor", "aten.sub.Scalar")(_add_sub("Sub"))
 
 
 @lowering("onnx", "aten.rsub.Tensor", "aten.rsub.Scalar")
@@ -65,7 +68,7 @@ def rsub(ctx, node):
     return ctx.cast(ctx.op("Sub", ctx.t(a.other, cst), x), cst, out)
 
 
-@lowering("onnx", "aten.mul.Tensor", "aten.mul.Scalar", "aten.mul_.Tensor", "aten.mul_.Scalar")
+@lowering("onnx", "aten.mul.Tensor", "aten.mul.Scalar")
 def mul(ctx, node):
     a = bind(node, "self", "other")
     if ctx.out_info().dtype == ST.BOOL:
@@ -73,8 +76,7 @@ def mul(ctx, node):
     return nary(ctx, "Mul", a.self, a.other)
 
 
-@lowering("onnx", "aten.div.Tensor", "aten.div.Scalar", "aten.div_.Tensor", "aten.div_.Scalar",
-          "aten.div.Tensor_mode", "aten.div.Scalar_mode", "aten.true_divide.Tensor")
+@lowering("onnx", "aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode", "aten.true_divide.Tensor")
 def div(ctx, node):
     a = bind(node, "self", "other", rounding_mode=None)
     out = ctx.out_info().dtype
@@ -152,7 +154,7 @@ for _names, _op in [
     (("aten.neg.default",), "Neg"), (("aten.abs.default",), "Abs"), (("aten.exp.default",), "Exp"),
     (("aten.log.default",), "Log"), (("aten.sqrt.default",), "Sqrt"), (("aten.sin.default",), "Sin"),
     (("aten.cos.default",), "Cos"), (("aten.tan.default",), "Tan"), (("aten.tanh.default",), "Tanh"),
-    (("aten.sigmoid.default",), "Sigmoid"), (("aten.relu.default", "aten.relu_.default"), "Relu"),
+    (("aten.sigmoid.default",), "Sigmoid"), (("aten.relu.default",), "Relu"),
     (("aten.erf.default",), "Erf"), (("aten.reciprocal.default",), "Reciprocal"),
     (("aten.sign.default", "aten.sgn.default"), "Sign"), (("aten.floor.default",), "Floor"),
     (("aten.ceil.default",), "Ceil"), (("aten.round.default",), "Round"), (("aten.asin.default",), "Asin"),
@@ -208,7 +210,7 @@ def trunc(ctx, node):
     return ctx.cast(_trunc(ctx, ctx.t(bind(node, "self")[0], cst)), cst, out)
 
 
-@lowering("onnx", "aten.silu.default", "aten.silu_.default")
+@lowering("onnx", "aten.silu.default")
 def silu(ctx, node):
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
@@ -216,7 +218,7 @@ def silu(ctx, node):
     return ctx.cast(ctx.op("Mul", x, ctx.op("Sigmoid", x)), cst, out)
 
 
-@lowering("onnx", "aten.gelu.default", "aten.gelu_.default")
+@lowering("onnx", "aten.gelu.default")
 def gelu(ctx, node):
     a = bind(node, "self", approximate="none")
     out = ctx.out_info().dtype
@@ -235,7 +237,7 @@ def gelu(ctx, node):
     return ctx.cast(r, cst, out)
 
 
-@lowering("onnx", "aten.leaky_relu.default", "aten.leaky_relu_.default")
+@lowering("onnx", "aten.leaky_relu.default")
 def leaky_relu(ctx, node):
     a = bind(node, "self", negative_slope=0.01)
     return nary(ctx, "LeakyRelu", a.self, alpha=float(a.negative_slope))
@@ -249,7 +251,7 @@ def elu(ctx, node):
     return nary(ctx, "Elu", a.self, alpha=float(a.alpha))
 
 
-@lowering("onnx", "aten.hardtanh.default", "aten.hardtanh_.default", "aten.relu6.default")
+@lowering("onnx", "aten.hardtanh.default", "aten.relu6.default")
 def hardtanh(ctx, node):
     a = bind(node, "self", min_val=-1.0, max_val=1.0)
     if "relu6" in node.target:
@@ -262,7 +264,7 @@ def hardtanh(ctx, node):
 
 
 @lowering("onnx", "aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default",
-          "aten.clamp_min.Tensor", "aten.clamp_max.Tensor", "aten.clamp_.default")
+          "aten.clamp_min.Tensor", "aten.clamp_max.Tensor")
 def clamp(ctx, node):
     a = bind(node, "self", min=None, max=None)
     lo, hi = a.min, a.max
@@ -318,7 +320,8 @@ def _compare(ctx, node):
     if cst == ST.BOOL and op not in ("eq", "ne"):
         cst = ST.INT
     r = ctx.op(_CMP[op], ctx.t(a.self, cst), ctx.t(a.other, cst))
-    return ctx.op("Not", r) if op == "ne" else r
+    r = ctx.op("Not", r) if op == "ne" else r
+    return ctx.cast(r, ST.BOOL, ctx.out_info().dtype)  # bool, or self's dtype in place (eq_)
 
 
 for _op in _CMP:
@@ -330,15 +333,15 @@ def logical_not(ctx, node):
     x = bind(node, "self")[0]
     if "bitwise" in node.target and ctx.dtype(x) != ST.BOOL:
         return ctx.op("BitwiseNot", ctx.t(x))
-    return ctx.op("Not", ctx.t(x, ST.BOOL))
+    return ctx.cast(ctx.op("Not", ctx.t(x, ST.BOOL)), ST.BOOL, ctx.out_info().dtype)
 
 
 def _logic(op_type, bitwise):
     def lower(ctx, node):
         a = bind(node, "self", "other")
         out = ctx.out_info().dtype
-        if out == ST.BOOL:
-            return ctx.op(op_type, ctx.t(a.self, ST.BOOL), ctx.t(a.other, ST.BOOL))
+        if out == ST.BOOL or "logical" in node.target:  # logical_and_ on floats: 0/1 in self's dtype
+            return ctx.cast(ctx.op(op_type, ctx.t(a.self, ST.BOOL), ctx.t(a.other, ST.BOOL)), ST.BOOL, out)
         return ctx.op(bitwise, ctx.t(a.self, out), ctx.t(a.other, out))
 
     return lower
@@ -370,8 +373,7 @@ def where(ctx, node):
     return ctx.cast(r, cst, out)
 
 
-@lowering("onnx", "aten.masked_fill.Scalar", "aten.masked_fill.Tensor", "aten.masked_fill_.Scalar",
-          "aten.masked_fill_.Tensor")
+@lowering("onnx", "aten.masked_fill.Scalar", "aten.masked_fill.Tensor")
 def masked_fill(ctx, node):
     a = bind(node, "self", "mask", "value")
     out = ctx.out_info().dtype

@@ -297,6 +297,22 @@ def glu(ctx, node):
     return ctx.cast(ctx.op("Mul", x1, ctx.op("Sigmoid", x2)), cst, out)
 
 
+@lowering("onnx", "aten._weight_norm.default")
+def weight_norm(ctx, node):
+    """``v * (g / ||v||)``, the 2-norm over every dim but ``dim`` (``dim=-1``: over all of them,
+    as torch's ``norm_except_dim`` reads it)."""
+    a = bind(node, "v", "g", dim=0)
+    r = ctx.rank(a.v)
+    if r == 0:
+        raise Unsupported("_weight_norm of a 0-d tensor")
+    axes = list(range(r)) if a.dim == -1 else [i for i in range(r) if i != a.dim % r]
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    v = ctx.t(a.v, cst)
+    norm = ctx.op("ReduceL2", v, axes_const(ctx, axes), keepdims=1) if axes else ctx.op("Abs", v)
+    return ctx.cast(ctx.op("Mul", v, ctx.op("Div", ctx.t(a.g, cst), norm)), cst, out)
+
+
 @lowering("onnx", "aten.prelu.default", "aten._prelu_kernel.default")
 def prelu(ctx, node):
     a = bind(node, "self", "weight")

@@ -322,7 +322,7 @@ def roll(ctx, node):
 
 @lowering("onnx", "aten.clone.default", "aten.contiguous.default", "aten.alias.default", "aten.detach.default",
           "aten.detach_.default", "aten.lift_fresh_copy.default", "aten.lift_fresh.default",
-          "aten.alias_copy.default", "aten.view_as.default", "aten.dropout.default", "aten.dropout_.default",
+          "aten.alias_copy.default", "aten.dropout.default", "aten.dropout_.default",
           "aten.feature_dropout.default", "aten.alpha_dropout.default", "aten.native_dropout.default",
           "aten.clone_.default", "aten.resolve_conj.default", "aten.resolve_neg.default",
           "aten.positive.default", "aten._conj.default", "aten.detach_copy.default")
@@ -336,9 +336,16 @@ def identity(ctx, node):
             raise Unsupported("dropout in training mode")
         if "native_dropout" in node.target:
             return [ctx.t(x), ctx.op("ConstantOfShape", ctx.shape_of(x), value=scalar_attr(True, ST.BOOL))]
-    if "view_as" in node.target:
-        return ctx.op("Reshape", ctx.t(x), ctx.shape_of(a.other))
     return ctx.t(x)
+
+
+@lowering("onnx", "aten.view_as.default", "aten.reshape_as.default")
+def view_as(ctx, node):
+    """``self`` in ``other``'s shape (the program's output shape: ``view``'s lowering)."""
+    a = bind(node, "self", "other")
+    if tuple(ctx.info(a.self).shape) == tuple(ctx.out_info().shape):
+        return ctx.t(a.self)
+    return ctx.op("Reshape", ctx.t(a.self), ctx.shape_of(a.other))
 
 
 @lowering("onnx", "aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device",
@@ -360,7 +367,7 @@ def to_copy(ctx, node):
     return ctx.cast(ctx.t(a.self), src, out)
 
 
-@lowering("onnx", "aten.copy.default", "aten.copy_.default")
+@lowering("onnx", "aten.copy.default")
 def copy(ctx, node):
     a = bind(node, "self", "src")
     out = ctx.out_info()

@@ -99,7 +99,7 @@ def _lookup_op_uncached(name: str):
     if len(parts) < 3 or parts[0] != "torch" or parts[1] != "ops":
         return "is not a registered operator or a known Python builtin"
     rest = parts[2:]
-    if not all(_IDENT.match(p) and not p.startswith("__") for p in rest):
+    if not all(_IDENT.match(p) for p in rest):  # dunders (aten.__and__.Tensor) are operators too
         return "has a malformed name"
     ns = rest[0]
     if ns == "higher_order":
@@ -112,13 +112,22 @@ def _lookup_op_uncached(name: str):
     if len(rest) != 3:
         return "is not of the form torch.ops.<namespace>.<op>.<overload>"
     _, op, overload = rest
-    if not torch._C._jit_get_schemas_for_operator(f"{ns}::{op}"):
+    schemas = torch._C._jit_get_schemas_for_operator(f"{ns}::{op}")
+    if not schemas:
         return f"is not registered with the dispatcher (namespace {ns!r}; load the library defining it first)"
+    known = sorted(sc.overload_name or "default" for sc in schemas)
+    if overload not in known:
+        return f"has no overload {overload!r} (known: {', '.join(known)})"
+    return _registered_overload(ns, op, overload)
+
+
+def _registered_overload(ns: str, op: str, overload: str):
+    """The OpOverload of an operator the dispatcher has registered with that overload: only
+    ``torch.ops``' operator namespaces are consulted, never a Python attribute of another
+    object (the names were checked against the dispatcher's schemas first)."""
     try:
-        packet = getattr(getattr(torch.ops, ns), op)
-        if overload not in packet.overloads():
-            return f"has no overload {overload!r} (known: {', '.join(packet.overloads())})"
-        return getattr(packet, overload)
+        packet = getattr(torch.ops, ns).__getattr__(op)  # OpOverloadPacket, made from the registry
+        return packet.__getattr__(overload)  # OpOverload, from the registry
     except (AttributeError, RuntimeError) as e:
         return f"could not be resolved ({type(e).__name__}: {e})"
 
