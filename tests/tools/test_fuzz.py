@@ -30,6 +30,11 @@ REPO = Path(paths.REPO)
 REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 BUDGET = 300
 CI_SEED = 20261123
+CASE_TIMEOUT = 30
+"""Seconds per case here. The 10 s bound is what the long runs in the README check on a quiet
+machine (the slowest accepted load of 100,000 cases took 6.1 s); a test suite runs on loaded
+and slow machines too, and the bug class it guards against (amplification, exponential decode)
+takes minutes or never ends, so a wider margin keeps the test exact without making it flaky."""
 
 
 def _seed() -> int:
@@ -42,7 +47,7 @@ def _seed() -> int:
 
 def test_fuzz_budget_finds_nothing():
     seed = _seed()
-    config = fuzz.FuzzConfig(n=BUDGET, seed=seed, timeout=5, memory_mib=2048, max_failures=10)
+    config = fuzz.FuzzConfig(n=BUDGET, seed=seed, timeout=CASE_TIMEOUT, memory_mib=2048, max_failures=10)
     report = fuzz.fuzz(config)
     assert len(report.results) == BUDGET or report.bad
     assert all(r.stages for r in report.results)
@@ -60,7 +65,7 @@ def _regressions() -> list[Path]:
 @pytest.fixture(scope="module")
 def regression_results():
     files = _regressions()
-    results = fuzz.run_files([str(f) for f in files], timeout=10, memory_mib=2048)
+    results = fuzz.run_files([str(f) for f in files], timeout=CASE_TIMEOUT, memory_mib=2048)
     return dict(zip(files, results))
 
 
@@ -137,7 +142,7 @@ def test_marker_payloads_really_run(tmp_path):
 )
 def test_fuzzer_verdicts(stage, kind):
     fixture = str(REPO / "tests/fixtures/pt2/torch-2.13.0/mlp_dynamic.pt2")
-    [r] = fuzz.run_files([fixture], stages=("load", stage), timeout=2, memory_mib=512)
+    [r] = fuzz.run_files([fixture], stages=("load", stage), timeout=5, memory_mib=512)
     assert [s.stage for s in r.stages] == ["load", stage]
     assert r.stages[0].outcome == "ok"
     assert r.stages[1].kind == kind, r.stages[1]
