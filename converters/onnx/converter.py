@@ -25,6 +25,7 @@ from ..guard import stage
 from ..lower import LoweringState, MutatedOutput, Names, lower_graph, mutations, program_names
 from ..report import missing_lowerings
 from .context import Ctx, onnx_type
+from .fold import fold_batch_norms
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
 
@@ -222,7 +223,9 @@ def _declare_outputs(view: ProgramView, ctx: Ctx, dim_names):
 def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_nodes,
               mutated: list[MutatedOutput], dim_names):
     """The ModelProto: pruned nodes and initializers, opset, metadata props."""
-    nodes, inits = prune(ctx.nodes + out_nodes, [o.name for o in outputs], ctx.root.initializers)
+    names = [o.name for o in outputs]
+    nodes = fold_batch_norms(ctx, ctx.nodes + out_nodes, names)
+    nodes, inits = prune(nodes, names, ctx.root.initializers)
     graph = helper.make_graph(nodes, view.name or "model", inputs, outputs, initializer=inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                           producer_name="pt2x", producer_version=_version(), ir_version=IR_VERSION)

@@ -1,0 +1,152 @@
+"""Fold inference BatchNormalization into the Conv, ConvTranspose or Gemm that feeds it.
+
+Runs on the assembled root graph (subgraphs are left alone). A ``BatchNormalization``
+node folds when all of these hold, else the graph is left as it is:
+  * it is in inference form (one output, no ``training_mode``) and its scale, bias, mean
+    and variance are constants (initializers);
+  * its input is the only output of a Conv / ConvTranspose / Gemm / MatMul (2-D input,
+    known from the program's metadata; it becomes a Gemm) in the same graph,
+    read by nothing else (no other node, no subgraph, no graph output);
+  * that producer's weight (and bias, when it has one) are constants of the BN's dtype,
+    and the channel counts agree; a Gemm has default ``alpha``/``beta`` and a 1-D bias.
+
+With ``s = scale / sqrt(var + eps)``: ``W' = W * s`` per output channel and
+``b' = (b - mean) * s + bias``, computed in float64 and cast to the weight's dtype. The
+folded weights are new initializers (the originals may be tied elsewhere; ``prune``
+drops them when nothing reads them), counted against the constant budget.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+__all__ = ["fold_batch_norms"]
+
+_PRODUCERS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
+
+
+def _rank2(ctx, name: str) -> bool:
+    """Whether the ONNX value ``name`` is a program tensor known to be 2-D."""
+    for prog_name, onnx_name in ctx.root.env.items():
+        if onnx_name == name:
+            try:
+                return ctx.root.view.tensor(prog_name).rank == 2
+            except Exception:  # a SymInt or a value without tensor metadata
+                return False
+    return False
+
+
+def _attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _readers(nodes, outputs) -> dict[str, int]:
+    """How many times each value is read: node inputs, subgraph inputs, graph outputs."""
+    from .converter import _subgraph_inputs
+
+    count: dict[str, int] = {}
+    for n in nodes:
+        sub: set = set()
+        _subgraph_inputs(n, sub)
+        for x in list(n.input) + sorted(sub):
+            count[x] = count.get(x, 0) + 1
+    for o in outputs:
+        count[o] = count.get(o, 0) + 2  # an output is never folded away
+    return count
+
+
+def _bn_params(bn, consts):
+    """(scale, bias, mean, var, eps) as float64 when ``bn`` is a foldable inference BN."""
+    if bn.domain not in ("", "ai.onnx") or len(bn.output) != 1 or len(bn.input) != 5:
+        return None
+    if _attr(bn, "training_mode", 0):
+        return None
+    vals = [consts.get(x) for x in bn.input[1:]]
+    if any(v is None or v.ndim != 1 for v in vals) or len({v.shape for v in vals}) != 1:
+        return None
+    if any(v.dtype.kind != "f" for v in vals):
+        return None
+    return [v.astype(np.float64) for v in vals] + [float(_attr(bn, "epsilon", 1e-5)), vals[0].dtype]
+
+
+def _scaled_weight(prod, w, s):
+    """``w`` scaled per output channel of ``prod`` (float64), or None when the layout is not
+    one this pass knows."""
+    c = s.shape[0]
+    if prod.op_type == "Conv":
+        if w.ndim < 3 or w.shape[0] != c:
+            return None
+        return w * s.reshape((c,) + (1,) * (w.ndim - 1))
+    if prod.op_type == "ConvTranspose":
+        g = int(_attr(prod, "group", 1))
+        if w.ndim < 3 or w.shape[0] % g or w.shape[1] * g != c:
+            return None
+        wg = w.reshape((g, w.shape[0] // g) + w.shape[1:])  # [g, cin/g, cout/g, k...]
+        sg = s.reshape((g, 1, c // g) + (1,) * (w.ndim - 2))
+        return (wg * sg).reshape(w.shape)
+    # Gemm: Y = A' @ B' with B' = B.T when transB; output channel is B''s last axis.
+    # MatMul reaches here only 2-D x 2-D (it becomes a Gemm without attributes)
+    if _attr(prod, "alpha", 1.0) != 1.0 or _attr(prod, "beta", 1.0) != 1.0 or w.ndim != 2:
+        return None
+    if _attr(prod, "transB", 0):
+        return w * s[:, None] if w.shape[0] == c else None
+    return w * s[None, :] if w.shape[1] == c else None
+
+
+def _fold_one(ctx, prod, bn, params):
+    """The producer rewritten to compute the BN's output, or None when it cannot fold."""
+    consts = ctx.root.consts
+    scale, beta, mean, var, eps, bn_dtype = params
+    w = consts.get(prod.input[1]) if len(prod.input) > 1 else None
+    b = consts.get(prod.input[2]) if len(prod.input) > 2 and prod.input[2] else None
+    if w is None or w.dtype != bn_dtype or (len(prod.input) > 2 and prod.input[2] and b is None):
+        return None
+    c = scale.shape[0]
+    if b is not None and (b.dtype != bn_dtype or b.shape != (c,)):
+        return None
+    s = scale / np.sqrt(var + eps)
+    w2 = _scaled_weight(prod, w.astype(np.float64), s)
+    if w2 is None:
+        return None
+    b0 = np.zeros(c) if b is None else b.astype(np.float64)
+    b2 = (b0 - mean) * s + beta
+    w_name = ctx.const_array(w2.astype(w.dtype), name=f"{prod.input[1]}.bn_folded")
+    b_name = ctx.const_array(b2.astype(w.dtype), name=f"{bn.name or 'bn'}.bias_folded")
+    op = "Gemm" if prod.op_type == "MatMul" else prod.op_type
+    new = helper.make_node(op, [prod.input[0], w_name, b_name], [bn.output[0]],
+                           name=prod.name, domain=prod.domain or None)
+    new.attribute.extend(prod.attribute)
+    return new
+
+
+def fold_batch_norms(ctx, nodes: list, outputs: list[str]) -> list:
+    """``nodes`` with each foldable BatchNormalization merged into its producer."""
+    consts = ctx.root.consts
+    readers = _readers(nodes, outputs)
+    producer = {}
+    for i, n in enumerate(nodes):
+        for o in n.output:
+            producer[o] = i
+    out = list(nodes)
+    drop: set[int] = set()
+    for j, bn in enumerate(nodes):
+        if bn.op_type != "BatchNormalization":
+            continue
+        params = _bn_params(bn, consts)
+        i = producer.get(bn.input[0])
+        if params is None or i is None or i in drop or readers.get(bn.input[0], 0) != 1:
+            continue
+        prod = out[i]
+        if prod.op_type not in _PRODUCERS or prod.domain not in ("", "ai.onnx") or len(prod.output) != 1:
+            continue
+        if prod.op_type == "MatMul" and not _rank2(ctx, prod.input[0]):
+            continue  # only mm (2-D x 2-D) becomes a Gemm; a batched MatMul's channels are not dim 1
+        new = _fold_one(ctx, prod, bn, params)
+        if new is not None:
+            out[i] = new
+            drop.add(j)
+    return [n for k, n in enumerate(out) if k not in drop]
