@@ -9,7 +9,10 @@ runs in its own subprocess:
 Ratios are torch/pt2x for times (higher is better for pt2x), pt2x/torch for nodes and
 latency (<= 1.0 is the goal).
 
-    python tools/bench_onnx.py [--models mlp,enc6,enc12,gpt2,bert] [--out bench-out/onnx]
+    python tools/bench_onnx.py [--models mlp,convbn,resnet,enc6,enc12,gpt2,bert] [--out bench-out/onnx]
+
+CNNs (``convbn``: a conv-bn-relu stack with a depthwise stage; ``resnet``: resnet-like basic
+blocks with downsampling shortcuts) are built from torch.nn, with BatchNorm statistics re-drawn.
 """
 
 from __future__ import annotations
@@ -22,7 +25,43 @@ import subprocess
 import sys
 import time
 
-MODELS = ("mlp", "enc6", "enc12", "gpt2", "bert")
+MODELS = ("mlp", "convbn", "resnet", "enc6", "enc12", "gpt2", "bert")
+
+
+def _cnn(name):
+    """A conv-bn-relu stack (``convbn``) or resnet-like basic blocks (``resnet``), eval mode,
+    with BatchNorm statistics and affine parameters re-drawn so the BNs do something."""
+    import torch
+    from torch import nn
+
+    def cbr(cin, cout, stride=1, groups=1, relu=True):
+        layers = [nn.Conv2d(cin, cout, 3, stride, 1, groups=groups, bias=False), nn.BatchNorm2d(cout)]
+        return nn.Sequential(*layers, *([nn.ReLU()] if relu else []))
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(cbr(cin, cout, stride), cbr(cout, cout, relu=False))
+            self.short = (nn.Identity() if stride == 1 and cin == cout else
+                          nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)))
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + self.short(x))
+
+    if name == "convbn":
+        m = nn.Sequential(cbr(3, 32, 2), cbr(32, 32, groups=32), cbr(32, 64), cbr(64, 64, 2, groups=64),
+                          cbr(64, 128), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+    else:
+        m = nn.Sequential(cbr(3, 32, 2), Block(32, 32, 1), Block(32, 64, 2), Block(64, 64, 1), Block(64, 128, 2),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(128, 10))
+    for mod in m.modules():
+        if isinstance(mod, nn.BatchNorm2d):
+            with torch.no_grad():
+                mod.running_mean.normal_(0, 0.5)
+                mod.running_var.uniform_(0.5, 2.0)
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.normal_(0, 0.2)
+    return m
 
 PT2X_INPROC = r"""
 import json, statistics, sys, time
@@ -100,6 +139,8 @@ def build(name):
         m = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1024),
                                 torch.nn.GELU(), torch.nn.Linear(1024, 10))
         return m, (torch.randn(8, 256),), ({0: batch},)
+    if name in ("convbn", "resnet"):
+        return _cnn(name), (torch.randn(4, 3, 64, 64),), ({0: batch},)
     if name in ("enc6", "enc12"):
         layer = torch.nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, batch_first=True)
         m = torch.nn.TransformerEncoder(layer, 6 if name == "enc6" else 12, enable_nested_tensor=False)
