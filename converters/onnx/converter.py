@@ -26,6 +26,7 @@ from ..lower import LoweringState, MutatedOutput, Names, lower_graph, mutations,
 from ..report import missing_lowerings
 from .context import Ctx, onnx_type
 from .fold import fold_batch_norms
+from .fold import subgraph_inputs as _subgraph_inputs
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
 
@@ -238,14 +239,6 @@ def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_node
         meta["pt2x.dim_names"] = json.dumps(dim_names)
     helper.set_model_props(m, meta)
     return m
-
-
-def _subgraph_inputs(node, acc: set) -> None:
-    for attr in node.attribute:
-        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-            for n in g.node:
-                acc.update(n.input)
-                _subgraph_inputs(n, acc)
 
 
 def prune(nodes, outputs, initializers):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-__all__ = ["fold_batch_norms"]
+__all__ = ["fold_batch_norms", "subgraph_inputs"]
 
 _PRODUCERS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
@@ -44,14 +44,21 @@ def _attr(node, name, default=None):
     return default
 
 
+def subgraph_inputs(node, acc: set) -> None:
+    """Add to ``acc`` every value the subgraphs of ``node`` (If/Loop bodies) read."""
+    for attr in node.attribute:
+        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            for n in g.node:
+                acc.update(n.input)
+                subgraph_inputs(n, acc)
+
+
 def _readers(nodes, outputs) -> dict[str, int]:
     """How many times each value is read: node inputs, subgraph inputs, graph outputs."""
-    from .converter import _subgraph_inputs
-
     count: dict[str, int] = {}
     for n in nodes:
         sub: set = set()
-        _subgraph_inputs(n, sub)
+        subgraph_inputs(n, sub)
         for x in list(n.input) + sorted(sub):
             count[x] = count.get(x, 0) + 1
     for o in outputs:

@@ -184,3 +184,25 @@ def test_tied_conv_weight_folds_each_use_separately():
         expected = module(x)
     (got,) = onnx_zoo.run(onnx_zoo.ort_session(m.SerializeToString()), [x])
     assert_close(got, expected.numpy(), expected.dtype, what="tied", scale=10)
+
+
+def test_conv_output_read_in_a_subgraph_is_not_folded():
+    class Branchy(ConvBn):
+        def forward(self, x):
+            y = self.conv(x)
+            z = self.bn(y)
+            w = torch.cond(x.sum() > 0, lambda t: t * 2, lambda t: t * 3, (y,))
+            return z + w
+
+    torch.manual_seed(0)
+    module = _redraw(Branchy())
+    x = torch.randn(2, 4, 9, 9)
+    m = _convert(module, x, "branchy", False, False)
+    ops = [n.op_type for n in m.graph.node]
+    assert "If" in ops and ops.count("BatchNormalization") == 1, ops
+    sess = onnx_zoo.ort_session(m.SerializeToString())
+    for xb in (x, -x.abs() - 1):
+        with torch.no_grad():
+            expected = module(xb)
+        (got,) = onnx_zoo.run(sess, [xb])
+        assert_close(got, expected.numpy(), expected.dtype, what="branchy", scale=10)
