@@ -126,8 +126,11 @@ def _registered_overload(ns: str, op: str, overload: str):
     ``torch.ops``' operator namespaces are consulted, never a Python attribute of another
     object (the names were checked against the dispatcher's schemas first)."""
     try:
-        packet = getattr(torch.ops, ns).__getattr__(op)  # OpOverloadPacket, made from the registry
-        return packet.__getattr__(overload)  # OpOverload, from the registry
+        # Plain getattr: torch.ops caches each packet and overload, and decomposition tables
+        # are keyed by those very objects (calling __getattr__ directly would build and cache
+        # new ones, replacing torch.ops.aten.<op> for the whole process).
+        packet = getattr(getattr(torch.ops, ns), op)
+        return getattr(packet, overload)
     except (AttributeError, RuntimeError) as e:
         return f"could not be resolved ({type(e).__name__}: {e})"
 

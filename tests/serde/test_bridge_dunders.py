@@ -60,3 +60,13 @@ def test_dunders_resolve_to_overloads(name):
 def test_names_that_are_no_operator_overload_are_refused(name):
     with pytest.raises(Pt2FormatError, match="operator"):
         resolve_target(name)
+
+
+@pytest.mark.parametrize("name", ["torch.ops.aten.__and__.Tensor", "torch.ops.aten.t.default"])
+def test_resolving_returns_torchs_own_cached_overload(name):
+    """Decomposition tables are keyed by torch.ops' own objects: resolving must hand those back
+    and leave torch.ops as it was (not build and cache new packets)."""
+    ns, op, overload = name.split(".")[2:]
+    before = getattr(getattr(getattr(torch.ops, ns), op), overload)
+    assert resolve_target(name) is before
+    assert getattr(getattr(getattr(torch.ops, ns), op), overload) is before
