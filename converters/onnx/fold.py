@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
+from ..errors import ConversionError
+
 __all__ = ["fold_batch_norms", "subgraph_inputs"]
 
 _PRODUCERS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
@@ -114,6 +116,10 @@ def _fold_one(ctx, prod, bn, params):
         return None
     c = scale.shape[0]
     if b is not None and (b.dtype != bn_dtype or b.shape != (c,)):
+        return None
+    try:  # the folded copies must fit the constant budget; a BN that does not fit is kept
+        ctx.reserve(w.nbytes + c * w.itemsize, f"{prod.input[1]!r} folded with a BatchNorm", account=False)
+    except ConversionError:
         return None
     s = scale / np.sqrt(var + eps)
     w2 = _scaled_weight(prod, w.astype(np.float64), s)

@@ -206,3 +206,20 @@ def test_conv_output_read_in_a_subgraph_is_not_folded():
             expected = module(xb)
         (got,) = onnx_zoo.run(sess, [xb])
         assert_close(got, expected.numpy(), expected.dtype, what="branchy", scale=10)
+
+
+def test_bn_kept_when_the_folded_weights_would_pass_the_constant_budget(monkeypatch):
+    from pt2x.converters import limits
+
+    torch.manual_seed(0)
+    module = _redraw(nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.BatchNorm2d(64)))
+    x = torch.randn(2, 64, 5, 5)
+    # the budget covers the weights as stored (factor 1) and nothing more
+    monkeypatch.setattr(limits, "MAX_CONSTANT_BYTES", 64 * 8)
+    monkeypatch.setattr(limits, "WEIGHT_BYTES_FACTOR", 1)
+    m = _convert(module, x, "budget", False, False)
+    assert [n.op_type for n in m.graph.node] == ["Conv", "BatchNormalization"]
+    with torch.no_grad():
+        expected = module(x)
+    (got,) = onnx_zoo.run(onnx_zoo.ort_session(m.SerializeToString()), [x])
+    assert_close(got, expected.numpy(), expected.dtype, what="budget", scale=10)
