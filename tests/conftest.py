@@ -7,8 +7,8 @@ import importlib.util
 def pytest_configure(config):
     """torchvision from the registry is a CUDA build; next to the CPU torch its C++ ops do not
     register and ``import torchvision`` fails, and transformers imports torchvision whenever it
-    is installed. Define its ``nms`` in plain torch first (tests/support/model_zoo.py)."""
+    is installed. Define its ``nms`` in plain torch first (tests/support/torchvision_ops.py)."""
     if importlib.util.find_spec("torchvision") is not None and importlib.util.find_spec("torch") is not None:
-        import model_zoo
+        from torchvision_ops import register_torchvision_ops
 
-        model_zoo._register_torchvision_ops()
+        register_torchvision_ops()

@@ -145,6 +145,7 @@ def build(name):
         layer = torch.nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, batch_first=True)
         m = torch.nn.TransformerEncoder(layer, 6 if name == "enc6" else 12, enable_nested_tensor=False)
         return m, (torch.randn(4, 32, 256),), ({0: batch},)
+    _register_torchvision_ops()  # transformers imports torchvision whenever it is installed
     import transformers as t
 
     class Wrap(torch.nn.Module):
@@ -213,6 +214,23 @@ def table(rows):
             f"| {lat['pt2x'] * 1e3:.3f} / {lat['torch'] * 1e3:.3f} | {lat['pt2x'] / lat['torch']:.2f} "
             f"| {lat['max_abs_diff']:.1e} |")
     return "\n".join(lines)
+
+
+
+def _register_torchvision_ops() -> None:
+    """torchvision (the test extra's, a CUDA build) fails to import next to the CPU torch unless
+    its ``nms`` is defined first; the definition lives in tests/support/torchvision_ops.py,
+    loaded here by path."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "support",
+                        "torchvision_ops.py")
+    if importlib.util.find_spec("torchvision") is None or not os.path.exists(path):
+        return
+    spec = importlib.util.spec_from_file_location("torchvision_ops", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.register_torchvision_ops()
 
 
 def main(argv=None):

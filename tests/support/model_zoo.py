@@ -12,7 +12,7 @@ constant nor near zero; ``check`` asserts its std. A degenerate reference matche
 
 torchvision from the registry is a CUDA build: next to the CPU torch its C++ ops do not
 register and ``import torchvision`` fails ("operator torchvision::nms does not exist").
-``_register_torchvision_ops`` defines ``torchvision::nms`` (pure torch, CPU) and declares
+``torchvision_ops.register_torchvision_ops`` defines ``torchvision::nms`` (pure torch, CPU) and declares
 ``qnms`` before the import; torchvision's own fake kernels then register. Only detection models
 call them, and those do not export with torch 2.13 (data-dependent guards), so they are not here.
 Run as a script for one model/form: ``python tests/support/model_zoo.py NAME FORM [--torch-onnx]``
@@ -32,46 +32,11 @@ from typing import Callable
 
 import numpy as np
 import torch
+from torchvision_ops import register_torchvision_ops
 
 BATCHES = (1, 3)  # the two batch sizes checked; the export's dynamic batch is Dim(1..8)
 MIN_STD = 1e-2  # the eager output's std must exceed this on every batch
 FORMS = ("exported", "decomposed")
-
-_TV_LIB = None
-
-
-def _nms(dets: torch.Tensor, scores: torch.Tensor, iou_threshold: float) -> torch.Tensor:
-    """Greedy NMS in plain torch (torchvision's semantics: indices by descending score)."""
-    order = scores.argsort(descending=True)
-    boxes = dets[order]
-    area = (boxes[:, 2] - boxes[:, 0]).clamp(min=0) * (boxes[:, 3] - boxes[:, 1]).clamp(min=0)
-    keep, alive = [], torch.ones(len(order), dtype=torch.bool)
-    for i in range(len(order)):
-        if not alive[i]:
-            continue
-        keep.append(int(order[i]))
-        lt = torch.maximum(boxes[i, :2], boxes[:, :2])
-        rb = torch.minimum(boxes[i, 2:], boxes[:, 2:])
-        inter = (rb - lt).clamp(min=0).prod(dim=1)
-        iou = inter / (area[i] + area - inter)
-        alive &= iou <= iou_threshold
-    return torch.tensor(keep, dtype=torch.int64)
-
-
-def _register_torchvision_ops() -> None:
-    global _TV_LIB
-    if _TV_LIB is not None or "torchvision" in sys.modules:
-        return
-    try:
-        torch.ops.torchvision.nms.default  # a working torchvision build registered it already
-        return
-    except (AttributeError, RuntimeError):
-        pass
-    _TV_LIB = torch.library.Library("torchvision", "DEF")
-    _TV_LIB.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    _TV_LIB.impl("nms", _nms, "CPU")
-    _TV_LIB.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-
 
 def missing_libraries() -> list[str]:
     """The zoo's libraries that cannot be imported here (after the nms workaround)."""
@@ -82,7 +47,7 @@ def missing_libraries() -> list[str]:
             continue
         try:
             if name == "torchvision":
-                _register_torchvision_ops()
+                register_torchvision_ops()
             __import__(name)
         except Exception as e:  # noqa: BLE001 - reported as the skip reason
             out.append(f"{name} ({type(e).__name__}: {str(e)[:80]})")
@@ -90,7 +55,7 @@ def missing_libraries() -> list[str]:
 
 
 if importlib.util.find_spec("torchvision") is not None:
-    _register_torchvision_ops()  # transformers imports torchvision too, whenever it is installed
+    register_torchvision_ops()  # transformers imports torchvision too, whenever it is installed
 
 
 # ----------------------------------------------------------------------- weights
@@ -167,7 +132,7 @@ def _audio(samples: int) -> Callable[[int], torch.Tensor]:
 
 def _tv(ctor: str, **kw) -> Callable[[], torch.nn.Module]:
     def build():
-        _register_torchvision_ops()
+        register_torchvision_ops()
         import torchvision
 
         return getattr(torchvision.models, ctor)(weights=None, **kw)
@@ -176,7 +141,7 @@ def _tv(ctor: str, **kw) -> Callable[[], torch.nn.Module]:
 
 def _tv_seg(ctor: str) -> Callable[[], torch.nn.Module]:
     def build():
-        _register_torchvision_ops()
+        register_torchvision_ops()
         import torchvision
 
         m = getattr(torchvision.models.segmentation, ctor)(weights=None, weights_backbone=None, num_classes=5)
@@ -186,7 +151,7 @@ def _tv_seg(ctor: str) -> Callable[[], torch.nn.Module]:
 
 def _timm(name: str, **kw) -> Callable[[], torch.nn.Module]:
     def build():
-        _register_torchvision_ops()
+        register_torchvision_ops()
         import timm
 
         return timm.create_model(name, pretrained=False, **kw)
