@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ...schema import definitions as d
-from ...schema.walk import input_spec_parts, output_spec_parts
+from ...schema.walk import OUTPUT_KINDS, input_spec_parts, output_spec_parts
 from ..errors import Pt2Error, Pt2FormatError, Pt2UsageError, UnsafeContentError
 
 __all__ = ["from_schema", "load_exported_program", "tensors_from_numpy"]
@@ -254,14 +254,6 @@ def _signature(sig: d.GraphSignature, gb, path: str):
         else:
             raise Pt2FormatError(f"input spec kind {t} is not supported", member=gb.member, path=p)
     outs = []
-    kinds = {
-        "loss_output": (OK.LOSS_OUTPUT, None),
-        "buffer_mutation": (OK.BUFFER_MUTATION, "buffer_name"),
-        "parameter_mutation": (OK.PARAMETER_MUTATION, "parameter_name"),
-        "gradient_to_parameter": (OK.GRADIENT_TO_PARAMETER, "parameter_name"),
-        "gradient_to_user_input": (OK.GRADIENT_TO_USER_INPUT, "user_input_name"),
-        "user_input_mutation": (OK.USER_INPUT_MUTATION, "user_input_name"),
-    }
     for i, s in enumerate(sig.output_specs):
         p = f"{path}.output_specs[{i}]"
         t, v = s.type, s.value
@@ -269,9 +261,9 @@ def _signature(sig: d.GraphSignature, gb, path: str):
             outs.append(gs.OutputSpec(OK.USER_OUTPUT, _arg_spec(v.arg, gb, p + ".arg"), None))
         elif t == "token":
             outs.append(gs.OutputSpec(OK.TOKEN, gs.TokenArgument(v.arg.name), None))
-        elif t in kinds:
-            kind, field = kinds[t]
-            outs.append(gs.OutputSpec(kind, gs.TensorArgument(v.arg.name), getattr(v, field) if field else None))
+        elif t in OUTPUT_KINDS:  # every other kind binds a tensor (and names its target, if any)
+            kind, field = OUTPUT_KINDS[t]
+            outs.append(gs.OutputSpec(getattr(OK, kind), gs.TensorArgument(v.arg.name), getattr(v, field) if field else None))
         else:
             raise Pt2FormatError(f"output spec kind {t} is not supported", member=gb.member, path=p)
     return gs.ExportGraphSignature(input_specs=ins, output_specs=outs)
