@@ -1,0 +1,162 @@
+"""One artifact -> one result dict, in this process: what ``pt2x scan`` records per artifact.
+
+The keys (stable; ``docs/scan.md`` lists them):
+
+``verdict``     ``ok`` | ``findings`` | ``unreadable`` (here); the runners add ``crashed``,
+                ``timeout`` and ``oom`` for a worker that died or ran out of time or memory
+``layout``, ``archive_version``, ``models``
+                from ``pt2x inspect --json`` (``tools/summary.py``); per model
+                ``schema_version``, ``torch_version``, ``node_count``, ``ops``, ``weights``
+``valid``, ``readable``, ``target``, ``writable``, ``findings``
+                as ``pt2x validate --json`` prints them (``findings`` holds at most
+                ``MAX_FINDINGS``; ``findings_total`` counts them all)
+``blockers``    with a target: the codes of the findings that stop that release, with counts
+``conversions`` per converter, per model: ``{"result": "ok"}``, ``{"result": "unsupported",
+                "unsupported": {op: nodes}}`` or ``{"result": "error", "error": {...}}``, and
+                ``seconds``
+``error``       for an unreadable artifact: ``{"class", "message"}``
+``seconds``     the whole check
+
+Verdict ``ok`` means readable, no error finding (the target's included) and every conversion
+asked for succeeded; ``findings`` means readable but one of those failed. Timings aside, the
+result depends only on the artifact's bytes and the options, so every runner gives the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from ...serde.errors import Pt2Error
+from .discover import is_url, open_url
+from .options import ScanOptions
+
+__all__ = ["MAX_FINDINGS", "MAX_MESSAGE", "OutOfMemory", "check_artifact", "error_dict", "caused_by_memory"]
+
+MAX_FINDINGS = 50
+"""Findings kept per artifact (a hostile file can have thousands; the counts stay exact)."""
+MAX_MESSAGE = 500
+"""Characters kept of an error message (messages quote the file's content)."""
+
+_MODEL_KEYS = ("schema_version", "torch_version", "node_count", "ops", "weights", "constants")
+
+
+def error_dict(e: BaseException) -> dict:
+    text = str(e)
+    return {"class": type(e).__name__, "message": text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."}
+
+
+def caused_by_memory(e: BaseException) -> bool:
+    """Whether ``e`` is, or was raised while handling, a ``MemoryError`` (the converters and the
+    decoder wrap it in a ``Pt2Error`` naming where it happened)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, MemoryError):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+class OutOfMemory(Exception):
+    """The check ran past the worker's memory limit (the worker reports ``oom`` and is replaced)."""
+
+
+def _source(location: str):
+    """What ``load`` reads: a local path (memory-mapped), or the bytes of an fsspec URL."""
+    if not is_url(location):
+        from ..cli import check_input
+
+        check_input(location)
+        return location
+    return open_url(location)
+
+
+def _inspect_keys(archive) -> dict:
+    from ..summary import archive_summary
+
+    s = archive_summary(archive)
+    models = {name: {k: m[k] for k in _MODEL_KEYS} for name, m in s["models"].items()}
+    return {"layout": s["layout"], "archive_version": s["archive_version"], "models": models}
+
+
+def _validate_keys(archive, options: ScanOptions) -> dict:
+    from ...serde.validate import validate_archive
+
+    findings = validate_archive(archive)
+    out: dict = {"readable": True, "target": options.target}
+    if options.target:
+        from ...serde.compat.plan import check_target, plan_for_target
+        from ...serde.compat.releases import parse_target
+
+        version = parse_target(options.target)
+        target_findings = check_target(archive, version)
+        findings += target_findings
+        out["writable"] = plan_for_target(archive, version).writable
+        out["blockers"] = dict(sorted(Counter(f.code for f in target_findings if f.severity == "error").items()))
+    out["valid"] = not any(f.severity == "error" for f in findings)
+    out["findings"] = [f.as_dict() for f in findings[:MAX_FINDINGS]]
+    out["findings_total"] = len(findings)
+    return out
+
+
+def _converter(name: str):
+    from ... import converters
+
+    return converters.to_onnx if name == "onnx" else converters.to_tflite
+
+
+def _convert_one(name: str, archive, model: str) -> dict:
+    from ...converters.errors import UnsupportedOpsError
+
+    t0 = time.perf_counter()
+    try:
+        _converter(name)(archive, model=model)  # into memory: the model is returned, nothing written
+        out: dict = {"result": "ok"}
+    except UnsupportedOpsError as e:
+        if caused_by_memory(e):
+            raise OutOfMemory(f"{name} conversion of model {model!r}") from e
+        out = {"result": "unsupported", "unsupported": {p.target: p.count for p in e.ops}}
+    except Pt2Error as e:  # ConversionError, MissingExtraError ("not available" included)
+        if caused_by_memory(e):
+            raise OutOfMemory(f"{name} conversion of model {model!r}") from e
+        out = {"result": "error", "error": error_dict(e)}
+    out["seconds"] = round(time.perf_counter() - t0, 4)
+    return out
+
+
+def _conversions(archive, options: ScanOptions) -> dict:
+    return {name: {model: _convert_one(name, archive, model) for model in archive.models} for name in options.convert}
+
+
+def _verdict(result: dict) -> str:
+    converted = all(c["result"] == "ok" for per in result.get("conversions", {}).values() for c in per.values())
+    return "ok" if result["valid"] and converted else "findings"
+
+
+def check_artifact(location: str, options: ScanOptions) -> dict:
+    """Check one artifact; raises only ``OutOfMemory`` (and ``MemoryError``), which the worker
+    records as ``oom``. A file pt2x refuses is ``unreadable``; any other exception is a bug in
+    pt2x and recorded as ``crashed`` with its class, so one artifact never stops the scan."""
+    from ...serde import load
+
+    t0 = time.perf_counter()
+    result: dict = {"verdict": None}
+    try:
+        with load(_source(location)) as archive:
+            result.update(_inspect_keys(archive))
+            result.update(_validate_keys(archive, options))
+            result["conversions"] = _conversions(archive, options)
+        result["verdict"] = _verdict(result)
+    except OutOfMemory:
+        raise
+    except Pt2Error as e:
+        if caused_by_memory(e):
+            raise OutOfMemory("reading the artifact") from e
+        result = {"verdict": "unreadable", "readable": False, "target": options.target, "error": error_dict(e)}
+    except Exception as e:  # noqa: BLE001 - a bug in pt2x: recorded for this artifact, the scan goes on
+        if caused_by_memory(e):
+            raise OutOfMemory("checking the artifact") from e
+        result = {"verdict": "crashed", "error": error_dict(e)}
+    result["seconds"] = round(time.perf_counter() - t0, 4)
+    return result
