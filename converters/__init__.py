@@ -3,8 +3,7 @@
 ``to_onnx`` and ``to_tflite`` are imported lazily so ``import pt2x.converters`` stays
 cheap and needs no target's package. When the target's extra is not installed, getting
 ``to_onnx`` raises ``MissingExtraError`` (an ``ImportError``) naming ``pt2x[onnx]``.
-``to_tflite`` is a placeholder until ``converters/tflite`` has a converter: calling it raises
-``ConversionError`` ("not available yet").
+``to_tflite`` needs ``pt2x[tflite]`` (onnx, flatbuffers) the same way.
 
 Shared by every target: ``graph`` (the read-only view of a program), ``lower`` (the driver),
 ``registry`` (lowerings by ATen overload), ``args`` (argument binding), ``signatures`` and
@@ -17,22 +16,16 @@ from __future__ import annotations
 __all__ = ["to_onnx", "to_tflite"]
 
 # top-level module -> the extra that installs it (pyproject.toml's optional-dependencies)
-_EXTRA_OF = {"onnx": "onnx"}
+_EXTRA_OF = {"onnx": "onnx", "flatbuffers": "tflite"}
 
 
-def _missing_extra(e: ModuleNotFoundError, feature: str) -> Exception:
-    """A ``MissingExtraError`` when ``e`` is about an extra's module, else ``e`` itself."""
+def _missing_extra(e: ModuleNotFoundError, feature: str, extra: str | None = None) -> Exception:
+    """A ``MissingExtraError`` when ``e`` is about an extra's module, else ``e`` itself;
+    ``extra`` names the one to install when the feature's extra holds the module too."""
     from ..serde.errors import MissingExtraError
 
     top = (e.name or "").split(".")[0]
-    return MissingExtraError(feature, top, _EXTRA_OF[top]) if top in _EXTRA_OF else e
-
-
-def _tflite_not_available(*args, **kwargs):
-    """Stands in for ``to_tflite`` while ``converters/tflite`` has no converter."""
-    from .errors import ConversionError
-
-    raise ConversionError("TFLite conversion is not available yet in this pt2x version (ONNX is: --to onnx / to_onnx)")
+    return MissingExtraError(feature, top, extra or _EXTRA_OF[top]) if top in _EXTRA_OF else e
 
 
 def __getattr__(name: str):
@@ -47,11 +40,7 @@ def __getattr__(name: str):
 
         return to_tflite
     except ModuleNotFoundError as e:
-        err = _missing_extra(e, f"pt2x.converters.{name}")
+        err = _missing_extra(e, f"pt2x.converters.{name}", "tflite" if name == "to_tflite" else None)
         if err is e:
             raise
         raise err from e
-    except ImportError as e:
-        if name == "to_tflite" and e.name == f"{__name__}.tflite":  # the placeholder package
-            return _tflite_not_available
-        raise

@@ -1,5 +1,6 @@
 """``pt2x convert FILE --to onnx|tflite|pt2 -o OUT``: dispatch to the converters.
 
+``--to tflite`` also takes an ``.onnx`` file (from pt2x or anywhere).
 ``--to pt2 --target-schema M.N`` writes a copy an older torch reads, through the one
 planner in ``serde.compat.plan`` (the one ``validate --target`` and ``save(target_schema=)``
 use); its findings go to stderr, and exit 1 means a blocker (nothing written).
@@ -20,12 +21,13 @@ from .terminal import say
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="convert a .pt2 program to ONNX, TFLite, or a .pt2 for an older release")
-    p.add_argument("file", help="input .pt2")
+    p.add_argument("file", help="input .pt2 (or .onnx with --to tflite)")
     p.add_argument("--to", required=True, choices=("onnx", "tflite", "pt2"), help="output format")
     p.add_argument("-o", "--output", required=True, help="output path")
     p.add_argument("--model", default=None, help="model name inside a multi-model archive (default: the only one, or 'model')")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the converter's)")
     p.add_argument("--target-schema", default=None, help="pt2 only: schema version to write for, e.g. 8.15")
+    p.add_argument("--nhwc-io", action="store_true", help="tflite only: 4-D image inputs/outputs channels-last")
     p.set_defaults(func=run)
 
 
@@ -44,7 +46,7 @@ def _converter(to: str):
         from ..converters import to_tflite
 
         def convert(src, dst, args):
-            to_tflite(src, dst, model=args.model or "model")
+            to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io)
             print(f"wrote {dst}")
             return 0
 

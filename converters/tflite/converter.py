@@ -1,0 +1,153 @@
+"""``to_tflite``: a .pt2 program or an ONNX model -> a TFLite (LiteRT) flatbuffer.
+
+Phases: ``prepare`` (the ONNX model, shape-inferred and folded) -> the graph's inputs, each
+ONNX node through its mapper (``mappers.MAPPERS``), the outputs -> the layout pass
+(``layout.py``) -> ``writer.write``. Every ONNX node TFLite cannot take is reported at once
+in one ``UnsupportedOpsError`` naming the ONNX node and, for a .pt2, the ATen node it came from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import onnx
+from onnx import TensorProto
+
+from ...schema import definitions as d
+from ..errors import ConversionError, Unsupported
+from ..report import Problems
+from .emit import Emitter, compute_type
+from .layout import optimize_layout
+from .mappers import MAPPERS
+from .model import Program, Subgraph, Tensor, TensorType
+from .prepare import ONNX_OPSET, load_onnx, prepare
+from .writer import write
+
+__all__ = ["to_tflite", "MIN_RUNTIME"]
+
+MIN_RUNTIME = "ai-edge-litert 2.3.0"  # the runtime pt2x's parity tests run (recorded in the metadata)
+
+# graph I/O keeps these ONNX types (CAST at the edge); bfloat16 I/O is float32 (numpy has none)
+_IO_TYPE = {TensorProto.INT64: TensorType.INT64, TensorProto.FLOAT16: TensorType.FLOAT16,
+            TensorProto.DOUBLE: TensorType.FLOAT64}
+
+
+def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> bytes:
+    """Convert ``src`` to a TFLite flatbuffer; returns its bytes and writes ``dst`` when given.
+
+    ``src``: a .pt2 (path, binary file, ``Pt2Archive`` or ``Pt2Model``; ``model`` picks the
+    program in a multi-model archive) or ONNX (an ``.onnx`` path or ``onnx.ModelProto``).
+    ``nhwc_io``: 4-D inputs and outputs that feed or leave an NHWC region (convolutions,
+    pools, resizes) are exposed channels-last instead of the program's own layout.
+
+    Dynamic dims become ``shape_signature`` -1 and shapes are computed at run time, so any
+    size in the program's ranges works after ``Interpreter.resize_tensor_input``. Raises
+    ``UnsupportedOpsError`` listing every op TFLite cannot take (for a .pt2, the ATen nodes
+    they came from), ``ConversionError`` for a model that cannot be read."""
+    prepared = prepare(load_onnx(src, model))
+    program = convert_prepared(prepared, nhwc_io=nhwc_io)
+    data = write(program)
+    if dst is not None:
+        with open(os.fspath(dst), "wb") as f:
+            f.write(data)
+    return data
+
+
+def load_mappers() -> dict:
+    from . import ops_elementwise, ops_linalg, ops_nn, ops_reduce, ops_shape  # noqa: F401  (registration)
+
+    return MAPPERS
+
+
+def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
+    g = p.model.graph
+    sub = Subgraph("main")
+    em = Emitter(g, sub, p.origin)
+    problems = Problems("tflite")
+    _declare_inputs(em, g, problems)
+    mappers = load_mappers()
+    poisoned: set[str] = set()
+    for node in g.node:
+        if any(i in poisoned for i in node.input if i):
+            poisoned.update(node.output)
+            continue
+        em.node = node
+        fn = mappers.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+        try:
+            if fn is None:
+                raise Unsupported("no TFLite mapping (no builtin expresses it)")
+            fn(em, node)
+        except Unsupported as e:
+            problems.add(_report_node(node, p.origin), _reason(e, node, p.origin))
+            poisoned.update(node.output)
+        except ConversionError:
+            raise
+        except Exception as e:  # a mapper bug: name the node
+            raise ConversionError(f"mapping ONNX node {node.name!r} ({node.op_type}) to TFLite failed: "
+                                  f"{type(e).__name__}: {e}", node=node.name) from e
+    em.node = None
+    problems.raise_if_any()
+    names = _declare_outputs(em, g)
+    optimize_layout(sub, nhwc_io=nhwc_io)
+    meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
+            "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",
+            "inputs": [g_in for g_in in _input_names(g)], "outputs": names}
+    return Program([sub], description="pt2x: converted from " + p.source,
+                   metadata={"pt2x": json.dumps(meta, sort_keys=True).encode(),
+                             "min_runtime_version": MIN_RUNTIME.encode()},
+                   signature_inputs=_input_names(g), signature_outputs=names)
+
+
+def _opset(m: onnx.ModelProto) -> int:
+    return next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def _input_names(g) -> list[str]:
+    inits = {t.name for t in g.initializer}
+    return [i.name for i in g.input if i.name not in inits]
+
+
+def _report_node(node, origin: dict) -> d.Node:
+    return d.Node(target=f"ONNX {node.op_type}", inputs=[], outputs=[], metadata={}, name=node.name or node.output[0])
+
+
+def _reason(e: Unsupported, node, origin: dict) -> str:
+    aten = next((origin[o] for o in node.output if o in origin), None) or origin.get(node.name)
+    return f"{e.reason} (from ATen node {aten})" if aten else e.reason
+
+
+def _declare_inputs(em: Emitter, g, problems: Problems) -> None:
+    for name in _input_names(g):
+        elem, shape = em.infos[name]
+        if shape is None:
+            raise ConversionError(f"graph input {name!r} has no shape: TFLite inputs need a rank")
+        try:
+            dtype = compute_type(elem, f"graph input {name!r}")
+        except Unsupported as e:
+            problems.add(d.Node(target="tensor input", inputs=[], outputs=[], metadata={}, name=name), e.reason)
+            continue
+        io = _IO_TYPE.get(elem, dtype)
+        idx = em.sub.add(Tensor(name, io, shape))
+        em.sub.inputs.append(idx)
+        em.bind(name, em.cast(idx, dtype) if io != dtype else idx)
+
+
+def _declare_outputs(em: Emitter, g) -> list[str]:
+    """Graph outputs with the ONNX names; a CAST back to the I/O type, or a copy where the
+    value is a graph input, a constant or another output."""
+    names, used = [], set(em.sub.inputs)
+    for o in g.output:
+        idx = em.t(o.name)
+        io = _IO_TYPE.get(o.type.tensor_type.elem_type, em.dtype_of(idx))
+        t = em.sub.tensors[idx]
+        if io != t.dtype or idx in used or t.data is not None:
+            out = em.sub.add(Tensor(o.name, io, t.shape))
+            em.op("CAST", [idx], [out], ("CastOptions", {"in_data_type": t.dtype, "out_data_type": io}))
+            idx = out
+        else:
+            t.name = o.name
+        used.add(idx)
+        em.sub.outputs.append(idx)
+        names.append(o.name)
+    return names

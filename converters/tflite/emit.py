@@ -1,0 +1,194 @@
+"""``Emitter``: what an op mapper (``ops_*``) sees while one ONNX graph becomes a TFLite subgraph.
+
+Invariant: every ONNX value lives in TFLite in its *compute* dtype (``COMPUTE_TYPE``):
+int64 as int32 (TFLite's shape, index and arithmetic kernels are int32), float64, float16 and
+bfloat16 as float32 (most TFLite CPU kernels are float32 only; pt2x's ONNX already computes
+low-precision floats in float32). Graph inputs and outputs keep the model's own dtype where
+TFLite has one, with a CAST at the edge (``converter.py``). Mappers read values with ``t``,
+constants with ``const_value``, and create operators with ``op``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ..errors import Unsupported
+from .model import NUMPY_OF, Op, Subgraph, Tensor, TensorType
+
+__all__ = ["Emitter", "COMPUTE_TYPE", "attrs"]
+
+T = TensorType
+# ONNX elem type -> the TFLite type the value is computed in
+COMPUTE_TYPE = {
+    TensorProto.FLOAT: T.FLOAT32, TensorProto.DOUBLE: T.FLOAT32, TensorProto.FLOAT16: T.FLOAT32,
+    TensorProto.BFLOAT16: T.FLOAT32, TensorProto.INT64: T.INT32, TensorProto.INT32: T.INT32,
+    TensorProto.INT16: T.INT16, TensorProto.INT8: T.INT8, TensorProto.UINT8: T.UINT8,
+    TensorProto.BOOL: T.BOOL,
+}
+_INT32 = np.iinfo(np.int32)
+
+
+def attrs(node: onnx.NodeProto) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
+
+
+def compute_type(elem: int, what: str) -> int:
+    try:
+        return COMPUTE_TYPE[elem]
+    except KeyError:
+        raise Unsupported(f"{what} has ONNX type {TensorProto.DataType.Name(elem)}, which pt2x's TFLite target "
+                          "does not compute") from None
+
+
+def to_compute_array(arr: np.ndarray, what: str) -> np.ndarray:
+    """A constant in its compute dtype; int64 values outside int32 are refused."""
+    arr = np.asarray(arr)
+    if arr.dtype == np.int64 or arr.dtype == np.uint64 or arr.dtype == np.uint32:
+        if arr.size and (arr.min() < _INT32.min or arr.max() > _INT32.max):
+            raise Unsupported(f"{what} holds integers outside int32, the type TFLite computes int64 in")
+        return arr.astype(np.int32)
+    if arr.dtype.kind == "f" or str(arr.dtype) == "bfloat16":
+        return arr.astype(np.float32)
+    return arr
+
+
+class Emitter:
+    """Emission state for one ONNX graph into one ``Subgraph``."""
+
+    def __init__(self, graph: onnx.GraphProto, sub: Subgraph, origin: dict | None = None):
+        self.graph = graph
+        self.sub = sub
+        self.origin = origin or {}
+        self.values: dict[str, int] = {}  # ONNX name -> tensor index
+        self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.infos: dict[str, tuple[int, list | None]] = {}
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            self.infos[vi.name] = _info(vi)
+        self.node: onnx.NodeProto | None = None
+        self._const_cache: dict = {}
+        self._fresh = 0
+
+    # ------------------------------------------------------------ reading values
+
+    def elem(self, name: str) -> int:
+        """The ONNX elem type of a value."""
+        if name in self.consts:
+            return helper.np_dtype_to_tensor_dtype(self.consts[name].dtype)
+        if name in self.infos:
+            return self.infos[name][0]
+        raise Unsupported(f"the type of {name!r} is unknown (ONNX shape inference found none)")
+
+    def shape(self, name: str) -> list[int] | None:
+        """Dims with -1 for dynamic ones; None when the rank is unknown."""
+        if name in self.consts:
+            return list(self.consts[name].shape)
+        return self.infos.get(name, (0, None))[1]
+
+    def rank(self, name: str) -> int:
+        s = self.shape(name)
+        if s is None:
+            raise Unsupported(f"the rank of {name!r} is unknown (ONNX shape inference found none)")
+        return len(s)
+
+    def const_value(self, name: str) -> np.ndarray | None:
+        return self.consts.get(name) if name else None
+
+    def t(self, name: str) -> int:
+        """The tensor index of an ONNX value (constants are materialised on first use)."""
+        if name in self.values:
+            return self.values[name]
+        if name in self.consts:
+            idx = self.const(to_compute_array(self.consts[name], f"constant {name!r}"), name)
+            self.values[name] = idx
+            return idx
+        raise Unsupported(f"value {name!r} is not available (its producer was not converted)")
+
+    # ------------------------------------------------------------ making tensors
+
+    def fresh_name(self, hint: str) -> str:
+        self._fresh += 1
+        return f"{hint}__{self._fresh}"
+
+    def const(self, arr, name: str | None = None, dtype=None) -> int:
+        """A constant tensor (deduplicated by value)."""
+        arr = np.asarray(arr, dtype=dtype)
+        if arr.dtype == np.int64:
+            arr = to_compute_array(arr, name or "a constant")
+        if arr.dtype == np.float64:
+            arr = arr.astype(np.float32)
+        key = (arr.dtype.str, arr.shape, arr.tobytes()) if arr.size <= 64 else None
+        if key is not None and key in self._const_cache:
+            return self._const_cache[key]
+        ttype = {np.dtype(v): k for k, v in NUMPY_OF.items()}[arr.dtype]
+        idx = self.sub.add(Tensor(name or self.fresh_name("const"), ttype, list(arr.shape), np.ascontiguousarray(arr)))
+        if key is not None:
+            self._const_cache[key] = idx
+        return idx
+
+    def tmp(self, dtype: int, shape: list[int] | None, hint: str = "t") -> int:
+        base = self.node.output[0] if self.node is not None and self.node.output else "t"
+        return self.sub.add(Tensor(self.fresh_name(f"{base}/{hint}"), dtype, None if shape is None else list(shape)))
+
+    def out(self, i: int = 0) -> int:
+        """The tensor for the current node's output ``i`` (bound to its ONNX name)."""
+        name = self.node.output[i]
+        if name in self.values:
+            return self.values[name]
+        dtype = compute_type(self.elem(name), f"output {name!r}")
+        idx = self.sub.add(Tensor(name, dtype, self.shape(name)))
+        self.values[name] = idx
+        return idx
+
+    def bind(self, name: str, idx: int) -> None:
+        """Make ONNX value ``name`` the existing tensor ``idx`` (an identity)."""
+        self.values[name] = idx
+
+    def dtype_of(self, idx: int) -> int:
+        return self.sub.tensors[idx].dtype
+
+    def shape_of(self, idx: int):
+        return self.sub.tensors[idx].shape
+
+    # ------------------------------------------------------------ making operators
+
+    def op(self, code: str, inputs: list[int], outputs: list[int], options: tuple[str, dict] | None = None) -> None:
+        origin = self.node.name if self.node is not None else ""
+        self.sub.ops.append(Op(code, list(inputs), list(outputs), options, origin))
+
+    def unary(self, code: str, x: int, dtype: int | None = None, shape=None, options=None, hint: str = "t") -> int:
+        """A new tensor ``code(x)``."""
+        y = self.tmp(self.dtype_of(x) if dtype is None else dtype, self.shape_of(x) if shape is None else shape, hint)
+        self.op(code, [x], [y], options)
+        return y
+
+    def binary(self, code: str, a: int, b: int, dtype: int | None = None, options=None, hint: str = "t") -> int:
+        y = self.tmp(self.dtype_of(a) if dtype is None else dtype, _broadcast(self.shape_of(a), self.shape_of(b)), hint)
+        self.op(code, [a, b], [y], options)
+        return y
+
+    def cast(self, x: int, dtype: int) -> int:
+        if self.dtype_of(x) == dtype:
+            return x
+        return self.unary("CAST", x, dtype, options=("CastOptions", {"in_data_type": self.dtype_of(x),
+                                                                    "out_data_type": dtype}), hint="cast")
+
+
+def _broadcast(a, b):
+    """numpy broadcasting of two shapes with -1 for dynamic dims (None: unknown rank)."""
+    if a is None or b is None:
+        return None
+    n = max(len(a), len(b))
+    a, b = [1] * (n - len(a)) + list(a), [1] * (n - len(b)) + list(b)
+    out = []
+    for x, y in zip(a, b):
+        out.append(y if x == 1 else x if y == 1 else x if x == y else max(x, y))
+    return out
+
+
+def _info(vi) -> tuple[int, list | None]:
+    t = vi.type.tensor_type
+    if not t.HasField("shape"):
+        return t.elem_type, None
+    return t.elem_type, [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]

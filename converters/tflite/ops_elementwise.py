@@ -1,0 +1,217 @@
+"""Elementwise ONNX ops: unary math, binary arithmetic, comparisons, logic, Where, Cast.
+
+TFLite's binary kernels broadcast like ONNX. ``Erf`` has no builtin: it is computed with
+Abramowitz & Stegun's formula 7.1.26 (absolute error below 1.5e-7, under float32's tolerance).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from ..errors import Unsupported
+from .emit import Emitter, attrs, compute_type
+from .mappers import maps
+from .model import TensorType as T
+
+_FLOAT = (T.FLOAT32,)
+
+_UNARY = {
+    "Relu": "RELU", "Sigmoid": "LOGISTIC", "Tanh": "TANH", "Exp": "EXP", "Log": "LOG", "Sqrt": "SQRT",
+    "Abs": "ABS", "Neg": "NEG", "Floor": "FLOOR", "Ceil": "CEIL", "Sin": "SIN", "Cos": "COS",
+    "Round": "ROUND", "Sign": "SIGN", "Not": "LOGICAL_NOT", "HardSwish": "HARD_SWISH",
+}
+_BINARY = {
+    "Add": ("ADD", "AddOptions"), "Sub": ("SUB", "SubOptions"), "Mul": ("MUL", "MulOptions"),
+    "Div": ("DIV", "DivOptions"), "Pow": ("POW", None), "Equal": ("EQUAL", None), "Less": ("LESS", None),
+    "Greater": ("GREATER", None), "LessOrEqual": ("LESS_EQUAL", None), "GreaterOrEqual": ("GREATER_EQUAL", None),
+    "And": ("LOGICAL_AND", None), "Or": ("LOGICAL_OR", None), "Xor": ("NOT_EQUAL", None),
+    "PRelu": ("PRELU", None), "BitwiseXor": ("NOT_EQUAL", None),
+}
+_COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}
+# kernels with no integer version in TFLite's CPU op set
+_FLOAT_ONLY = {"LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "HARD_SWISH"}
+
+
+def _check_float(em: Emitter, code: str, x: int) -> None:
+    if code in _FLOAT_ONLY and em.dtype_of(x) not in _FLOAT:
+        raise Unsupported(f"TFLite's {code} computes float32 only")
+
+
+@maps(*_UNARY)
+def unary(em: Emitter, node) -> None:
+    code = _UNARY[node.op_type]
+    x = em.t(node.input[0])
+    _check_float(em, code, x)
+    em.op(code, [x], [em.out()])
+
+
+def _options(name, dtype):
+    return (name, {"fused_activation_function": 0}) if name else None
+
+
+@maps(*_BINARY)
+def binary(em: Emitter, node) -> None:
+    code, opt = _BINARY[node.op_type]
+    a, b = em.t(node.input[0]), em.t(node.input[1])
+    if node.op_type == "Pow" and em.dtype_of(b) != em.dtype_of(a):
+        b = em.cast(b, em.dtype_of(a))
+    if node.op_type == "Pow" and em.dtype_of(a) == T.FLOAT32:
+        _pow(em, a, b, node)
+        return
+    em.op(code, [a, b], [em.out()], _options(opt, em.dtype_of(a)))
+
+
+def _pow(em: Emitter, a: int, b: int, node) -> None:
+    """float ``Pow``: a constant exponent 2, 0.5, 1 or -1 takes the exact kernel (SQUARE-like MUL,
+    SQRT, DIV) as torch does; others POW."""
+    e = em.const_value(node.input[1])
+    if e is not None and e.size == 1:
+        v = float(e.reshape(()))
+        if v == 2.0:
+            em.op("MUL", [a, a], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+            return
+        if v == 0.5:
+            em.op("SQRT", [a], [em.out()])
+            return
+        if v == 1.0:
+            em.bind(node.output[0], a)
+            return
+    em.op("POW", [a, b], [em.out()])
+
+
+@maps("Mod")
+def mod(em: Emitter, node) -> None:
+    if attrs(node).get("fmod", 0):
+        a, b = em.t(node.input[0]), em.t(node.input[1])
+        if em.dtype_of(a) != T.INT32:
+            raise Unsupported("Mod with fmod=1 on floats (C fmod) has no TFLite builtin")
+        q = em.binary("DIV", a, b, options=("DivOptions", {"fused_activation_function": 0}))
+        qb = em.binary("MUL", q, b, options=("MulOptions", {"fused_activation_function": 0}))
+        em.op("SUB", [a, qb], [em.out()], ("SubOptions", {"fused_activation_function": 0}))
+        return
+    em.op("FLOOR_MOD", [em.t(node.input[0]), em.t(node.input[1])], [em.out()])
+
+
+@maps("Max", "Min", "Sum")
+def variadic(em: Emitter, node) -> None:
+    code = {"Max": "MAXIMUM", "Min": "MINIMUM", "Sum": "ADD"}[node.op_type]
+    opt = ("AddOptions", {"fused_activation_function": 0}) if code == "ADD" else None
+    ins = [em.t(i) for i in node.input if i]
+    if len(ins) == 1:
+        em.bind(node.output[0], ins[0])
+        return
+    acc = ins[0]
+    for x in ins[1:-1]:
+        acc = em.binary(code, acc, x, options=opt)
+    em.op(code, [acc, ins[-1]], [em.out()], opt)
+
+
+@maps("Identity")
+def identity(em: Emitter, node) -> None:
+    em.bind(node.output[0], em.t(node.input[0]))
+
+
+@maps("Reciprocal")
+def reciprocal(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    em.op("DIV", [em.const(np.ones((), np.float32)), x], [em.out()], ("DivOptions", {"fused_activation_function": 0}))
+
+
+@maps("Where")
+def where(em: Emitter, node) -> None:
+    c, a, b = (em.t(i) for i in node.input)
+    em.op("SELECT_V2", [c, a, b], [em.out()])
+
+
+@maps("Cast")
+def cast(em: Emitter, node) -> None:
+    to = attrs(node)["to"]
+    x = em.t(node.input[0])
+    dst = compute_type(to, f"Cast to {TensorProto.DataType.Name(to)}")
+    if to == TensorProto.FLOAT16 and em.dtype_of(x) == T.FLOAT32:
+        # keep float16's rounding: the value is computed in float32 (see emit.COMPUTE_TYPE)
+        x = em.cast(x, T.FLOAT16)
+    y = em.cast(x, dst)
+    if y == x:
+        em.bind(node.output[0], x)
+        return
+    em.bind(node.output[0], y)
+
+
+@maps("LeakyRelu")
+def leaky_relu(em: Emitter, node) -> None:
+    alpha = float(attrs(node).get("alpha", 0.01))
+    em.op("LEAKY_RELU", [em.t(node.input[0])], [em.out()], ("LeakyReluOptions", {"alpha": alpha}))
+
+
+@maps("Elu")
+def elu(em: Emitter, node) -> None:
+    if float(attrs(node).get("alpha", 1.0)) != 1.0:
+        raise Unsupported("TFLite's ELU has alpha 1 only")
+    em.op("ELU", [em.t(node.input[0])], [em.out()])
+
+
+@maps("Gelu")
+def gelu(em: Emitter, node) -> None:
+    approx = attrs(node).get("approximate", "none")
+    approx = approx.decode() if isinstance(approx, bytes) else approx
+    em.op("GELU", [em.t(node.input[0])], [em.out()], ("GeluOptions", {"approximate": approx == "tanh"}))
+
+
+@maps("Clip")
+def clip(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    lo = node.input[1] if len(node.input) > 1 and node.input[1] else None
+    hi = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    lo_v, hi_v = em.const_value(lo), em.const_value(hi)
+    if em.dtype_of(x) == T.FLOAT32 and lo_v is not None and hi_v is not None and float(lo_v) == 0 and float(hi_v) == 6:
+        em.op("RELU6", [x], [em.out()])
+        return
+    if lo is None and hi is None:
+        em.bind(node.output[0], x)
+        return
+    if lo is not None:
+        x = em.binary("MAXIMUM", x, em.t(lo)) if hi is not None else x
+        if hi is None:
+            em.op("MAXIMUM", [x, em.t(lo)], [em.out()])
+            return
+    em.op("MINIMUM", [x, em.t(hi)], [em.out()])
+
+
+@maps("HardSigmoid")
+def hard_sigmoid(em: Emitter, node) -> None:
+    a = attrs(node)
+    x = em.t(node.input[0])
+    y = em.binary("MUL", x, em.const(np.float32(a.get("alpha", 0.2))), options=("MulOptions", {"fused_activation_function": 0}))
+    y = em.binary("ADD", y, em.const(np.float32(a.get("beta", 0.5))), options=("AddOptions", {"fused_activation_function": 0}))
+    y = em.binary("MAXIMUM", y, em.const(np.float32(0)))
+    em.op("MINIMUM", [y, em.const(np.float32(1))], [em.out()])
+
+
+@maps("IsNaN")
+def is_nan(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    em.op("NOT_EQUAL", [x, x], [em.out()])
+
+
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+@maps("Erf")
+def erf(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    _check_float(em, "EXP", x)
+    mul, add = ("MulOptions", {"fused_activation_function": 0}), ("AddOptions", {"fused_activation_function": 0})
+    ax = em.unary("ABS", x)
+    t = em.binary("ADD", em.binary("MUL", ax, em.const(np.float32(_ERF_P)), options=mul), em.const(np.float32(1)), options=add)
+    t = em.binary("DIV", em.const(np.float32(1)), t, options=("DivOptions", {"fused_activation_function": 0}))
+    poly = em.const(np.float32(_ERF_A[-1]))
+    for a in reversed(_ERF_A[:-1]):
+        poly = em.binary("ADD", em.binary("MUL", poly, t, options=mul), em.const(np.float32(a)), options=add)
+    poly = em.binary("MUL", poly, t, options=mul)
+    e = em.unary("EXP", em.unary("NEG", em.binary("MUL", x, x, options=mul)))
+    y = em.binary("SUB", em.const(np.float32(1)), em.binary("MUL", poly, e, options=mul),
+                  options=("SubOptions", {"fused_activation_function": 0}))
+    em.op("MUL", [em.unary("SIGN", x), y], [em.out()], mul)

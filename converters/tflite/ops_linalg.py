@@ -1,0 +1,69 @@
+"""MatMul and Gemm: FULLY_CONNECTED when the right operand is a constant matrix (weights
+transposed once, at conversion), BATCH_MATMUL otherwise (it broadcasts batch dims)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Unsupported
+from .emit import Emitter, attrs, to_compute_array
+from .mappers import maps
+from .model import TensorType as T
+
+_NO_ACT = {"fused_activation_function": 0}
+
+
+def _fully_connected(em: Emitter, x: int, w_kn: np.ndarray, bias: np.ndarray | None, out: int) -> None:
+    """out = x @ w_kn (+ bias) over x's last dim, other dims kept."""
+    w = em.const(np.ascontiguousarray(to_compute_array(w_kn, "the weight").T))
+    b = em.const(to_compute_array(bias, "the bias")) if bias is not None else -1
+    em.op("FULLY_CONNECTED", [x, w, b], [out], ("FullyConnectedOptions", {"fused_activation_function": 0,
+                                                                         "keep_num_dims": True}))
+
+
+@maps("MatMul")
+def matmul(em: Emitter, node) -> None:
+    a_name, b_name = node.input
+    ra, rb = em.rank(a_name), em.rank(b_name)
+    a, bv = em.t(a_name), em.const_value(b_name)
+    if bv is not None and rb == 2 and ra >= 2 and em.dtype_of(a) == T.FLOAT32:
+        _fully_connected(em, a, bv, None, em.out())
+        return
+    b = em.t(b_name)
+    if ra == 1 or rb == 1:
+        raise Unsupported("MatMul of a 1-D operand")
+    em.op("BATCH_MATMUL", [a, b], [em.out()], ("BatchMatMulOptions", {"adj_x": False, "adj_y": False}))
+
+
+@maps("Gemm")
+def gemm(em: Emitter, node) -> None:
+    at = attrs(node)
+    alpha, beta = float(at.get("alpha", 1.0)), float(at.get("beta", 1.0))
+    trans_a, trans_b = int(at.get("transA", 0)), int(at.get("transB", 0))
+    a = em.t(node.input[0])
+    bv = em.const_value(node.input[1])
+    cv = em.const_value(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    has_c = len(node.input) > 2 and bool(node.input[2])
+    if not trans_a and bv is not None and (not has_c or cv is not None) and em.dtype_of(a) == T.FLOAT32:
+        w = (bv.T if trans_b else bv).astype(np.float32) * np.float32(alpha)
+        n = w.shape[1]
+        bias = None
+        if has_c:
+            c = np.asarray(cv, np.float32) * np.float32(beta)
+            if c.size == n or c.size == 1:
+                bias = np.broadcast_to(c.reshape(-1), (n,)).copy()
+        if not has_c or bias is not None:
+            _fully_connected(em, a, w, bias, em.out())
+            return
+    b = em.t(node.input[1])
+    y = em.tmp(em.dtype_of(a), em.shape(node.output[0]), "mm")
+    em.op("BATCH_MATMUL", [a, b], [y], ("BatchMatMulOptions", {"adj_x": bool(trans_a), "adj_y": bool(trans_b)}))
+    if alpha != 1.0:
+        y = em.binary("MUL", y, em.const(np.float32(alpha)), options=("MulOptions", _NO_ACT))
+    if not has_c:
+        em.bind(node.output[0], y)
+        return
+    c = em.t(node.input[2])
+    if beta != 1.0:
+        c = em.binary("MUL", c, em.const(np.float32(beta)), options=("MulOptions", _NO_ACT))
+    em.op("ADD", [y, c], [em.out()], ("AddOptions", _NO_ACT))

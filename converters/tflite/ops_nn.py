@@ -1,0 +1,1 @@
+"""placeholder: convolutions, pools and resizes arrive with the layout pass."""

@@ -1,0 +1,341 @@
+"""Shape and data-movement ONNX ops: Reshape, Flatten, Transpose, Concat, Gather(ND), Slice,
+Squeeze/Unsqueeze, Shape/Size, Expand, ConstantOfShape, Range, Split, Tile, Pad, CumSum, Trilu.
+
+Shapes are computed at run time whenever a dim is dynamic (SHAPE, STRIDED_SLICE,
+CONCATENATION of int32 pieces): a traced example size is never baked into a RESHAPE.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Unsupported
+from .emit import Emitter, attrs
+from .mappers import maps
+from .model import TensorType as T
+
+_I32 = np.iinfo(np.int32)
+
+
+def _axis(a: int, rank: int) -> int:
+    return a + rank if a < 0 else a
+
+
+def axes_of(em: Emitter, node, input_index: int = 1, attr: str = "axes"):
+    """Axes from the attribute (older opsets) or a constant input; None when absent;
+    ``Unsupported`` when they are computed at run time."""
+    a = attrs(node)
+    if attr in a:
+        return [int(v) for v in a[attr]]
+    if len(node.input) > input_index and node.input[input_index]:
+        v = em.const_value(node.input[input_index])
+        if v is None:
+            raise Unsupported(f"{node.op_type} with axes computed at run time")
+        return [int(x) for x in np.asarray(v).reshape(-1)]
+    return None
+
+
+def shape_tensor(em: Emitter, x: int) -> int:
+    """SHAPE(x) as int32."""
+    rank = em.sub.tensors[x].rank
+    return em.unary("SHAPE", x, T.INT32, [rank] if rank is not None else None, ("ShapeOptions", {"out_type": T.INT32}), "shape")
+
+
+def dims_tensor(em: Emitter, x: int, shape: list[int], start: int, stop: int) -> int:
+    """x's dims [start:stop] as a 1-D int32 tensor: a constant when they are static."""
+    part = shape[start:stop]
+    if all(d >= 0 for d in part):
+        return em.const(np.asarray(part, np.int32))
+    s = shape_tensor(em, x)
+    return _slice1d(em, s, start, stop)
+
+
+def _slice1d(em: Emitter, v: int, start: int, stop: int) -> int:
+    out = em.tmp(T.INT32, [stop - start], "dims")
+    em.op("STRIDED_SLICE", [v, em.const(np.array([start], np.int32)), em.const(np.array([stop], np.int32)),
+                            em.const(np.array([1], np.int32))], [out], ("StridedSliceOptions", {}))
+    return out
+
+
+@maps("Reshape")
+def reshape(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    s = em.const_value(node.input[1])
+    if s is not None:
+        s = np.asarray(s).reshape(-1).astype(np.int64)
+        if not attrs(node).get("allowzero", 0) and (s == 0).any():
+            xs = em.shape(node.input[0])
+            if xs is None or any(xs[i] < 0 for i in np.nonzero(s == 0)[0]):
+                raise Unsupported("Reshape copying a dynamic dim (a 0 in the shape)")
+            s = np.where(s == 0, np.asarray(xs + [0] * len(s))[: len(s)], s)
+        shape = em.const(s.astype(np.int32))
+    else:
+        shape = em.t(node.input[1])
+    em.op("RESHAPE", [x, shape], [em.out()])
+
+
+@maps("Flatten")
+def flatten(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    shape = em.shape(node.input[0])
+    if shape is None:
+        raise Unsupported("Flatten of a value of unknown rank")
+    axis = _axis(int(attrs(node).get("axis", 1)), len(shape))
+    head, tail = shape[:axis], shape[axis:]
+    if all(d >= 0 for d in head):
+        s = em.const(np.array([int(np.prod(head)), -1], np.int32))
+    elif all(d >= 0 for d in tail):
+        s = em.const(np.array([-1, int(np.prod(tail))], np.int32))
+    else:
+        prod = em.tmp(T.INT32, [1], "prod")
+        em.op("REDUCE_PROD", [dims_tensor(em, x, shape, 0, axis), em.const(np.array([0], np.int32))], [prod],
+              ("ReducerOptions", {"keep_dims": True}))
+        s = em.tmp(T.INT32, [2], "shape")
+        em.op("CONCATENATION", [prod, em.const(np.array([-1], np.int32))], [s], ("ConcatenationOptions", {"axis": 0}))
+    em.op("RESHAPE", [x, s], [em.out()])
+
+
+@maps("Transpose")
+def transpose(em: Emitter, node) -> None:
+    rank = em.rank(node.input[0])
+    perm = attrs(node).get("perm", list(range(rank))[::-1])
+    em.op("TRANSPOSE", [em.t(node.input[0]), em.const(np.asarray(perm, np.int32))], [em.out()])
+
+
+@maps("Concat")
+def concat(em: Emitter, node) -> None:
+    rank = em.rank(node.output[0])
+    ins = [em.t(i) for i in node.input if i]
+    em.op("CONCATENATION", ins, [em.out()],
+          ("ConcatenationOptions", {"axis": _axis(int(attrs(node)["axis"]), rank)}))
+
+
+@maps("Gather")
+def gather(em: Emitter, node) -> None:
+    rank = em.rank(node.input[0])
+    axis = _axis(int(attrs(node).get("axis", 0)), rank)
+    idx_v = em.const_value(node.input[1])
+    if idx_v is not None and (np.asarray(idx_v) < 0).any():
+        dim = em.shape(node.input[0])[axis]
+        if dim < 0:
+            raise Unsupported("Gather with a negative constant index along a dynamic dim")
+        idx = em.const(np.where(idx_v < 0, idx_v + dim, idx_v).astype(np.int32))
+    else:
+        idx = em.t(node.input[1])
+    em.op("GATHER", [em.t(node.input[0]), idx], [em.out()], ("GatherOptions", {"axis": axis}))
+
+
+@maps("GatherND")
+def gather_nd(em: Emitter, node) -> None:
+    if int(attrs(node).get("batch_dims", 0)):
+        raise Unsupported("GatherND with batch_dims has no TFLite builtin")
+    em.op("GATHER_ND", [em.t(node.input[0]), em.t(node.input[1])], [em.out()])
+
+
+def _full(em: Emitter, node, rank: int, axes: list[int], name: str, default: int) -> tuple[int, int]:
+    """(1-D int32 tensor over all ``rank`` axes, mask of axes not sliced) for Slice's starts/ends/steps."""
+    mask = sum(1 << a for a in range(rank) if a not in axes)
+    v = em.const_value(name) if name else None
+    if not name or v is not None:
+        vals = [default] * rank
+        if name:
+            for a, s in zip(axes, np.asarray(v).reshape(-1)):
+                vals[a] = int(np.clip(int(s), _I32.min, _I32.max))
+        return em.const(np.asarray(vals, np.int32)), mask
+    src = em.t(name)
+    pieces = []
+    for a in range(rank):
+        if a in axes:
+            j = axes.index(a)
+            pieces.append(_slice1d(em, src, j, j + 1))
+        else:
+            pieces.append(em.const(np.array([default], np.int32)))
+    out = em.tmp(T.INT32, [rank], "slice")
+    em.op("CONCATENATION", pieces, [out], ("ConcatenationOptions", {"axis": 0}))
+    return out, mask
+
+
+@maps("Slice")
+def slice_(em: Emitter, node) -> None:
+    rank = em.rank(node.input[0])
+    ins = list(node.input) + [""] * (5 - len(node.input))
+    axes = axes_of(em, node, 3)
+    axes = list(range(len(np.asarray(em.const_value(ins[1])).reshape(-1)))) if axes is None and \
+        em.const_value(ins[1]) is not None else axes
+    if axes is None:
+        rank_s = em.shape(ins[1])
+        if rank_s is None or rank_s[0] < 0:
+            raise Unsupported("Slice whose number of axes is known only at run time")
+        axes = list(range(rank_s[0]))
+    axes = [_axis(a, rank) for a in axes]
+    steps = em.const_value(ins[4]) if ins[4] else np.ones(len(axes), np.int64)
+    if steps is None:
+        raise Unsupported("Slice with steps computed at run time")
+    begin, mask = _full(em, node, rank, axes, ins[1], 0)
+    end, _ = _full(em, node, rank, axes, ins[2], 0)
+    vals = [1] * rank
+    for a, s in zip(axes, np.asarray(steps).reshape(-1)):
+        vals[a] = int(s)
+    em.op("STRIDED_SLICE", [em.t(node.input[0]), begin, end, em.const(np.asarray(vals, np.int32))], [em.out()],
+          ("StridedSliceOptions", {"begin_mask": mask, "end_mask": mask}))
+
+
+@maps("Squeeze")
+def squeeze(em: Emitter, node) -> None:
+    shape = em.shape(node.input[0])
+    axes = axes_of(em, node, 1)
+    if axes is None:
+        if shape is None or any(d < 0 for d in shape):
+            raise Unsupported("Squeeze without axes of a value with dynamic dims")
+        axes = [i for i, d in enumerate(shape) if d == 1]
+    rank = em.rank(node.input[0])
+    em.op("SQUEEZE", [em.t(node.input[0])], [em.out()],
+          ("SqueezeOptions", {"squeeze_dims": sorted(_axis(a, rank) for a in axes)}))
+
+
+@maps("Unsqueeze")
+def unsqueeze(em: Emitter, node) -> None:
+    out_rank = em.rank(node.output[0])
+    axes = sorted(_axis(a, out_rank) for a in axes_of(em, node, 1))
+    x = em.t(node.input[0])
+    for k, a in enumerate(axes):
+        last = k == len(axes) - 1
+        y = em.out() if last else em.tmp(em.dtype_of(x), None, "unsqueeze")
+        em.op("EXPAND_DIMS", [x, em.const(np.array(a, np.int32))], [y])
+        x = y
+
+
+@maps("Shape")
+def shape(em: Emitter, node) -> None:
+    a = attrs(node)
+    rank = em.rank(node.input[0])
+    start, end = _axis(int(a.get("start", 0)), rank), a.get("end")
+    end = rank if end is None else min(_axis(int(end), rank), rank)
+    s = shape_tensor(em, em.t(node.input[0]))
+    if (start, end) == (0, rank):
+        em.bind(node.output[0], s)
+        return
+    em.op("STRIDED_SLICE", [s, em.const(np.array([start], np.int32)), em.const(np.array([end], np.int32)),
+                            em.const(np.array([1], np.int32))], [em.out()], ("StridedSliceOptions", {}))
+
+
+@maps("Size")
+def size(em: Emitter, node) -> None:
+    s = shape_tensor(em, em.t(node.input[0]))
+    em.op("REDUCE_PROD", [s, em.const(np.array([0], np.int32))], [em.out()], ("ReducerOptions", {"keep_dims": False}))
+
+
+@maps("Expand")
+def expand(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    target = em.const_value(node.input[1])
+    xs = em.shape(node.input[0])
+    if target is not None and xs is not None and all(d >= 0 for d in xs):
+        t = np.asarray(target).reshape(-1)
+        n = max(len(t), len(xs))
+        a, b = [1] * (n - len(xs)) + list(xs), [1] * (n - len(t)) + [int(v) for v in t]
+        s = em.const(np.asarray([y if x_ == 1 else x_ for x_, y in zip(a, b)], np.int32))
+    else:
+        s = em.tmp(T.INT32, None, "bshape")
+        em.op("BROADCAST_ARGS", [shape_tensor(em, x), em.t(node.input[1])], [s])
+    em.op("BROADCAST_TO", [x, s], [em.out()])
+
+
+@maps("ConstantOfShape")
+def constant_of_shape(em: Emitter, node) -> None:
+    from onnx import numpy_helper
+
+    v = attrs(node).get("value")
+    value = numpy_helper.to_array(v).reshape(()) if v is not None else np.float32(0)
+    from .emit import to_compute_array
+
+    em.op("FILL", [em.t(node.input[0]), em.const(to_compute_array(value, "ConstantOfShape's value"))], [em.out()])
+
+
+@maps("Range")
+def range_(em: Emitter, node) -> None:
+    em.op("RANGE", [em.t(i) for i in node.input], [em.out()])
+
+
+@maps("Split")
+def split(em: Emitter, node) -> None:
+    rank = em.rank(node.input[0])
+    axis = _axis(int(attrs(node).get("axis", 0)), rank)
+    sizes = attrs(node).get("split")
+    if sizes is None and len(node.input) > 1 and node.input[1]:
+        sizes = em.const_value(node.input[1])
+        if sizes is None:
+            raise Unsupported("Split with sizes computed at run time")
+    outs = [em.out(i) for i in range(len(node.output))]
+    if sizes is None:
+        em.op("SPLIT", [em.const(np.array(axis, np.int32)), em.t(node.input[0])], outs,
+              ("SplitOptions", {"num_splits": len(outs)}))
+        return
+    em.op("SPLIT_V", [em.t(node.input[0]), em.const(np.asarray(sizes, np.int32).reshape(-1)),
+                      em.const(np.array(axis, np.int32))], outs, ("SplitVOptions", {"num_splits": len(outs)}))
+
+
+@maps("Tile")
+def tile(em: Emitter, node) -> None:
+    em.op("TILE", [em.t(node.input[0]), em.t(node.input[1])], [em.out()])
+
+
+@maps("Pad")
+def pad(em: Emitter, node) -> None:
+    a = attrs(node)
+    mode = a.get("mode", b"constant")
+    mode = mode.decode() if isinstance(mode, bytes) else mode
+    rank = em.rank(node.input[0])
+    if len(node.input) > 3 and node.input[3]:
+        raise Unsupported("Pad with axes")
+    pads = em.const_value(node.input[1])
+    if pads is None:
+        raise Unsupported("Pad with pads computed at run time")
+    pads = np.asarray(pads).reshape(2, rank).T.astype(np.int32)
+    if (pads < 0).any():
+        raise Unsupported("Pad with negative pads (cropping)")
+    x, p = em.t(node.input[0]), em.const(np.ascontiguousarray(pads))
+    if mode == "constant":
+        if len(node.input) > 2 and node.input[2]:
+            em.op("PADV2", [x, p, em.t(node.input[2])], [em.out()])
+        else:
+            em.op("PAD", [x, p], [em.out()])
+    elif mode == "reflect":
+        em.op("MIRROR_PAD", [x, p], [em.out()], ("MirrorPadOptions", {"mode": 0}))
+    else:
+        raise Unsupported(f"Pad mode {mode!r} has no TFLite builtin")
+
+
+@maps("CumSum")
+def cumsum(em: Emitter, node) -> None:
+    a = attrs(node)
+    em.op("CUMSUM", [em.t(node.input[0]), em.t(node.input[1])], [em.out()],
+          ("CumsumOptions", {"exclusive": bool(a.get("exclusive", 0)), "reverse": bool(a.get("reverse", 0))}))
+
+
+@maps("Trilu")
+def trilu(em: Emitter, node) -> None:
+    """x where ``col - row >= k`` (upper) or ``<= k`` (lower), else 0; the mask is built at run time."""
+    x = em.t(node.input[0])
+    shape = em.shape(node.input[0])
+    k = em.t(node.input[1]) if len(node.input) > 1 and node.input[1] else em.const(np.array(0, np.int32))
+    rank = len(shape)
+    dims = dims_tensor(em, x, shape, rank - 2, rank)
+    zero, one = em.const(np.array(0, np.int32)), em.const(np.array(1, np.int32))
+
+    def arange(i):
+        n = em.tmp(T.INT32, [], "n")
+        em.op("GATHER", [dims, em.const(np.array(i, np.int32))], [n], ("GatherOptions", {"axis": 0}))
+        r = em.tmp(T.INT32, [-1], "range")
+        em.op("RANGE", [zero, n, one], [r])
+        return r
+
+    r = arange(0)
+    rows = em.tmp(T.INT32, [-1, 1], "rows")
+    em.op("EXPAND_DIMS", [r, em.const(np.array(1, np.int32))], [rows])
+    cols = arange(1)
+    diff = em.binary("SUB", cols, rows, options=("SubOptions", {"fused_activation_function": 0}))
+    k_ = em.cast(k, T.INT32)
+    mask = em.binary("GREATER_EQUAL" if attrs(node).get("upper", 1) else "LESS_EQUAL", diff, k_, dtype=T.BOOL)
+    zeros = em.const(np.zeros((), {T.FLOAT32: np.float32, T.INT32: np.int32, T.BOOL: np.bool_}[em.dtype_of(x)]))
+    em.op("SELECT_V2", [mask, x, zeros], [em.out()])
