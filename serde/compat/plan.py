@@ -9,15 +9,17 @@ every JSON document (model programs, payload configs) against the release's sche
 
 * ``check_target(archive, target)`` -- findings for reading the archive *as it is*.
 * ``plan_for_target(archive, target)`` -- a ``TargetPlan``: the members to write (JSON
-  documents rewritten with ``downgrade``, every other member byte for byte) and the
+  documents rewritten with ``downgrade``, every other member byte for byte, or the whole
+  archive in the older layout the release reads: ``archive.legacy_layout``) and the
   findings; any error is a blocker and then nothing may be written.
 * ``write_for_target(src, dst, target)`` -- load, plan, write; ``TargetNotWritable`` (with
   the plan's findings) when blocked, in which case ``dst`` is not touched.
 
 A rewrite fixes only what a reader trips on and can be dropped or respelled (defaulted
-fields, non-finite float spelling), so whatever reads as is can also be written.
-Writing the 2.6-2.8 layouts (flat zip, pickled weights) is not done: those targets are
-refused by the layout step on every path.
+fields, non-finite float spelling, higher-order-op outputs), so whatever reads as is can
+also be written. For torch 2.8 (8.8) a raw-weights archive becomes the pickled-weights
+layout, and for torch 2.6-2.7 (8.2-8.7) the flat zip (``target_layout``); what those cannot
+hold (several models in a flat zip, pickled payloads, dtypes without a storage class) blocks.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any, Iterator
 
 from ..errors import Pt2UsageError
 from ..findings import Finding
+from ..archive.legacy_layout import FLAT, PICKLED, legacy_findings, legacy_members
 from .releases import PT2_ARCHIVE_SINCE, RAW_WEIGHTS_SINCE, target_snapshot
 from .target import check_program_json, downgrade
 
@@ -38,6 +41,7 @@ __all__ = [
     "plan_for_target",
     "write_for_target",
     "layout_findings",
+    "target_layout",
     "archive_documents",
 ]
 
@@ -78,19 +82,29 @@ class TargetNotWritable(Pt2UsageError):
 # ------------------------------------------------------------------- the two steps
 
 
-def layout_findings(archive, version: tuple[int, int], label: str) -> list[Finding]:
-    """Blockers from the archive's layout alone: which layouts release ``label`` (schema ``version``) reads."""
-    if archive.layout == "flat":
-        return []
+def target_layout(archive, version: tuple[int, int]) -> str | None:
+    """The older layout to write for schema ``version``, or None when the archive's own is read as is."""
+    if archive.layout == FLAT:
+        return None
     if version < PT2_ARCHIVE_SINCE:
-        return [Finding("error", "target-archive-layout",
-                        f"PT2 archive layout (models/<name>.json); torch {label} reads only the flat zip "
-                        "(serialized_exported_program.json), which pt2x does not write")]
+        return FLAT
     raw = any(m.weights_config is not None or m.constants_config is not None for m in archive.models.values())
     if raw and version < RAW_WEIGHTS_SINCE:
+        return PICKLED
+    return None
+
+
+def layout_findings(archive, version: tuple[int, int], label: str) -> list[Finding]:
+    """Blockers for reading the archive *as it is*: which layouts release ``label`` (schema ``version``) reads."""
+    layout = target_layout(archive, version)
+    if layout == FLAT:
+        return [Finding("error", "target-archive-layout",
+                        f"PT2 archive layout (models/<name>.json); torch {label} reads only the flat zip "
+                        "(serialized_exported_program.json): pt2x convert --to pt2 --target-schema writes it")]
+    if layout == PICKLED:
         return [Finding("error", "target-archive-layout",
                         f"weights/constants stored as raw files with *_config.json; torch {label} reads only "
-                        "pickled data/weights/<model>.pt")]
+                        "pickled data/weights/<model>.pt: pt2x convert --to pt2 --target-schema writes it")]
     return []
 
 
@@ -136,11 +150,13 @@ def check_target(archive, target) -> list[Finding]:
 def plan_for_target(archive, target) -> TargetPlan:
     """The members that make ``archive`` readable by ``target``, and the findings (errors block).
 
-    Every member keeps its name and place; only the JSON documents are rewritten
-    (``downgrade``), so weights, pickles and extra files stay byte for byte.
+    Where the archive's layout is read as is, every member keeps its name and place and only
+    the JSON documents are rewritten (``downgrade``), so weights, pickles and extra files stay
+    byte for byte; else the archive is written in the layout the release reads (``target_layout``).
     """
     version, label, snap = target_snapshot(target)
-    findings = layout_findings(archive, version, label)
+    layout = target_layout(archive, version)
+    findings = [] if layout is None else legacy_findings(archive, layout, label)
     documents: dict[str, bytes] = {}
     for root, member, doc in _target_documents(archive, snap):
         new, found = downgrade(doc, version, root=root, member=member)
@@ -148,6 +164,8 @@ def plan_for_target(archive, target) -> TargetPlan:
         documents[member] = _dump(new)
     if any(f.severity == "error" for f in findings):
         return TargetPlan(version, label, findings, [])
+    if layout is not None:
+        return TargetPlan(version, label, findings, legacy_members(archive, layout, documents, version))
     zr = archive.zip
     members = [(name, documents[name] if name in documents else _body(zr, name)) for name in zr.names]
     return TargetPlan(version, label, findings, members)

@@ -8,6 +8,8 @@ release's snapshot (``serde.compat.releases``) in one of two modes. No torch imp
 
 * ``check_program_json`` -- findings that block (or warn about) reading the document as is.
 * ``downgrade`` -- the document rewritten for the release, with its findings (errors block).
+  Besides dropping fields, it respells node forms an older reader parses differently when
+  the respelling is exact (``_respell_hop_outputs``), else blocks.
 
 Archives (layouts, every document, what to write) are the planner's: ``serde.compat.plan``.
 
@@ -221,6 +223,67 @@ class _Walk:
         return True
 
 
+# ------------------------------------------------------------ node respelling
+
+_HOP_PREFIX = "torch.ops.higher_order."
+
+
+def _nodes(doc: Any) -> Any:
+    """Every node dict of a program's JSON, subgraphs included (a node has "target" and "outputs")."""
+    stack = [doc]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            if "target" in x and "outputs" in x and "inputs" in x:
+                yield x
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+
+
+def _respell_hop_outputs(doc: dict, label: str, member: str | None) -> list[Finding]:
+    """Respell higher-order-op outputs for a reader without ``Node.is_hop_single_tensor_return`` (torch 2.6).
+
+    From torch 2.7/2.8's serializer: a HOP returning a tuple writes one output per element,
+    and ``is_hop_single_tensor_return`` tells a lone tensor from a 1-tuple of it. 2.6's
+    reader has no flag: a single ``as_tensor`` output is the tensor itself, and a 1-tuple is
+    written as one ``as_tensors`` list (``serialize_hoo_outputs``). So: flag true -> drop it;
+    flag false with a lone ``as_tensor`` -> ``[as_tensors: [it]]``; a lone output of another
+    kind with flag false has no 2.6 spelling (blocked). Mutates ``doc``.
+    """
+    rewritten = 0
+    findings = []
+    for node in _nodes(doc):
+        if "is_hop_single_tensor_return" not in node:
+            continue
+        single = node.pop("is_hop_single_tensor_return")
+        outs = node["outputs"]
+        if not str(node.get("target", "")).startswith(_HOP_PREFIX) or not isinstance(outs, list) or len(outs) != 1:
+            if single:
+                findings.append(Finding("error", "target-hop-output-form",
+                                        f"{node.get('target')} marked as a single-tensor HOP return with {len(outs)} outputs; "
+                                        f"torch {label} cannot be told", member, f"node {node.get('name', '?')}"))
+            continue
+        (out,) = outs
+        kind = next(iter(out), None) if isinstance(out, dict) else None
+        if single and kind == "as_tensor":
+            rewritten += 1
+        elif not single and kind == "as_tensor":
+            node["outputs"] = [{"as_tensors": [out["as_tensor"]]}]
+            rewritten += 1
+        elif not single:
+            findings.append(Finding(
+                "error", "target-hop-output-form",
+                f"{node['target']} returns a 1-tuple of {kind}; torch {label} reads a lone output as the value itself",
+                member, f"node {node.get('name', '?')}"))
+    if rewritten:
+        findings.append(Finding(
+            "warning", "target-rewritten-hop-outputs",
+            f"outputs of {rewritten} higher-order op node(s) respelled in torch {label}'s form "
+            "(a 1-tuple as one tensor list; exact)", member, "Node.outputs"))
+    return findings
+
+
 # -------------------------------------------------------------------- checking
 
 
@@ -267,9 +330,13 @@ def downgrade(program_json: dict, target, *, root: str = "ExportedProgram", memb
         bad = _major_finding(version, declared_version(program_json), label, member)
         if bad:
             return copy.deepcopy(program_json), [bad]
+    respelled: list[Finding] = []
+    if root == "ExportedProgram" and "is_hop_single_tensor_return" not in snap["types"].get("Node", {}).get("fields", {}):
+        program_json = copy.deepcopy(program_json)
+        respelled = _respell_hop_outputs(program_json, label, member)
     walk = _Walk(snap, version, label, member=member, rewrite=True)
     out = walk.value(program_json, ("name", root), "")
-    findings = walk.finish()
+    findings = respelled + walk.finish()
     if root == "ExportedProgram" and isinstance(out, dict):
         out["schema_version"] = {"major": version[0], "minor": version[1]}
     return out, findings

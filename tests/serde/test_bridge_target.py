@@ -1,7 +1,7 @@
 """save(ep, f, target_schema=T) and ``pt2x convert --to pt2 --target-schema T`` are one path.
 
 Both go through ``serde.compat.plan``: where both write, the files are byte for byte the
-same; where they refuse, they name the same blockers (the archive layout for 8.8 included);
+same (the older layouts for 8.8 and 8.2 included); where they refuse, they name the same blockers;
 ``validate --target`` calls writable exactly what they write.
 """
 
@@ -15,13 +15,14 @@ pytest.importorskip("torch")
 
 import zoo
 
+import pt2x.serde as serde
 from pt2x.serde.compat.plan import TargetNotWritable
 from pt2x.serde.errors import Pt2UsageError
 from pt2x.serde.torch import api as bridge
 from pt2x.tools.cli import main
 
 PROGRAMS = ["mlp_dynamic", "cond", "buffer_mutation", "tied_weights", "dict_inputs"]
-TARGETS = [(8, 8), (8, 14), (8, 15), (8, 20)]
+TARGETS = [(8, 2), (8, 8), (8, 14), (8, 15), (8, 20)]
 
 
 def _blockers(findings) -> list[tuple]:
@@ -57,8 +58,9 @@ def test_save_for_target_is_convert(tmp_path, capsys, name, target):
         printed = {line for line in err.splitlines() if line.startswith("error: ")}
         assert printed == {str(f) for f in refused.findings if f.severity == "error"}
         assert _blockers(refused.findings)
-    if target == (8, 8):  # raw weights: torch 2.8 reads only pickled ones, and pt2x does not write those yet
-        assert refused is not None and "target-archive-layout" in {f.code for f in refused.plan.blockers}
+    if target < (8, 14) and refused is None:  # torch 2.8 reads only pickled weights, 2.6-2.7 only the flat zip
+        with serde.load(saved) as a:
+            assert a.layout == ("flat" if target < (8, 8) else "pt2-pickled-weights")
 
 
 def test_save_for_target_takes_release_text(tmp_path):
