@@ -1,7 +1,7 @@
 """The check of one artifact in a child process, under a time and a memory limit.
 
 Child side (``python -m pt2x.tools.scan.worker``): reads the options (one JSON line), imports
-what the checks need, then limits its address space (``RLIMIT_AS``) to its size after those
+what the checks need and checks the example pt2x ships once (warm-up), then limits its address space (``RLIMIT_AS``) to its size after those
 imports plus ``memory_mb``, says it is ready, and answers one JSON line per artifact location
 it is sent. Running out of memory is reported as verdict ``oom`` and the child exits (its heap
 may be left in pieces); the parent starts another.
@@ -78,6 +78,17 @@ def _import_checks(options: ScanOptions) -> None:
             pass  # a missing extra: each conversion records it as its error
 
 
+def _warm_up(options: ScanOptions) -> None:
+    """One check of the example pt2x ships, so first-use costs (tables built on first use,
+    lazy imports) are paid before the first artifact's time limit starts."""
+    from .check import check_artifact
+
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                           "examples", "mlp_dynamic.pt2")
+    if os.path.isfile(example):
+        check_artifact(example, options)
+
+
 def main() -> None:
     import warnings
 
@@ -87,6 +98,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     options = ScanOptions.from_json(json.loads(sys.stdin.readline()))
     _import_checks(options)
+    _warm_up(options)
     from .check import OutOfMemory, check_artifact, error_dict
 
     if options.memory_mb:

@@ -1,0 +1,178 @@
+"""Benchmark: ``pt2x scan`` over a generated fleet with ``--jobs 1``, ``--jobs 2`` and a local Ray.
+
+    python tools/bench_scan.py [--count 2000] [--convert onnx] [--target torch==2.10] [--keep DIR]
+
+The fleet (``make_fleet``, also the tests' fleet) is copies and variants of the committed
+fixtures of every torch release: hard links, files cut short, junk named ``*.pt2`` and
+hostile archives from the fuzzer's mutations (``fuzz_mutations.make_case``), in 8 folders.
+Each side is ``python -m pt2x scan`` in its own process, one after the other; the parent polls
+the RSS of that process's whole tree (workers, and Ray's own processes) every 50 ms. Printed
+per side: wall seconds, artifacts/s, peak tree RSS; then the measured per-artifact check cost
+(the mean of the workers' own ``seconds``) and the speed-up of each side over ``--jobs 1``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
+    del sys.path[0]  # run as a file: don't let tools/*.py shadow top-level modules; pt2x is installed
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+__all__ = ["make_fleet", "tree_rss", "main"]
+
+FOLDERS = 8
+
+
+def _fixtures() -> list[str]:
+    from pt2x.tools.fuzz import default_fixtures
+
+    return default_fixtures()
+
+
+def _link(src: str, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another filesystem
+        shutil.copyfile(src, dst)
+
+
+def _junk(rng: random.Random) -> bytes:
+    return rng.choice([b"", b"not a zip at all\n", b"PK\x03\x04" + bytes(rng.randrange(256) for _ in range(64)),
+                       b"PK\x05\x06" + b"\0" * 18])
+
+
+def make_fleet(folder: str | os.PathLike, count: int, seed: int = 0) -> Counter:
+    """Write ``count`` artifacts under ``folder`` (in ``FOLDERS`` sub-folders); returns how many
+    of each kind: ``fixture`` (every committed fixture once, hard-linked), ``copy`` (hard links
+    of a random fixture), ``truncated`` (a fixture cut at a random byte), ``junk`` (not an
+    archive), ``hostile`` (a fuzzer mutation). Deterministic in ``(count, seed)``."""
+    from pt2x.tools import fuzz_mutations as fm
+
+    fixtures, rng, kinds = _fixtures(), random.Random(f"pt2x-fleet:{seed}"), Counter()
+    root = Path(folder)
+    for i in range(count):
+        sub = root / f"team{i % FOLDERS:02d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        if i < len(fixtures):
+            kind, src = "fixture", fixtures[i]
+        else:
+            r, src = rng.random(), rng.choice(fixtures)
+            kind = "copy" if r < 0.45 else "truncated" if r < 0.55 else "junk" if r < 0.6 else "hostile"
+        release = Path(src).parent.name
+        dst = sub / f"{i:05d}-{kind}-{release}-{Path(src).stem}.pt2"
+        if kind in ("fixture", "copy"):
+            _link(src, dst)
+        elif kind == "truncated":
+            data = Path(src).read_bytes()
+            dst.write_bytes(data[: rng.randrange(len(data))])
+        elif kind == "junk":
+            dst.write_bytes(_junk(rng))
+        else:
+            dst.write_bytes(fm.make_case(seed, i, fixtures).data)
+        kinds[kind] += 1
+    return kinds
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: ppid
+        rss[int(entry)] = int(fields[21]) * page  # fields[21]: rss in pages
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += rss.get(p, 0)
+        todo += children.get(p, [])
+    return total
+
+
+def _run_side(argv: list[str]) -> tuple[float, int, int]:
+    """Run one side; returns (wall seconds, peak tree RSS, exit status)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = 0
+    while proc.poll() is None:
+        peak = max(peak, tree_rss(proc.pid))
+        time.sleep(0.05)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode(errors="replace")
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{err[-3000:]}")
+    return wall, peak, proc.returncode
+
+
+def _mean_seconds(out: str) -> tuple[float, Counter]:
+    total, n, verdicts = 0.0, 0, Counter()
+    with open(out) as f:
+        for line in f:
+            r = json.loads(line)
+            total += float(r.get("seconds") or 0)
+            n += 1
+            verdicts[r["verdict"]] += 1
+    return total / max(1, n), verdicts
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--convert", default="onnx")
+    ap.add_argument("--target", default="torch==2.10")
+    ap.add_argument("--sides", default="jobs1,jobs2,ray", help="which of jobs1,jobs2,ray to run")
+    ap.add_argument("--keep", help="generate the fleet (and the results) here and keep them")
+    args = ap.parse_args(argv)
+    work = args.keep or tempfile.mkdtemp(prefix="pt2x-bench-scan-")
+    try:
+        fleet = os.path.join(work, "fleet")
+        t0 = time.perf_counter()
+        kinds = make_fleet(fleet, args.count, args.seed)
+        print(f"fleet: {args.count} artifacts in {time.perf_counter() - t0:.1f} s: "
+              + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        base = [sys.executable, "-m", "pt2x", "scan", fleet, "--convert", args.convert, "--target", args.target, "--json"]
+        sides = {"jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"], "ray": ["--ray", "--jobs", "2"]}
+        rows = []
+        for name in args.sides.split(","):
+            out = os.path.join(work, f"results-{name}.jsonl")
+            wall, peak, rc = _run_side(base + sides[name] + ["--out", out])
+            mean, verdicts = _mean_seconds(out)
+            rows.append((name, wall, peak, mean, verdicts))
+        print(f"\n{'side':<6} {'wall s':>8} {'artifacts/s':>12} {'peak tree RSS MiB':>18} {'check s/artifact':>17}  verdicts")
+        for name, wall, peak, mean, verdicts in rows:
+            print(f"{name:<6} {wall:8.1f} {args.count / wall:12.1f} {peak / 2**20:18.0f} {mean:17.4f}  "
+                  + ", ".join(f"{k} {n}" for k, n in sorted(verdicts.items())))
+        first = rows[0]
+        for name, wall, *_ in rows[1:]:
+            print(f"{name} vs {first[0]}: {first[1] / wall:.2f}x the throughput")
+        mean = sum(r[3] for r in rows) / len(rows)
+        print(f"\nmeasured check cost: {mean * 1000:.1f} ms per artifact (mean over the sides); "
+              f"a cluster of C CPUs scans N artifacts in about N x {mean:.4f} / C s after Ray's start-up")
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
