@@ -40,3 +40,13 @@ def test_python_m_runs_the_command_line(module, tmp_path):
     assert r.stdout.startswith("usage: pt2x ")
     for command in ("inspect", "validate", "convert", "schema"):
         assert command in r.stdout
+
+
+def test_bench_tflite_refuses_an_unknown_model_before_any_work(tmp_path):
+    # argument parsing only: no export, no litert-torch venv made (the venv path stays absent)
+    venv = tmp_path / "venv"
+    r = _run([sys.executable, os.path.join(TOOLS, "bench_tflite.py"), "--models", "convbn,nosuch",
+              "--litert-torch-venv", str(venv), "--out", str(tmp_path / "out")], cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "unknown model(s): nosuch" in r.stderr
+    assert not venv.exists() and not (tmp_path / "out").exists()
