@@ -195,6 +195,17 @@ def is_nan(em: Emitter, node) -> None:
     em.op("NOT_EQUAL", [x, x], [em.out()])
 
 
+@maps("IsInf")
+def is_inf(em: Emitter, node) -> None:
+    a = attrs(node)
+    x = em.t(node.input[0])
+    pos, neg = a.get("detect_positive", 1), a.get("detect_negative", 1)
+    if pos and neg:
+        em.op("EQUAL", [em.unary("ABS", x), em.const(np.float32(np.inf))], [em.out()])
+    else:
+        em.op("EQUAL", [x, em.const(np.float32(np.inf if pos else -np.inf))], [em.out()])
+
+
 _ERF_P = 0.3275911
 _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 

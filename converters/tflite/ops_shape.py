@@ -61,17 +61,49 @@ def _slice1d(em: Emitter, v: int, start: int, stop: int) -> int:
 def reshape(em: Emitter, node) -> None:
     x = em.t(node.input[0])
     s = em.const_value(node.input[1])
-    if s is not None:
-        s = np.asarray(s).reshape(-1).astype(np.int64)
-        if not attrs(node).get("allowzero", 0) and (s == 0).any():
-            xs = em.shape(node.input[0])
-            if xs is None or any(xs[i] < 0 for i in np.nonzero(s == 0)[0]):
-                raise Unsupported("Reshape copying a dynamic dim (a 0 in the shape)")
-            s = np.where(s == 0, np.asarray(xs + [0] * len(s))[: len(s)], s)
-        shape = em.const(s.astype(np.int32))
-    else:
-        shape = em.t(node.input[1])
-    em.op("RESHAPE", [x, shape], [em.out()])
+    if s is None:
+        em.op("RESHAPE", [x, _copy_zero_dims(em, node, x)], [em.out()])
+        return
+    s = np.asarray(s).reshape(-1).astype(np.int64)
+    if attrs(node).get("allowzero", 0) or not (s == 0).any():
+        em.op("RESHAPE", [x, em.const(s.astype(np.int32))], [em.out()])
+        return
+    # a 0 copies the input's dim: from its static shape, else from SHAPE at run time
+    xs = em.shape(node.input[0])
+    if xs is None or len(xs) <= int(np.nonzero(s == 0)[0].max()):
+        raise Unsupported("Reshape copying a dim (a 0 in the shape) of a value of unknown or smaller rank")
+    s = np.where((s == 0) & (np.asarray(xs + [0] * len(s))[: len(s)] >= 0), np.asarray(xs + [0] * len(s))[: len(s)], s)
+    if not (s == 0).any():
+        em.op("RESHAPE", [x, em.const(s.astype(np.int32))], [em.out()])
+        return
+    shp = shape_tensor(em, x)
+    pieces = [_slice1d(em, shp, i, i + 1) if v == 0 else em.const(np.array([v], np.int32)) for i, v in enumerate(s)]
+    target = em.tmp(T.INT32, [len(s)], "shape")
+    em.op("CONCATENATION", pieces, [target], ("ConcatenationOptions", {"axis": 0}))
+    em.op("RESHAPE", [x, target], [em.out()])
+
+
+def _copy_zero_dims(em: Emitter, node, x: int) -> int:
+    """A run-time shape with ONNX's "0 copies the input's dim" applied (allowzero=0)."""
+    s = em.t(node.input[1])
+    n, xs = em.shape(node.input[1]), em.shape(node.input[0])
+    if attrs(node).get("allowzero", 0):
+        return s
+    if n is None or n[0] < 0 or xs is None:
+        raise Unsupported("Reshape to a run-time shape of unknown length (a 0 in it would copy a dim)")
+    n = n[0]
+    dims = shape_tensor(em, x)
+    if len(xs) > n:
+        dims = _slice1d(em, dims, 0, n)
+    elif len(xs) < n:
+        filled = em.tmp(T.INT32, [n], "dims")
+        em.op("CONCATENATION", [dims, em.const(np.ones(n - len(xs), np.int32))], [filled],
+              ("ConcatenationOptions", {"axis": 0}))
+        dims = filled
+    zero = em.binary("EQUAL", s, em.const(np.array(0, np.int32)), dtype=T.BOOL)
+    out = em.tmp(T.INT32, [n], "shape")
+    em.op("SELECT_V2", [zero, dims, s], [out])
+    return out
 
 
 @maps("Flatten")

@@ -175,6 +175,7 @@ class BuiltinOptions(object):
     ResizeNearestNeighborOptions = 74
     LeakyReluOptions = 75
     MirrorPadOptions = 77
+    SplitVOptions = 79
     IfOptions = 92
     WhileOptions = 93
     SelectV2Options = 98
@@ -2079,6 +2080,46 @@ def UnpackOptionsAddAxis(builder, axis):
     builder.PrependInt32Slot(1, axis, 0)
 
 def UnpackOptionsEnd(builder):
+    return builder.EndObject()
+
+
+
+class SplitVOptions(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = SplitVOptions()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsSplitVOptions(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def SplitVOptionsBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x54\x46\x4C\x33", size_prefixed=size_prefixed)
+
+    # SplitVOptions
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # SplitVOptions
+    def NumSplits(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def SplitVOptionsStart(builder):
+    builder.StartObject(1)
+
+def SplitVOptionsAddNumSplits(builder, numSplits):
+    builder.PrependInt32Slot(0, numSplits, 0)
+
+def SplitVOptionsEnd(builder):
     return builder.EndObject()
 
 

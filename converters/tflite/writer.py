@@ -21,6 +21,8 @@ SCHEMA_VERSION = 3
 FILE_IDENTIFIER = b"TFL3"
 _MAX_BYTES = 2**31 - 2**20
 _PLACEHOLDER_CODE = 127  # PLACEHOLDER_FOR_GREATER_OP_CODES, the deprecated field's value past 126
+# operator versions other than 1 (LiteRT registers BROADCAST_TO from version 2: 1 was a placeholder)
+_VERSION = {"BROADCAST_TO": 2}
 
 
 def _camel(snake: str) -> str:
@@ -123,7 +125,7 @@ def _opcodes(b, codes: list[str]) -> int:
         value = getattr(fb.BuiltinOperator, c)
         fb.OperatorCodeStart(b)
         fb.OperatorCodeAddDeprecatedBuiltinCode(b, min(value, _PLACEHOLDER_CODE))
-        fb.OperatorCodeAddVersion(b, 1)
+        fb.OperatorCodeAddVersion(b, _VERSION.get(c, 1))
         fb.OperatorCodeAddBuiltinCode(b, value)
         offs.append(fb.OperatorCodeEnd(b))
     return _table_vector(b, offs)

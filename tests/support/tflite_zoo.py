@@ -1,0 +1,60 @@
+"""The TFLite parity harness: programs from ``onnx_zoo``/``zoo`` (exported and saved by torch at
+test time) -> ``pt2x.converters.to_tflite`` -> ``ai_edge_litert``'s Interpreter, resized to
+each input set, compared with torch eager under ``tolerances.py``'s TFLite section."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+import onnx_zoo
+from tolerances import TFLITE_SCALE, assert_close
+
+
+@functools.cache
+def converted(name: str, decomposed: bool = False) -> bytes:
+    from pt2x.converters import to_tflite
+
+    return to_tflite(onnx_zoo.saved(name, decomposed))
+
+
+def interpreter(model: bytes, *, xnnpack: bool = True):
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    kind = OpResolverType.AUTO if xnnpack else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    return Interpreter(model_content=model, experimental_op_resolver_type=kind, num_threads=1)
+
+
+def run(it, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """Resize every input to its array's shape, allocate, invoke; the outputs in order."""
+    details = it.get_input_details()
+    assert len(details) == len(inputs), f"{len(details)} inputs, {len(inputs)} given"
+    for d, x in zip(details, inputs):
+        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
+    it.allocate_tensors()
+    for d, x in zip(details, inputs):
+        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"], order="C"))  # 0-d stays 0-d
+    it.invoke()
+    return [it.get_tensor(d["index"]) for d in it.get_output_details()]
+
+
+def _feed(t) -> np.ndarray:
+    a = onnx_zoo.to_numpy(t)
+    return a.astype(np.float32) if str(a.dtype) == "bfloat16" else a
+
+
+def check_parity(name: str, decomposed: bool = False, *, xnnpack: bool = True, scale: float = 1.0) -> None:
+    """LiteRT vs torch eager on every input set of the case (the second one after a resize)."""
+    it = interpreter(converted(name, decomposed), xnnpack=xnnpack)
+    for label, args, kwargs in onnx_zoo.input_sets(name):
+        expected = onnx_zoo.eager_outputs(name, args, kwargs)
+        tensors = [x for x in onnx_zoo._leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        got = run(it, [_feed(t) for t in tensors])
+        assert len(got) >= len(expected), f"{name}: {len(got)} outputs, eager has {len(expected)}"
+        for i, (e, g) in enumerate(zip(expected, got)):
+            dtype = e.dtype if isinstance(e, torch.Tensor) else np.asarray(e).dtype
+            want = _feed(e)
+            assert_close(g, want, dtype, what=f"{name}{' (decomposed)' if decomposed else ''} {label} output {i}",
+                         scale=scale * TFLITE_SCALE.get(str(dtype).replace("torch.", ""), 1.0))
