@@ -9,8 +9,9 @@ children. Every child prints one JSON line last.
   * ``PT2X_COLD``: ``python -m pt2x convert X.pt2 --to tflite|onnx -o Y`` with ``import torch``
     made to fail first, so a timed conversion is also a proof that it is torch-free.
   * ``LITERT``: one .tflite in ``ai_edge_litert.interpreter.Interpreter`` (op resolver AUTO: the
-    XNNPACK delegate is applied): parity on the example inputs, then after
-    ``resize_tensor_input`` to the second batch, then median latency at each thread count.
+    XNNPACK delegate is applied): parity on the example inputs (a dynamic input is resized to
+    them first), then after a run at the example batch, ``resize_tensor_input`` to the second
+    batch; median latency at each thread count on the example inputs.
   * ``ORT``: one .onnx in ONNX Runtime CPU: the same parity checks and latencies.
   * ``LITERT_TORCH``: runs in litert-torch's venv: ``torch.export.load`` the same .pt2 and
     ``litert_torch.convert(ep.module(), args, dynamic_shapes=...)``; when that fails, the
@@ -116,10 +117,16 @@ def interpreter(n):
     return it
 
 def feed(it, xs):
+    """Set the inputs; an input whose shape differs is resized first (a dynamic model's tensors
+    start at size 1 where its shape_signature has -1)."""
     ins = it.get_input_details()
     if len(ins) != len(xs):
         raise ValueError(f"the model has {len(ins)} inputs, the program {len(xs)}")
-    for d, x in zip(ins, xs):
+    if any(list(d["shape"]) != list(x.shape) for d, x in zip(ins, xs)):
+        for d, x in zip(ins, xs):
+            it.resize_tensor_input(d["index"], list(x.shape))
+        it.allocate_tensors()
+    for d, x in zip(it.get_input_details(), xs):
         it.set_tensor(d["index"], x.astype(d["dtype"]))
 
 def output(it):
@@ -133,10 +140,9 @@ def example():
 
 def resized():
     it = interpreter(threads[-1])
-    for d, x in zip(it.get_input_details(), x1):
-        it.resize_tensor_input(d["index"], list(x.shape))
-    it.allocate_tensors()
-    feed(it, x1)
+    feed(it, x0)
+    it.invoke()
+    feed(it, x1)  # resize_tensor_input to the second batch
     return diff(output(it), y1)
 
 def latency(n):
