@@ -94,7 +94,10 @@ def cold_convert(src: str, dst: str, to: str, runs: int) -> dict:
 def run_model(code: str, path: str, inputs: str, runs: int, what: str) -> dict:
     """Parity and latency of one converted file in its runtime's own process."""
     _, r = _child([sys.executable, "-c", code, path, inputs, str(runs), THREADS], timeout=900)
-    return _last_json(r, what)
+    res = _last_json(r, what)
+    if code is workers.LITERT:  # the interpreter says so on stderr when it applies the delegate
+        res["xnnpack_applied"] = "XNNPACK delegate" in r.stderr
+    return res
 
 
 def ensure_litert_torch_venv(venv: str) -> str:
@@ -268,16 +271,43 @@ def latency_table(rows: list[dict]) -> str:
         p = (r.get("pt2x") or {}).get("litert")
         o = r.get("ort")
         lt = (r.get("litert_torch") or {}).get("litert")
-        cells = [f"{_f(_ms(x, '1'), '.2f')} / {_f(_ms(x, '2'), '.2f')}" for x in (p, o)]
+        cells = [f"{_f(_ms(x, '1'), '.2f')} / {_f(_ms(x, '2'), '.2f')}" for x in (p, o, lt)]
+        for i, x in ((0, p), (2, lt)):
+            if x and x.get("xnnpack_applied") is False:
+                cells[i] += " (no XNNPACK)"
         ratio = f"{_ratio(_ms(p, '1'), _ms(o, '1'))} / {_ratio(_ms(p, '2'), _ms(o, '2'))}"
         lines.append(f"| {r['model']} | {r['batches'][0]} | {cells[0]} | {cells[1]} | {ratio} "
-                     f"| {_f(_ms(lt, '1'), '.2f')} / {_f(_ms(lt, '2'), '.2f')} |")
+                     f"| {cells[2]} |")
     return "\n".join(lines)
+
+
+def _matches(res: dict | None) -> bool:
+    """Within float32 parity: the project's float32 tolerance scaled for a model (x10), on the
+    largest output magnitude: max abs diff <= 1e-4 + 1e-3 * max |torch eager|."""
+    return bool(res) and "max_abs_diff" in res and res["max_abs_diff"] <= 1e-4 + 1e-3 * res["ref_max_abs"]
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """One line per converter: converted, loaded and matching on the example batch, after a resize."""
+    lines = []
+    for side, label in (("pt2x", "pt2x"), ("litert_torch", "litert-torch")):
+        done = [r for r in rows if side in r]
+        if not done:
+            continue
+        runs = [r[side].get("litert") or {} for r in done if "error" not in r[side]]
+        loaded = [x for x in runs if "load_error" not in x]
+        dynamic = sum(1 for r in done if r[side].get("dynamic")) if side == "litert_torch" else None
+        lines.append(f"{label}: converted {len(runs)}/{len(done)}"
+                     + ("" if dynamic is None else f" (with the dynamic batch: {dynamic})")
+                     + f", LiteRT loads {len(loaded)}, matches torch on the example batch "
+                     f"{sum(_matches(x.get('example')) for x in loaded)}, after resize_tensor_input to "
+                     f"another batch {sum(_matches(x.get('resized')) for x in loaded)}")
+    return lines
 
 
 def report(rows: list[dict]) -> str:
     notes = Notes()
-    parts = [conversion_table(rows, notes), "", latency_table(rows)]
+    parts = [*summary(rows), "", conversion_table(rows, notes), "", latency_table(rows)]
     if notes.found:
         parts += ["", *notes.numbered()]
     return "\n".join(parts)
