@@ -10,7 +10,7 @@ from that release's ``torch/_export/serde/serialize.py``. No torch import.
 * ``parse_target`` -- ``torch==2.10``, ``2.10``, ``8.15`` -> schema version (8, 15).
 * ``release_snapshot`` / ``target_snapshot`` -- the snapshot a schema version or target stands for.
 * ``LENIENT_SINCE``, ``FLOAT_STRINGS_SINCE``, ``PT2_ARCHIVE_SINCE``, ``RAW_WEIGHTS_SINCE`` -- what
-  each release's reader accepts.
+  each release's reader accepts; ``NODE_TARGETS_RUN_SINCE`` -- ops a release reads but cannot run.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ __all__ = [
     "FLOAT_STRINGS_SINCE",
     "PT2_ARCHIVE_SINCE",
     "RAW_WEIGHTS_SINCE",
+    "NODE_TARGETS_RUN_SINCE",
 ]
 
 LENIENT_SINCE = (8, 14)
@@ -39,6 +40,15 @@ PT2_ARCHIVE_SINCE = (8, 8)
 """torch 2.8 (8.8) is the first to read the PT2 archive layout (models/<m>.json); 2.6-2.7 read the flat zip."""
 RAW_WEIGHTS_SINCE = (8, 14)
 """torch 2.9 (8.14) is the first to read raw weights with <m>_weights_config.json; 2.8 reads only data/weights/<m>.pt."""
+
+NODE_TARGETS_RUN_SINCE = {
+    "torch.ops.higher_order.while_loop": (
+        (8, 8),
+        "its deserializer rebuilds carried_inputs as a list, which its while_loop refuses "
+        "('carried_inputs must be a tuple'; torch 2.6.0 fails so on its own saved while_loop; 2.7 unchecked)",
+    ),
+}
+"""Node target -> (first schema whose release runs it after loading, why older ones do not)."""
 
 _RELEASE = re.compile(r"^torch==(\d+)\.(\d+)(?:\.(\d+))?(?:[+.\w]*)$")
 _PLAIN = re.compile(r"^(?:schema==)?(\d+)\.(\d+)(?:\.(\d+))?$")

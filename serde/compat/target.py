@@ -28,7 +28,7 @@ from typing import Any
 from ...schema.snapshot import parse_type_string, pt2x_types
 from ..codec.upgrade import declared_version
 from ..findings import Finding
-from .releases import FLOAT_STRINGS_SINCE, LENIENT_SINCE, target_snapshot
+from .releases import FLOAT_STRINGS_SINCE, LENIENT_SINCE, NODE_TARGETS_RUN_SINCE, target_snapshot
 
 __all__ = ["check_program_json", "downgrade"]
 
@@ -284,6 +284,19 @@ def _respell_hop_outputs(doc: dict, label: str, member: str | None) -> list[Find
     return findings
 
 
+def _unrunnable_nodes(doc: Any, version: tuple[int, int], label: str, member: str | None) -> list[Finding]:
+    """Blockers for node targets the release reads but cannot run (``NODE_TARGETS_RUN_SINCE``)."""
+    counts: dict[str, int] = {}
+    for node in _nodes(doc):
+        target = node.get("target")
+        if isinstance(target, str) and target in NODE_TARGETS_RUN_SINCE and version < NODE_TARGETS_RUN_SINCE[target][0]:
+            counts[target] = counts.get(target, 0) + 1
+    return [Finding("error", "target-unrunnable-node",
+                    f"{n} {target} node(s): torch {label} cannot run them: {NODE_TARGETS_RUN_SINCE[target][1]}",
+                    member, "graph_module.graph.nodes")
+            for target, n in counts.items()]
+
+
 # -------------------------------------------------------------------- checking
 
 
@@ -307,6 +320,7 @@ def check_program_json(program_json: Any, target, *, root: str = "ExportedProgra
         bad = _major_finding(version, declared_version(program_json), label, member)
         if bad:
             return [bad]
+        findings.extend(_unrunnable_nodes(program_json, version, label, member))
     walk = _Walk(snap, version, label, member=member, rewrite=False)
     walk.value(program_json, ("name", root), "")
     findings.extend(walk.finish())
@@ -330,13 +344,15 @@ def downgrade(program_json: dict, target, *, root: str = "ExportedProgram", memb
         bad = _major_finding(version, declared_version(program_json), label, member)
         if bad:
             return copy.deepcopy(program_json), [bad]
-    respelled: list[Finding] = []
-    if root == "ExportedProgram" and "is_hop_single_tensor_return" not in snap["types"].get("Node", {}).get("fields", {}):
-        program_json = copy.deepcopy(program_json)
-        respelled = _respell_hop_outputs(program_json, label, member)
+    findings: list[Finding] = []
+    if root == "ExportedProgram":
+        findings.extend(_unrunnable_nodes(program_json, version, label, member))
+        if "is_hop_single_tensor_return" not in snap["types"].get("Node", {}).get("fields", {}):
+            program_json = copy.deepcopy(program_json)
+            findings.extend(_respell_hop_outputs(program_json, label, member))
     walk = _Walk(snap, version, label, member=member, rewrite=True)
     out = walk.value(program_json, ("name", root), "")
-    findings = respelled + walk.finish()
+    findings.extend(walk.finish())
     if root == "ExportedProgram" and isinstance(out, dict):
         out["schema_version"] = {"major": version[0], "minor": version[1]}
     return out, findings
