@@ -1,0 +1,279 @@
+"""Do the files pt2x writes for torch 2.8 and 2.6 load in those real releases? (issue 13)
+
+Not a test: it needs venvs with the real old wheels (several GB of CUDA builds each), so it
+stays out of CI and its result table goes in docs/schema-compat.md. Three steps:
+
+1. ``--make-venvs``: ``<venvs>/torch-<release>`` with ``pip install torch==<release> numpy``
+   (skipped where the venv already imports torch).
+2. In this interpreter (the test venv's torch): every zoo program (tests/support/zoo.py) is
+   exported, saved with pt2x, and written with pt2x's planner for each target schema
+   (8.8 for torch 2.8, 8.2 for torch 2.6), with its example inputs and the outputs this torch
+   computes in an ``.npz``. Where the planner refuses, its blockers are recorded and no file
+   is written.
+3. In each old venv, ``tests/support/old_torch_worker.py`` loads every written file with
+   ``torch.export.load``, compares its outputs, and checks that ``torch.export.save`` of the
+   loaded program loads again.
+
+    python tools/check_old_torch.py [--venvs /work/venvs] [--releases 2.8.0,2.6.0]
+        [--cases a,b] [--exportdb] [--make-venvs] [--work DIR] [--json OUT] [--markdown OUT]
+
+This script imports no torch itself; the zoo module it loads does (as the tests do).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUPPORT = os.path.join(ROOT, "tests", "support")
+WORKER = os.path.join(SUPPORT, "old_torch_worker.py")
+TARGETS = {"2.8.0": (8, 8), "2.6.0": (8, 2)}
+"""Release -> the schema pt2x writes for it."""
+
+
+# ------------------------------------------------------------------------ venvs
+
+
+def venv_python(venvs: str, release: str) -> str:
+    return os.path.join(venvs, f"torch-{release}", "bin", "python")
+
+
+def torch_version(python: str) -> str | None:
+    """``torch.__version__`` in ``python``'s environment, or None when it has no torch."""
+    if not os.path.exists(python):
+        return None
+    r = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True, timeout=300)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def make_venv(venvs: str, release: str) -> None:
+    """``<venvs>/torch-<release>`` with that torch and numpy, unless it already imports torch."""
+    python = venv_python(venvs, release)
+    if torch_version(python):
+        return
+    folder = os.path.dirname(os.path.dirname(python))
+    subprocess.run([sys.executable, "-m", "venv", folder], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", f"torch=={release}", "numpy"], check=True)
+
+
+# ------------------------------------------------------------------ tree coding
+
+
+def encode(x, arrays: dict, prefix: str):
+    """A JSON tree for inputs ``x``; tensors go to ``arrays`` (bfloat16 as float32, dtype kept)."""
+    if hasattr(x, "detach") and hasattr(x, "dtype"):
+        name = f"{prefix}{len(arrays)}"
+        dtype = str(x.dtype).removeprefix("torch.")
+        t = x.detach().cpu()
+        arrays[name] = (t.float() if dtype == "bfloat16" else t).numpy().copy()
+        return {"tensor": name, "dtype": dtype}
+    if isinstance(x, tuple):
+        return {"tuple": [encode(v, arrays, prefix) for v in x]}
+    if isinstance(x, list):
+        return {"list": [encode(v, arrays, prefix) for v in x]}
+    if isinstance(x, dict):
+        return {"dict": [[k, encode(v, arrays, prefix)] for k, v in x.items()]}
+    return {"value": x}
+
+
+def output_leaves(x) -> list:
+    """Outputs flattened as the worker flattens them (tensors as numpy, bfloat16 as float32)."""
+    import numpy as np
+
+    if hasattr(x, "detach") and hasattr(x, "dtype"):
+        t = x.detach().cpu()
+        return [(t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy().copy()]
+    if isinstance(x, (tuple, list)):
+        return [leaf for v in x for leaf in output_leaves(v)]
+    if isinstance(x, dict):
+        return [leaf for v in x.values() for leaf in output_leaves(v)]
+    return [] if x is None else [np.asarray(x)]
+
+
+def clone_tree(x):
+    if hasattr(x, "clone") and hasattr(x, "dtype"):
+        return x.clone()
+    if isinstance(x, (tuple, list)):
+        return type(x)(clone_tree(v) for v in x)
+    if isinstance(x, dict):
+        return {k: clone_tree(v) for k, v in x.items()}
+    return x
+
+
+# ---------------------------------------------------------------- the new side
+
+
+def write_files(names: list[str], targets: dict[str, tuple[int, int]], work: str) -> dict:
+    """Export, save and plan every program: ``{case: {"targets": {release: {...}}, "error"}}`` plus manifests."""
+    import numpy as np
+
+    sys.path.insert(0, SUPPORT)
+    import zoo  # noqa: E402 - the tests' zoo (imports torch)
+
+    from pt2x.serde import save
+    from pt2x.serde.compat.plan import TargetNotWritable, write_for_target
+
+    results: dict = {}
+    manifests: dict[str, list] = {r: [] for r in targets}
+    for name in names:
+        row: dict = {"targets": {}, "error": None}
+        results[name] = row
+        try:
+            ep = zoo.exported(name)
+        except zoo.NotExportable as e:
+            row["error"] = f"not exportable here: {e}"
+            continue
+        src = os.path.join(work, f"{name}.pt2")
+        save(ep, src)  # before running: a mutating program advances its buffers when run
+        args, kwargs = ep.example_inputs
+        arrays: dict = {}
+        tree = encode((clone_tree(args), clone_tree(kwargs)), arrays, "in_")
+        outputs = output_leaves(ep.module()(*clone_tree(args), **clone_tree(kwargs)))
+        arrays.update({f"out_{i}": a for i, a in enumerate(outputs)})
+        npz = os.path.join(work, f"{name}.npz")
+        np.savez(npz, **arrays)
+        for release, version in targets.items():
+            dst = os.path.join(work, f"{name}-{version[0]}.{version[1]}.pt2")
+            try:
+                plan = write_for_target(src, dst, version)
+            except TargetNotWritable as e:
+                row["targets"][release] = {"written": False, "blockers": [str(f) for f in e.plan.blockers]}
+                continue
+            row["targets"][release] = {"written": True, "warnings": sorted({f.code for f in plan.findings})}
+            manifests[release].append({"case": name, "file": dst, "npz": npz, "inputs": tree})
+    for release, entries in manifests.items():
+        with open(os.path.join(work, f"manifest-{release}.json"), "w", encoding="utf-8") as f:
+            json.dump(entries, f)
+    return results
+
+
+# ---------------------------------------------------------------- the old side
+
+
+def check_release(python: str, manifest: str, timeout: float) -> dict[str, dict]:
+    """Run the worker in the old venv: ``{case: result}``; a crash marks every case not yet reported."""
+    r = subprocess.run([python, WORKER, manifest], capture_output=True, text=True, timeout=timeout)
+    out = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            out[row["case"]] = row
+    with open(manifest, encoding="utf-8") as f:
+        for entry in json.load(f):
+            if entry["case"] not in out:
+                out[entry["case"]] = {"case": entry["case"], "load": False, "outputs": False, "resave": False,
+                                      "error": f"worker exited {r.returncode}: {r.stderr.strip()[-300:]}"}
+    return out
+
+
+# ------------------------------------------------------------------------ report
+
+
+def _cell(target: dict | None, check: dict | None) -> str:
+    if target is None:
+        return "-"
+    if not target["written"]:
+        return "refused: " + "; ".join(b.split(" [")[0][:90] for b in target["blockers"][:2])
+    if check is None:
+        return "written, not checked"
+    if check["resave"]:
+        return "loads, outputs equal, re-saves"
+    if check["outputs"]:
+        return "loads, outputs equal; re-save FAILED: " + (check["error"] or "")[:120]
+    return ("loads; outputs DIFFER: " if check["load"] else "load FAILED: ") + (check["error"] or "")[:160]
+
+
+def markdown(results: dict, checks: dict, versions: dict) -> str:
+    releases = list(versions)
+    head = "| program | " + " | ".join(f"torch {versions[r]} (schema {TARGETS[r][0]}.{TARGETS[r][1]})" for r in releases) + " |"
+    lines = [head, "|" + " --- |" * (len(releases) + 1)]
+    for name, row in results.items():
+        if row["error"]:
+            lines.append(f"| {name} | " + " | ".join(row["error"][:80] for _ in releases) + " |")
+            continue
+        cells = [_cell(row["targets"].get(r), checks.get(r, {}).get(name)) for r in releases]
+        lines.append(f"| {name} | " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def summary(results: dict, checks: dict, releases: list[str]) -> dict:
+    out = {}
+    for r in releases:
+        rows = [row["targets"].get(r) for row in results.values() if not row["error"]]
+        written = [n for n, row in results.items() if not row["error"] and row["targets"][r]["written"]]
+        good = [n for n in written if checks.get(r, {}).get(n, {}).get("resave")]
+        out[r] = {"programs": len(rows), "written": len(written), "refused": len(rows) - len(written),
+                  "loaded_equal_resaved": len(good), "failed": sorted(set(written) - set(good))}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--venvs", default="/work/venvs", help="folder holding torch-<release>/ venvs")
+    p.add_argument("--releases", default=",".join(TARGETS), help="comma-separated, from " + ", ".join(TARGETS))
+    p.add_argument("--cases", default=None, help="comma-separated zoo programs (default: the zoo's own cases)")
+    p.add_argument("--exportdb", action="store_true", help="also every ExportDB example the zoo holds")
+    p.add_argument("--make-venvs", action="store_true", help="create missing venvs with pip install torch==<release>")
+    p.add_argument("--work", default=None, help="folder for the written files (default: a temporary one)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds for each old venv's worker")
+    p.add_argument("--json", default=None, help="write the full results here")
+    p.add_argument("--markdown", default=None, help="write the result table here")
+    args = p.parse_args(argv)
+
+    releases = [r.strip() for r in args.releases.split(",") if r.strip()]
+    unknown = [r for r in releases if r not in TARGETS]
+    if unknown:
+        p.error(f"no target schema known for {unknown}; known: {list(TARGETS)}")
+    if args.make_venvs:
+        for r in releases:
+            make_venv(args.venvs, r)
+    versions = {}
+    for r in releases:
+        versions[r] = torch_version(venv_python(args.venvs, r))
+        if versions[r] is None:
+            p.error(f"{venv_python(args.venvs, r)} has no torch; run with --make-venvs")
+
+    sys.path.insert(0, SUPPORT)
+    import zoo  # noqa: E402
+
+    names = args.cases.split(",") if args.cases else [c.name for c in zoo.CUSTOM_CASES]
+    if args.exportdb and not args.cases:
+        names += [c.name for c in zoo.exportdb_cases()]
+    work = args.work or tempfile.mkdtemp(prefix="pt2x-old-torch-")
+    os.makedirs(work, exist_ok=True)
+    t0 = time.time()
+    results = write_files(names, {r: TARGETS[r] for r in releases}, work)
+    checks = {r: check_release(venv_python(args.venvs, r), os.path.join(work, f"manifest-{r}.json"), args.timeout)
+              for r in releases}
+    report = {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores",
+        "exporting_torch": sys.modules["torch"].__version__,  # imported by the zoo
+        "old_torch": versions,
+        "seconds": round(time.time() - t0, 1),
+        "summary": summary(results, checks, releases),
+        "results": results,
+        "checks": checks,
+    }
+    table = markdown(results, checks, versions)
+    print(table)
+    print(json.dumps({k: report[k] for k in ("date", "machine", "exporting_torch", "old_torch", "seconds", "summary")}, indent=2))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=2)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(table + "\n")
+    failed = any(s["failed"] for s in report["summary"].values())
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
