@@ -19,9 +19,14 @@ is here and knows nothing of the target's format:
   lowering ran, later readers of the mutated input see the new value; a placeholder of
   the top graph mutated this way is recorded in ``LoweringState.mutated`` and
   ``mutations`` turns it into an extra output (training IR lists no mutation for it).
-  An in-place op whose mutated input may alias another value (it comes from a view op,
-  ``_signature_table.ALIASING``) is refused (``view_write_base``) unless the write is
-  provably dead: the view-mutation pass that would write through to the base is not there yet.
+* The view-mutation pass (``views.write_plan``): an in-place op whose mutated input is a view
+  (``m[:, 0:2].fill_(1)``) or whose base has other views read later is followed by its
+  write-back: the new view value is put back into its base link by link through the scatter
+  and inverse-view lowerings the registry has (``slice_scatter``, ``select_scatter``,
+  ``diagonal_scatter``, ``permute``, ``view_as``), built as synthetic nodes, so every target
+  gets the same semantics; a written input or buffer becomes a mutation output, and the other
+  views of the base read afterwards are lowered again from the new base. Aliasing the pass
+  cannot prove is refused naming the node and the link.
 * ``Names``: unique value names across a program and all its subgraphs;
   ``program_names`` is what they must not reuse; ``all_graphs`` yields a graph and its
   subgraphs.
@@ -33,8 +38,8 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Protocol
 
 from ..schema import definitions as d
-from ..schema.walk import subgraphs, value_refs
-from . import registry
+from ..schema.walk import subgraphs
+from . import registry, views
 from .errors import NotConverted, Unsupported
 from .graph import GraphView, ProgramView, input_names, output_names
 from .guard import lowering_failure
@@ -131,17 +136,23 @@ def lower_graph(ctx: Target) -> None:
 def lower_node(ctx: Target, node: d.Node, fn) -> None:
     """Run ``fn(ctx, node)``, bind its outputs, rebind an in-place op's input."""
     mark = ctx.begin_node(node)
+    saved = None
     try:
-        if registry.is_inplace(node.target):
-            base = view_write_base(ctx.view, node)
-            if base is not None:
-                raise Unsupported(f"in-place write through a view of {base!r}: not supported yet "
-                                  f"(the write would not reach {base!r} and what else aliases it)")
+        plan = _write_plan(ctx, node) if registry.is_inplace(node.target) else None
+        if plan is not None:
+            saved = dict(ctx.env), dict(ctx.state.mutated)
         result = fn(ctx, node)
         _bind_outputs(ctx, node, result, mark)
         if registry.is_inplace(node.target):
             _rebind_mutated(ctx, node)
+        if plan is not None:
+            _write_back(ctx, node, plan)
     except Unsupported as e:
+        if saved is not None:  # nothing of a failed write-back stays bound
+            ctx.env.clear()
+            ctx.env.update(saved[0])
+            ctx.state.mutated.clear()
+            ctx.state.mutated.update(saved[1])
         if not isinstance(e, NotConverted):
             ctx.state.problems.add(node, e.reason)
         ctx.discard_since(mark)
@@ -155,83 +166,42 @@ def lower_node(ctx: Target, node: d.Node, fn) -> None:
 # ------------------------------------------------------------------ writes through views
 
 
-def _aliasing(view: GraphView, node: d.Node | None) -> bool:
-    """Whether ``node``'s outputs may alias its first input: a view op (``ALIASING``; a
-    ``to`` that changes the dtype copies), an in-place op (its result is its input), or
-    ``getitem`` of a view op's outputs."""
-    if node is None:
-        return False
-    from ._signature_table import ALIASING
-
-    target = registry.canonical(node.target)
-    if target.startswith("aten.to.") and _changes_dtype(view, node):
-        return False
-    return target in ALIASING or registry.is_inplace(target) or target == "_operator.getitem"
+def _write_plan(ctx: Target, node: d.Node) -> views.WritePlan | None:
+    """``views.write_plan`` for in-place ``node``; what it cannot prove is refused."""
+    try:
+        return views.write_plan(ctx.view, node, top=ctx.root is ctx)
+    except views.Unprovable as e:
+        raise Unsupported(f"in-place write through a view: {e.reason}") from None
 
 
-def _changes_dtype(view: GraphView, node: d.Node) -> bool:
-    ins, outs = input_names(node), output_names(node)
-    if not ins or not outs or not view.has_tensor(ins[0]) or not view.has_tensor(outs[0]):
-        return False
-    return view.tensor(ins[0]).dtype != view.tensor(outs[0]).dtype
+def _write_back(ctx: Target, node: d.Node, plan: views.WritePlan) -> None:
+    """After in-place ``node`` gave ``plan.written`` its new value: write it back link by link
+    to the base (a scatter or inverse view per link, lowered through the registry), record a
+    mutated placeholder, and lower the other live aliases of the base again from it."""
+    for link in reversed(plan.chain):
+        if link.write is None:
+            ctx.env[link.source] = ctx.env[link.value]
+            continue
+        _lower_synthetic(ctx, views.write_node(link, link.source, link.value, node),
+                         f"to write {link.value!r} back into {link.source!r}")
+    _record_mutation(ctx, plan.base)
+    for n in plan.rederive:
+        outs = output_names(n)
+        if any(o in ctx.state.poisoned for o in outs):
+            continue
+        if registry.is_inplace(n.target):  # its result is its (updated) input
+            ctx.env[outs[0]] = ctx.env[input_names(n)[0]]
+            continue
+        _lower_synthetic(ctx, n, f"to re-read {outs[0]!r} after the write")
 
 
-def _first_input(node: d.Node) -> str | None:
-    names = input_names(node)
-    return names[0] if names else None
-
-
-def _alias_root(view: GraphView, name: str) -> tuple[str, bool]:
-    """The value ``name`` aliases through view/in-place/getitem producers, and whether any of
-    them was a view (``getitem`` and in-place ops alone make no view)."""
-    through_view = False
-    seen = set()
-    while name not in seen:
-        seen.add(name)
-        p = view.producer.get(name)
-        if not _aliasing(view, p) or _first_input(p) is None:
-            break
-        through_view |= not registry.is_inplace(p.target) and p.target != "_operator.getitem"
-        name = _first_input(p)
-    return name, through_view
-
-
-def _alias_class(view: GraphView, root: str) -> set[str]:
-    """``root`` and every value made from it by aliasing nodes, transitively."""
-    out, todo = {root}, [root]
-    while todo:
-        for c in view.consumers.get(todo.pop(), []):
-            if _aliasing(view, c) and _first_input(c) in out:
-                for o in output_names(c):
-                    if o not in out:
-                        out.add(o)
-                        todo.append(o)
-    return out
-
-
-def view_write_base(view: GraphView, node: d.Node) -> str | None:
-    """The base an in-place ``node`` writes to through a view, unless that write is provably
-    dead; None when its mutated input is no view. Dead: the base is made in this graph (not
-    an input, weight or outer value), and after ``node`` nothing reads the base or any other
-    alias of it, nor is one a graph output (reads of the written view itself see the write)."""
-    target = _first_input(node)
-    if target is None:
-        return None
-    base, through_view = _alias_root(view, target)
-    if not through_view:
-        return None
-    p = view.producer.get(base)
-    if p is None:  # a graph input, a weight or a value of an enclosing graph
-        return base
-    own = {target, *output_names(node)}
-    others = _alias_class(view, base) - own
-    outs = {name for a in view.output_args for _, name in value_refs(a)}
-    if others & outs:
-        return base
-    after = view.nodes[next(i for i, n in enumerate(view.nodes) if n is node) + 1:]
-    if any(set(input_names(n)) & others for n in after):
-        return base
-    return None
+def _lower_synthetic(ctx: Target, node: d.Node, why: str) -> None:
+    """Lower ``node`` (made by the pass, or an earlier node again) inside the current node."""
+    fn = registry.get(ctx.backend, node.target)
+    if fn is None:
+        raise Unsupported(f"no {ctx.backend} lowering of {registry.canonical(node.target)} {why}")
+    mark = ctx.begin_node(node)
+    _bind_outputs(ctx, node, fn(ctx, node), mark)
 
 
 # ------------------------------------------------------------------ binding outputs
@@ -283,11 +253,16 @@ def _rebind_mutated(ctx: Target, node: d.Node) -> None:
     outs = output_names(node)
     if first is None or first.type != "as_tensor" or not outs or outs[0] not in ctx.env:
         return
-    target, new = first.value.name, ctx.env[outs[0]]
-    ctx.env[target] = new
+    target = first.value.name
+    ctx.env[target] = ctx.env[outs[0]]
+    _record_mutation(ctx, target)
+
+
+def _record_mutation(ctx: Target, name: str) -> None:
+    """A top-graph placeholder (weight or user input) given a new value is a mutation."""
     view = ctx.view
-    if ctx.root is ctx and (target in view.weights or any(u.name == target for u in view.user_inputs)):
-        ctx.state.mutated[target] = new
+    if ctx.root is ctx and (name in view.weights or any(u.name == name for u in view.user_inputs)):
+        ctx.state.mutated[name] = ctx.env[name]
 
 
 # ------------------------------------------------------------------------ mutations

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import views
 from ..args import TensorRef, bind
 from ..dtypes import ST
 from ..errors import Unsupported
@@ -315,14 +316,49 @@ def masked_scatter(ctx, node):
     return ctx.op("Where", m, picked, ctx.t(a.self))
 
 
+@lowering("onnx", "aten.diagonal_scatter.default")
+def diagonal_scatter(ctx, node):
+    """``self`` with its (``offset``, ``dim1``, ``dim2``) diagonal replaced by ``src`` (static
+    ``dim1``/``dim2`` sizes): the diagonal dims moved last, ``src`` gathered onto an
+    ``[n1, n2]`` grid, a diagonal mask choosing it, the dims moved back."""
+    a = bind(node, "self", "src", offset=0, dim1=0, dim2=1)
+    info = ctx.info(a.self)
+    r = info.rank
+    d1, d2 = a.dim1 % r, a.dim2 % r
+    n1, n2 = info.shape[d1], info.shape[d2]
+    if not (isinstance(n1, int) and isinstance(n2, int)):
+        raise Unsupported("diagonal_scatter of dynamic dims")
+    rows = [i for i in range(n1) if 0 <= i + a.offset < n2]
+    if not rows:
+        return ctx.t(a.self)
+    ctx.reserve_array([n1, n2], 9, "diagonal_scatter grid")
+    perm = [i for i in range(r) if i not in (d1, d2)] + [d1, d2]
+    moved = perm != list(range(r))
+    x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if moved else ctx.t(a.self)
+    pick = np.zeros((n1, n2), np.int64)
+    for j, i in enumerate(rows):
+        pick[i, i + a.offset] = j
+    grid = ctx.op("Gather", ctx.t(a.src, info.dtype), ctx.const_array(pick, "diagonal_pick"), axis=-1)
+    y = ctx.op("Where", ctx.const(np.eye(n1, n2, k=a.offset, dtype=bool), ST.BOOL), grid, x)
+    return ctx.op("Transpose", y, perm=[perm.index(i) for i in range(r)]) if moved else y
+
+
 @lowering("onnx", "aten.as_strided.default", "aten.as_strided_copy.default")
 def as_strided(ctx, node):
-    """Static sizes/strides only: the element offsets are computed at conversion time and
-    gathered from the (contiguous) input flattened."""
+    """Over an input torch recorded as contiguous at storage offset 0: a reshape when the sizes
+    and strides are those of contiguous memory with the input's element count (symbolic sizes
+    too: ``views.strided_reshape``); else static sizes/strides only, the element offsets
+    computed at conversion time and gathered from the input flattened."""
     a = bind(node, "self", "size", "stride", storage_offset=None)
+    if not views.contiguous_at_zero(ctx.view, a.self.name):
+        raise Unsupported("as_strided over a value that is not contiguous at storage offset 0")
+    if views.strided_reshape(ctx.view, node):
+        if tuple(ctx.info(a.self).shape) == tuple(ctx.out_info().shape):
+            return ctx.t(a.self)
+        return ctx.op("Reshape", ctx.t(a.self), ctx.ints(list(a.size)))
     vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
     if not all(isinstance(v, int) for v in vals):
-        raise Unsupported("as_strided with symbolic sizes or strides")
+        raise Unsupported("as_strided with symbolic sizes or strides that are not a reshape of contiguous memory")
     ctx.reserve_array(list(a.size) + [2], 8, "as_strided index")
     idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
     for axis, (n, st) in enumerate(zip(a.size, a.stride)):
@@ -331,3 +367,35 @@ def as_strided(ctx, node):
         idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
     flat = ctx.op("Reshape", ctx.t(a.self), ctx.ints([-1]))
     return ctx.op("Gather", flat, ctx.const_array(idx, "as_strided_index"), axis=0)
+
+
+@lowering("onnx", "aten.as_strided_scatter.default")
+def as_strided_scatter(ctx, node):
+    """``self`` (contiguous at storage offset 0) with the elements ``as_strided(self, size,
+    stride, storage_offset)`` reads replaced by ``src``: a reshape of ``src`` when that view
+    is a reshape of ``self`` (``views.strided_reshape``), else static sizes/strides whose
+    offsets do not overlap, scattered into ``self`` flattened."""
+    a = bind(node, "self", "src", "size", "stride", storage_offset=None)
+    out = ctx.out_info()
+    if not views.contiguous_at_zero(ctx.view, a.self.name):
+        raise Unsupported("as_strided_scatter into a value that is not contiguous at storage offset 0")
+    src = ctx.t(a.src, out.dtype)
+    if views.strided_reshape(ctx.view, node):
+        return ctx.op("Reshape", src, ctx.shape_of(a.self))
+    vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
+    numel = ctx.info(a.self).numel()
+    if not all(isinstance(v, int) for v in vals) or numel is None:
+        raise Unsupported("as_strided_scatter with symbolic sizes or strides that are not a reshape of contiguous memory")
+    ctx.reserve_array(list(a.size) + [2], 8, "as_strided_scatter index")
+    idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
+    for axis, (n, st) in enumerate(zip(a.size, a.stride)):
+        shape = [1] * len(a.size)
+        shape[axis] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+    flat_idx = idx.reshape(-1)
+    if len(np.unique(flat_idx)) != flat_idx.size or (flat_idx.size and (flat_idx.min() < 0 or flat_idx.max() >= numel)):
+        raise Unsupported("as_strided_scatter whose elements overlap or leave the input")
+    flat = ctx.op("Reshape", ctx.t(a.self), ctx.ints([-1]))
+    put = ctx.op("ScatterND", flat, ctx.const_array(flat_idx.reshape(-1, 1), "as_strided_index"),
+                 ctx.op("Reshape", src, ctx.ints([-1])))
+    return ctx.op("Reshape", put, ctx.shape_of(a.self))

@@ -4,9 +4,9 @@
   (``registry.get``; ``_signature_table.INPLACE_OF``, checked against torch's schemas when the
   table is generated): programs using them on fresh tensors convert with parity, in the
   input's dtype (``eq_``/``logical_and_`` on floats write 0/1 in self's dtype).
-* An in-place write through a view (``m[:, 0:2].fill_(1)``, swin's attention mask) is refused,
-  naming the node, until a view-mutation pass writes it through to the base; a write whose
-  base nothing reads afterwards is dead and converts.
+* An in-place write through a view (``m[:, 0:2].fill_(1)``, swin's attention mask) reaches its
+  base (the view-mutation pass; ``test_view_mutation.py`` covers each view kind, buffers,
+  inputs and the refusals); a write whose base nothing reads afterwards needs no write-back.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import onnx_zoo  # noqa: E402
 from tolerances import assert_close  # noqa: E402
 
 from pt2x.converters import registry, to_onnx  # noqa: E402
-from pt2x.converters.errors import UnsupportedOpsError  # noqa: E402
 from pt2x.converters.onnx.converter import _load_lowerings  # noqa: E402
 
 _TMP = tempfile.mkdtemp(prefix="pt2x-onnx-inplace-")
@@ -220,12 +219,6 @@ class SwinMask(torch.nn.Module):
         return m + x
 
 
-class InputViewWrite(torch.nn.Module):
-    def forward(self, x):
-        x[0].add_(1.0)
-        return x * 2
-
-
 class SiblingViewRead(torch.nn.Module):
     def forward(self, x):
         y = x.relu()
@@ -234,15 +227,12 @@ class SiblingViewRead(torch.nn.Module):
         return b + 1, y.sum()
 
 
-@pytest.mark.parametrize("module,node", [(SwinMask(), "fill_"), (InputViewWrite(), "add_"),
-                                         (SiblingViewRead(), "mul_")],
-                         ids=["swin_mask", "input_view", "base_read_after"])
-def test_write_through_view_is_refused(module, node):
-    args = (torch.randn(2, 4, 4),)
-    path, ep = _saved(module, args, f"view_{type(module).__name__}")
-    with pytest.raises(UnsupportedOpsError, match="in-place write through a view of") as e:
-        to_onnx(path)
-    assert node in str(e.value), str(e.value)
+@pytest.mark.parametrize("decomposed", [False, True], ids=["exported", "decomposed"])
+@pytest.mark.parametrize("module", [SwinMask(), SiblingViewRead()], ids=["swin_mask", "base_read_after"])
+def test_write_through_view_reaches_the_base(module, decomposed):
+    """The view-mutation pass (every view kind, buffers and inputs: test_view_mutation.py)."""
+    torch.manual_seed(0)
+    _check_parity(module, (torch.randn(2, 4, 4),), f"view_{type(module).__name__}", decomposed)
 
 
 class DeadViewWrite(torch.nn.Module):
