@@ -58,12 +58,20 @@ def _options(args: argparse.Namespace):
                        memory_mb=args.memory)
 
 
+def _cpus() -> int:
+    """The CPUs this process may run on (a container's share, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def run(args: argparse.Namespace) -> int:
     from .cli import EXIT_FINDINGS, EXIT_OK
     from .scan.driver import scan
 
     options = _options(args)
-    jobs = args.jobs or os.cpu_count() or 1
+    jobs = args.jobs or _cpus()
     summary = scan(args.paths, options, jobs=jobs, ray=args.ray is not None, address=args.ray or None,
                    out=args.out, resume=args.resume)
     if args.json:
