@@ -21,7 +21,7 @@ import pt2x.serde as serde
 from pt2x.serde.archive.zip_writer import write_archive
 from pt2x.serde.compat import plan as compat_plan
 from paths import FIXTURES
-from torchfree import run_cli_torch_free
+from torchfree import run_cli_torch_free, run_torch_free
 
 PT2 = os.path.join(FIXTURES, "pt2")
 CASES = ["bf16_linear", "buffer_mutation", "cond", "conv_bn_pool", "dict_inputs", "lifted_constant",
@@ -207,3 +207,26 @@ def test_planner_findings_on_zoo_programs(tmp_path):
         warned = {f.code for f in p82.findings if f.severity == "warning"}
         assert ("target-rewritten-hop-outputs" in warned) == (case.name in ("cond", "map")), case.name
         assert {f.code for f in p88.findings} <= {"target-dropped-field"}, case.name
+
+
+def test_check_old_torch_report_is_torch_free():
+    # tools/check_old_torch.py needs the old wheels to run; its report is plain code
+    r = run_torch_free(
+        """
+        from pt2x.tools import check_old_torch as c
+        results = {
+            "a": {"targets": {"2.8.0": {"written": True, "warnings": []},
+                              "2.6.0": {"written": False, "blockers": ["error: m: x [target-unrunnable-node]"]}},
+                  "error": None},
+            "b": {"targets": {}, "error": "not exportable here: b"},
+        }
+        checks = {"2.8.0": {"a": {"case": "a", "load": True, "outputs": True, "resave": True, "error": None}}, "2.6.0": {}}
+        table = c.markdown(results, checks, {"2.8.0": "2.8.0+cu128", "2.6.0": "2.6.0+cu124"})
+        assert "| a | loads, outputs equal, re-saves | refused: error: m: x |" in table, table
+        s = c.summary(results, checks, ["2.8.0", "2.6.0"])
+        assert s["2.8.0"] == {"programs": 1, "written": 1, "refused": 0, "loaded_equal_resaved": 1, "failed": []}
+        assert s["2.6.0"]["refused"] == 1 and s["2.6.0"]["failed"] == []
+        print("ok")
+        """
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
