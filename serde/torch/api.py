@@ -53,7 +53,8 @@ def save(
 
     ``target_schema`` (``(8, 15)``, ``"8.15"`` or ``"torch==2.10"``) writes the archive
     made readable by that release, as ``pt2x convert --to pt2 --target-schema`` does
-    (``serde.compat.plan``); refused with ``TargetNotWritable`` (a ``Pt2UsageError`` whose
+    (``serde.compat.plan``): for torch 2.8 (8.8) with pickled weights, for 2.6-2.7 (8.2-8.7)
+    as the flat zip; refused with ``TargetNotWritable`` (a ``Pt2UsageError`` whose
     ``findings`` name each blocker) when the release cannot read it.
     """
     torch = _import_torch("pt2x.serde.save")
