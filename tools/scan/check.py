@@ -14,7 +14,8 @@ The keys (stable; ``docs/scan.md`` lists them):
 ``conversions`` per converter, per model: ``{"result": "ok"}``, ``{"result": "unsupported",
                 "unsupported": {op: nodes}}`` or ``{"result": "error", "error": {...}}``, and
                 ``seconds``
-``error``       for an unreadable artifact: ``{"class", "message"}``
+``error``       for an unreadable artifact: ``{"class", "message", "reason"?}`` (``reason``: the
+                message without the member and field path, when pt2x's error has one)
 ``seconds``     the whole check
 
 Verdict ``ok`` means readable, no error finding (the target's included) and every conversion
@@ -41,9 +42,18 @@ MAX_MESSAGE = 500
 _MODEL_KEYS = ("schema_version", "torch_version", "node_count", "ops", "weights", "constants")
 
 
+def _clip(text: str) -> str:
+    return text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."
+
+
 def error_dict(e: BaseException) -> dict:
-    text = str(e)
-    return {"class": type(e).__name__, "message": text if len(text) <= MAX_MESSAGE else text[:MAX_MESSAGE] + "..."}
+    """``{"class", "message"}``, plus ``reason`` (the message without the member and field path,
+    which the summary groups errors by) for pt2x's errors that locate themselves."""
+    out = {"class": type(e).__name__, "message": _clip(str(e))}
+    reason = getattr(e, "reason", None)
+    if isinstance(reason, str) and reason != out["message"]:
+        out["reason"] = _clip(reason)
+    return out
 
 
 def caused_by_memory(e: BaseException) -> bool:

@@ -1,7 +1,8 @@
 """The scan's summary, built record by record from bounded counters: memory stays flat whatever
 the fleet's size.
 
-Counts by verdict, by schema version and torch version (per model), the target's blockers (by
+Counts by verdict, by schema version and torch version (per model), the top errors of the
+artifacts that could not be checked (unreadable, crashed, timeout, oom), the target's blockers (by
 finding code, counting artifacts), each converter's results with its top unsupported operators
 and errors, the slowest artifacts and the failing ones (the first ``TOP`` by path; the count is
 exact). Keys taken from files (operator names, messages) go through ``BoundedCounter``, so a
@@ -48,6 +49,7 @@ class Summary:
         self.schema_versions = BoundedCounter()
         self.torch_versions = BoundedCounter()
         self.blockers = BoundedCounter()
+        self.refusals = BoundedCounter()  # "Class: reason" of unreadable / crashed / timeout / oom -> artifacts
         self.results = {name: Counter() for name in convert}
         self.unsupported = {name: BoundedCounter() for name in convert}  # op -> artifacts
         self.unsupported_nodes = {name: BoundedCounter() for name in convert}  # op -> nodes
@@ -66,6 +68,8 @@ class Summary:
         for model in (record.get("models") or {}).values():
             self.schema_versions.add(model.get("schema_version"))
             self.torch_versions.add(model.get("torch_version") or "not recorded")
+        if record.get("error"):
+            self.refusals.add(_first_line(record["error"]))
         for code in record.get("blockers") or {}:
             self.blockers.add(code)
         for name, per_model in (record.get("conversions") or {}).items():
@@ -115,6 +119,7 @@ class Summary:
             "torch_versions": dict(self.torch_versions.top()),
             "target": self.target,
         }
+        out["errors"] = [{"error": e, "artifacts": n} for e, n in self.refusals.top(TOP)]
         if self.target:
             out["blockers"] = [{"code": c, "artifacts": n} for c, n in self.blockers.top(TOP)]
         out["conversions"] = {
@@ -137,6 +142,8 @@ class Summary:
         lines += _section("verdict", d["verdicts"].items())
         lines += _section("schema version (models)", d["schema_versions"].items())
         lines += _section("torch version (models)", d["torch_versions"].items())
+        lines += _section("top errors: unreadable, crashed, timeout, oom (artifacts)",
+                          ((e["error"], e["artifacts"]) for e in d["errors"]), empty="none")
         if self.target:
             lines += _section(f"blockers for {self.target} (artifacts)", ((b["code"], b["artifacts"]) for b in d["blockers"]),
                               empty="none")
@@ -169,7 +176,9 @@ class _Desc:
 
 
 def _first_line(error: dict) -> str:
-    message = (error.get("message") or "").splitlines()
+    """``Class: first line of the reason`` (the message without where, so that errors of the
+    same kind in different files count together)."""
+    message = (error.get("reason") or error.get("message") or "").splitlines()
     return f"{error.get('class')}: {message[0] if message else ''}"[:200]
 
 
