@@ -73,6 +73,7 @@ def _model_findings(archive, model, label: str) -> list[Finding]:
         if config is None:
             continue
         member = _config_member(archive, model.name, kind)
+        storage_dtype: dict[str, object] = {}
         for fqn, meta in config.config.items():
             path = f"config[{fqn!r}]"
             if meta.use_pickle:
@@ -82,6 +83,11 @@ def _model_findings(archive, model, label: str) -> list[Finding]:
                 continue
             tm = meta.tensor_meta
             row = dtypes.row(tm.dtype) if tm is not None else None
+            if storage_dtype.setdefault(meta.path_name, tm.dtype) != tm.dtype:
+                out.append(Finding("error", "target-storage-dtypes",
+                                   f"{fqn} views storage {meta.path_name} as another dtype than an earlier tensor; "
+                                   "torch.save keeps one dtype per storage", member, path))
+                continue
             if row is None or row.storage_class is None:
                 out.append(Finding("error", "target-dtype", f"{fqn}: dtype {row.torch_name if row else '?'} has no legacy "
                                    f"storage class to pickle it with", member, path))

@@ -166,7 +166,10 @@ class _TensorPickler:
     def storage(self, t: StoredTensor, name: str) -> None:
         s = self.s
         key = self.keys.setdefault(t.storage_key, str(len(self.keys)))
-        self.storages.setdefault(key, t)
+        first = self.storages.setdefault(key, t)
+        if first.dtype != t.dtype or len(first.storage) != len(t.storage):
+            raise Pt2UsageError(f"{name}: storage {t.storage_key!r} already pickled as {len(first.storage)} bytes of "
+                                f"{first.dtype}; torch.save keeps one dtype per storage")
         itemsize = dtypes.by_torch_name(t.dtype).itemsize
         if len(t.storage) % itemsize:
             raise Pt2UsageError(f"{name}: storage of {len(t.storage)} bytes is not a whole number of {t.dtype} elements")

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import pt2x.serde as serde
+from pt2x.schema import definitions as d
 from pt2x.serde.archive.zip_writer import write_archive
 from pt2x.serde.compat import plan as compat_plan
 from paths import FIXTURES
@@ -150,7 +151,21 @@ def test_what_the_old_layouts_cannot_hold_blocks(tmp_path):
         extra += [(n.replace("/model.pt", "/other.pt"), b) for n, b in members if n.endswith("sample_inputs/model.pt")]
         return members[:1] + extra + members[1:]
 
+    def reinterpreted(members):  # a second tensor viewing the first one's storage as int32
+        out = []
+        for name, body in members:
+            if name.endswith("model_weights_config.json"):
+                doc = json.loads(body)
+                first, second = list(doc["config"].values())[:2]
+                second["path_name"] = first["path_name"]
+                second["tensor_meta"]["dtype"] = d.ScalarType.INT.value
+                body = json.dumps(doc).encode()
+            out.append((name, body))
+        return out
+
     src = fixture("2.14.1", "mlp_dynamic")
+    with serde.load(_edited(tmp_path, src, reinterpreted)) as a:
+        assert "target-storage-dtypes" in {f.code for f in compat_plan.plan_for_target(a, "8.8").blockers}
     with serde.load(_edited(tmp_path, src, pickled_payload)) as a:
         for target in ("8.8", "8.2"):
             codes = {f.code for f in compat_plan.plan_for_target(a, target).blockers}

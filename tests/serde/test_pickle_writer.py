@@ -121,6 +121,13 @@ def test_unpicklable_dtype_is_refused_naming_the_tensor():
         tensor_pickle({"bad": t})
 
 
+def test_one_storage_viewed_as_two_dtypes_is_refused():
+    f = StoredTensor("k", bytes(8), "float32", (2,), (1,))
+    i = StoredTensor("k", bytes(8), "int32", (2,), (1,))
+    with pytest.raises(Pt2UsageError, match="ints.*one dtype per storage"):
+        tensor_pickle({"floats": f, "ints": i})
+
+
 def test_writer_is_torch_free():
     r = run_torch_free(
         """
