@@ -205,8 +205,11 @@ def max_pool(em: Emitter, node) -> None:
     a = attrs(node)
     if len(node.output) > 1 and node.output[1]:
         raise Unsupported("MaxPool's indices output")
+    if em.rank(node.input[0]) == 5:
+        _pool_by_blocks(em, node, a, "REDUCE_MAX")
+        return
     if em.rank(node.input[0]) not in (3, 4):
-        raise Unsupported("3-D MaxPool (TFLite pools are 2-D)")
+        raise Unsupported(f"{em.rank(node.input[0]) - 2}-D MaxPool")
     x, rank = _to_4d(em, node.input[0])
     k, s = _pool_geometry(em, node, a, rank)
     x = _pad(em, x, _pads(a, rank, "MaxPool"), float(np.finfo(np.float32).min))
@@ -220,8 +223,11 @@ def max_pool(em: Emitter, node) -> None:
 @maps("AveragePool")
 def average_pool(em: Emitter, node) -> None:
     a = attrs(node)
+    if em.rank(node.input[0]) == 5:
+        _pool_by_blocks(em, node, a, "MEAN")
+        return
     if em.rank(node.input[0]) not in (3, 4):
-        raise Unsupported("3-D AveragePool (TFLite pools are 2-D)")
+        raise Unsupported(f"{em.rank(node.input[0]) - 2}-D AveragePool")
     x, rank = _to_4d(em, node.input[0])
     k, s = _pool_geometry(em, node, a, rank)
     pads = _pads(a, rank, "AveragePool")
@@ -236,6 +242,26 @@ def average_pool(em: Emitter, node) -> None:
                                                           "filter_height": k[0], "filter_width": k[1],
                                                           "fused_activation_function": 0}))
     _from_4d(em, y, rank)
+
+
+def _pool_by_blocks(em: Emitter, node, a: dict, code: str) -> None:
+    """A 3-D pool whose windows tile the input exactly (kernel == stride, no pads, static
+    channels and spatial dims divisible by the kernel, as adaptive pools give): RESHAPE into
+    blocks, then MEAN/REDUCE_MAX over the block axes. Other 3-D pools have no builtin."""
+    k = list(a.get("kernel_shape", []))
+    s = list(a.get("strides", [1] * len(k)))
+    shape = em.shape(node.input[0])
+    if (k != s or any(a.get("pads", [0])) or int(a.get("ceil_mode", 0)) or any(d < 0 for d in shape[1:])
+            or any(n % kk for n, kk in zip(shape[2:], k))):
+        raise Unsupported("3-D pooling other than non-overlapping windows that tile static dims (TFLite pools are 2-D)")
+    (d, h, w), (kd, kh, kw) = shape[2:], k
+    # 6-D blocks [N*C*D', kd, H', kh, W', kw] (XNNPACK takes at most 6 dims), reduced, then 5-D again
+    blocks = [-1, kd, h // kh, kh, w // kw, kw]
+    x = em.tmp(em.dtype_of(em.t(node.input[0])), blocks, "blocks")
+    em.op("RESHAPE", [em.t(node.input[0]), em.const(np.asarray(blocks, np.int32))], [x])
+    r = em.tmp(em.dtype_of(x), [-1, h // kh, w // kw], "pooled")
+    em.op(code, [x, em.const(np.array([1, 3, 5], np.int32))], [r], ("ReducerOptions", {"keep_dims": False}))
+    em.op("RESHAPE", [r, em.const(np.array([-1, shape[1], d // kd, h // kh, w // kw], np.int32))], [em.out()])
 
 
 def _same_or_refuse(em: Emitter, node, k, s, pads) -> int:
