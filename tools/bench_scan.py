@@ -6,9 +6,12 @@ The fleet (``make_fleet``, also the tests' fleet) is copies and variants of the 
 fixtures of every torch release: hard links, files cut short, junk named ``*.pt2`` and
 hostile archives from the fuzzer's mutations (``fuzz_mutations.make_case``), in 8 folders.
 Each side is ``python -m pt2x scan`` in its own process, one after the other; the parent polls
-the RSS of that process's whole tree (workers, and Ray's own processes) every 50 ms. Printed
-per side: wall seconds, artifacts/s, peak tree RSS; then the measured per-artifact check cost
-(the mean of the workers' own ``seconds``) and the speed-up of each side over ``--jobs 1``.
+the RSS of that process's whole tree (workers, and Ray's own processes) every 50 ms and watches
+the results file grow. Printed per side: wall seconds and artifacts/s (start-up included), the
+steady rate (first to last record), peak tree RSS, the workers' own time per check, and the CPU
+seconds of the whole tree; then the speed-up over ``--jobs 1`` and the cost per artifact per CPU
+that a cluster's throughput scales by. On a machine shared with other jobs, CPU ms/artifact is
+the figure least disturbed by them.
 """
 
 from __future__ import annotations
@@ -135,8 +138,17 @@ class _Lines:
         return (self.count - 1) / max(1e-9, self.last - self.first) if self.count > 1 else 0.0
 
 
-def _run_side(argv: list[str], out: str) -> tuple[float, int, float]:
-    """Run one side; returns (wall seconds, peak tree RSS, steady artifacts/s)."""
+def _children_cpu() -> float:
+    import resource
+
+    u = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return u.ru_utime + u.ru_stime
+
+
+def _run_side(argv: list[str], out: str) -> tuple[float, int, float, float]:
+    """Run one side; returns (wall seconds, peak tree RSS, steady artifacts/s, CPU seconds of
+    the whole tree: every process it waited for, start-up included)."""
+    cpu0 = _children_cpu()
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     peak, lines = 0, _Lines(out)
@@ -149,7 +161,7 @@ def _run_side(argv: list[str], out: str) -> tuple[float, int, float]:
     err = proc.stderr.read().decode(errors="replace")
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{err[-3000:]}")
-    return wall, peak, lines.steady_rate()
+    return wall, peak, lines.steady_rate(), _children_cpu() - cpu0
 
 
 def _mean_seconds(out: str) -> tuple[float, Counter]:
@@ -186,21 +198,22 @@ def main(argv: list[str] | None = None) -> int:
             out = os.path.join(work, f"results-{name}.jsonl")
             if os.path.exists(out):
                 os.unlink(out)
-            wall, peak, steady = _run_side(base + sides[name] + ["--out", out], out)
+            wall, peak, steady, cpu = _run_side(base + sides[name] + ["--out", out], out)
             mean, verdicts = _mean_seconds(out)
-            rows.append((name, wall, peak, steady, mean, verdicts))
+            rows.append((name, wall, peak, steady, mean, cpu, verdicts))
         print(f"\n{'side':<6} {'wall s':>7} {'artifacts/s':>12} {'steady/s':>9} {'peak tree RSS MiB':>18} "
-              f"{'check ms':>9}  verdicts")
-        for name, wall, peak, steady, mean, verdicts in rows:
-            print(f"{name:<6} {wall:7.1f} {args.count / wall:12.1f} {steady:9.1f} {peak / 2**20:18.0f} {mean * 1000:9.2f}  "
-                  + ", ".join(f"{k} {n}" for k, n in sorted(verdicts.items())))
+              f"{'check ms':>9} {'CPU s':>7} {'CPU ms/artifact':>16}  verdicts")
+        for name, wall, peak, steady, mean, cpu, verdicts in rows:
+            print(f"{name:<6} {wall:7.1f} {args.count / wall:12.1f} {steady:9.1f} {peak / 2**20:18.0f} {mean * 1000:9.2f} "
+                  f"{cpu:7.1f} {cpu / args.count * 1000:16.2f}  " + ", ".join(f"{k} {n}" for k, n in sorted(verdicts.items())))
         first = rows[0]
         for name, wall, _, steady, *_ in rows[1:]:
             print(f"{name} vs {first[0]}: {first[1] / wall:.2f}x the throughput, {steady / first[3]:.2f}x steady")
         cpus = {"jobs1": 1, "jobs2": 2, "ray": 2}
         per_cpu = {name: cpus[name] / steady for name, _, _, steady, *_ in rows if steady}
         print("\nartifacts/s: whole run, start-up included; steady/s: between the first and the last record;"
-              " check ms: the workers' own time per artifact")
+              " check ms: the workers' own wall time per artifact; CPU s: user+system of the side's whole"
+              " process tree, start-up included")
         for name, cost in per_cpu.items():
             print(f"measured cost per artifact per CPU, {name}: {cost * 1000:.1f} ms "
                   f"(a cluster of C CPUs: about C / {cost:.4f} artifacts/s once started)")

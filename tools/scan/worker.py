@@ -31,6 +31,9 @@ from .options import ScanOptions
 
 __all__ = ["Worker", "WorkerStartError", "main"]
 
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""A child's math libraries use one thread: the scan's parallelism is its processes, and
+numpy's thread pools in every worker would compete for the same cores (Ray sets the same)."""
 STARTUP_TIMEOUT = 180.0
 """Seconds a child may take to import and get ready (a loaded 2-core machine needs a few)."""
 
@@ -138,7 +141,8 @@ class Worker:
     def start(self) -> None:
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen([sys.executable, "-m", "pt2x.tools.scan.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0)
+                                     stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0,
+                                     env={**os.environ, **ONE_THREAD})
         self.proc.stdin.write((json.dumps(self.options.to_json()) + "\n").encode())
         self.ready, self._buf, self.location = False, b"", None
         self._started_at = time.monotonic()
