@@ -12,8 +12,9 @@ The keys (stable; ``docs/scan.md`` lists them):
                 ``MAX_FINDINGS``; ``findings_total`` counts them all)
 ``blockers``    with a target: the codes of the findings that stop that release, with counts
 ``conversions`` per converter, per model: ``{"result": "ok"}``, ``{"result": "unsupported",
-                "unsupported": {op: nodes}}`` or ``{"result": "error", "error": {...}}``, and
-                ``seconds``
+                "unsupported": {op: nodes}}`` or ``{"result": "error", "error": {...}}`` (a
+                ``Pt2Error``, or any other exception, which is a bug in that converter: its class
+                is kept, and the other conversions still run), and ``seconds``
 ``error``       for an unreadable artifact: ``{"class", "message", "reason"?}`` (``reason``: the
                 message without the member and field path, when pt2x's error has one)
 ``seconds``     the whole check
@@ -127,7 +128,8 @@ def _convert_one(name: str, archive, model: str) -> dict:
         if caused_by_memory(e):
             raise OutOfMemory(f"{name} conversion of model {model!r}") from e
         out = {"result": "unsupported", "unsupported": {p.target: p.count for p in e.ops}}
-    except Pt2Error as e:  # ConversionError, MissingExtraError ("not available" included)
+    except Exception as e:  # noqa: BLE001 - a Pt2Error (ConversionError, MissingExtraError, "not available"),
+        # or a bug in the converter (its class says so): recorded for this conversion, the others go on
         if caused_by_memory(e):
             raise OutOfMemory(f"{name} conversion of model {model!r}") from e
         out = {"result": "error", "error": error_dict(e)}
