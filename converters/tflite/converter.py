@@ -55,7 +55,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
 
 
 def load_mappers() -> dict:
-    from . import ops_elementwise, ops_linalg, ops_nn, ops_reduce, ops_shape  # noqa: F401  (registration)
+    from . import ops_control, ops_elementwise, ops_linalg, ops_nn, ops_reduce, ops_shape  # noqa: F401
 
     return MAPPERS
 
@@ -66,34 +66,16 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     em = Emitter(g, sub, p.origin)
     problems = Problems("tflite")
     _declare_inputs(em, g, problems)
-    mappers = load_mappers()
-    poisoned: set[str] = set()
-    for node in g.node:
-        if any(i in poisoned for i in node.input if i):
-            poisoned.update(node.output)
-            continue
-        em.node = node
-        fn = mappers.get(node.op_type) if node.domain in ("", "ai.onnx") else None
-        try:
-            if fn is None:
-                raise Unsupported("no TFLite mapping (no builtin expresses it)")
-            fn(em, node)
-        except Unsupported as e:
-            problems.add(_report_node(node, p.origin), _reason(e, node, p.origin))
-            poisoned.update(node.output)
-        except ConversionError:
-            raise
-        except Exception as e:  # a mapper bug: name the node
-            raise ConversionError(f"mapping ONNX node {node.name!r} ({node.op_type}) to TFLite failed: "
-                                  f"{type(e).__name__}: {e}", node=node.name) from e
-    em.node = None
+    load_mappers()
+    em.map_nodes(lambda node, e: problems.add(_report_node(node, p.origin), _reason(e, node, p.origin)))
     problems.raise_if_any()
     names = _declare_outputs(em, g)
-    optimize_layout(sub, nhwc_io=nhwc_io)
+    for s_ in em.subgraphs:
+        optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",
             "inputs": [g_in for g_in in _input_names(g)], "outputs": names}
-    return Program([sub], description="pt2x: converted from " + p.source,
+    return Program(em.subgraphs, description="pt2x: converted from " + p.source,
                    metadata={"pt2x": json.dumps(meta, sort_keys=True).encode(),
                              "min_runtime_version": MIN_RUNTIME.encode()},
                    signature_inputs=_input_names(g), signature_outputs=names)
@@ -134,20 +116,10 @@ def _declare_inputs(em: Emitter, g, problems: Problems) -> None:
 
 
 def _declare_outputs(em: Emitter, g) -> list[str]:
-    """Graph outputs with the ONNX names; a CAST back to the I/O type, or a copy where the
-    value is a graph input, a constant or another output."""
+    """Graph outputs with the ONNX names, CAST back to their I/O type (``_IO_TYPE``)."""
     names, used = [], set(em.sub.inputs)
     for o in g.output:
-        idx = em.t(o.name)
-        io = _IO_TYPE.get(o.type.tensor_type.elem_type, em.dtype_of(idx))
-        t = em.sub.tensors[idx]
-        if io != t.dtype or idx in used or t.data is not None:
-            out = em.sub.add(Tensor(o.name, io, t.shape))
-            em.op("CAST", [idx], [out], ("CastOptions", {"in_data_type": t.dtype, "out_data_type": io}))
-            idx = out
-        else:
-            t.name = o.name
-        used.add(idx)
-        em.sub.outputs.append(idx)
+        io = _IO_TYPE.get(o.type.tensor_type.elem_type)
+        em.sub.outputs.append(em.output(o.name, io, used))
         names.append(o.name)
     return names

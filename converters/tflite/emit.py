@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ..errors import Unsupported
+from ..errors import ConversionError, Unsupported
 from .model import NUMPY_OF, Op, Subgraph, Tensor, TensorType
 
 __all__ = ["Emitter", "COMPUTE_TYPE", "attrs"]
@@ -57,13 +57,19 @@ def to_compute_array(arr: np.ndarray, what: str) -> np.ndarray:
 class Emitter:
     """Emission state for one ONNX graph into one ``Subgraph``."""
 
-    def __init__(self, graph: onnx.GraphProto, sub: Subgraph, origin: dict | None = None):
+    def __init__(self, graph: onnx.GraphProto, sub: Subgraph, origin: dict | None = None,
+                 parent: "Emitter | None" = None):
         self.graph = graph
         self.sub = sub
         self.origin = origin or {}
+        self.parent = parent
+        # every subgraph of the model, the main one first (control-flow mappers append theirs)
+        self.subgraphs: list[Subgraph] = parent.subgraphs if parent is not None else [sub]
         self.values: dict[str, int] = {}  # ONNX name -> tensor index
         self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-        self.infos: dict[str, tuple[int, list | None]] = {}
+        if parent is not None:  # outer constants are materialised where they are read
+            self.consts = {**parent.consts, **self.consts}
+        self.infos: dict[str, tuple[int, list | None]] = dict(parent.infos) if parent is not None else {}
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
             self.infos[vi.name] = _info(vi)
         self.node: onnx.NodeProto | None = None
@@ -150,6 +156,49 @@ class Emitter:
 
     def shape_of(self, idx: int):
         return self.sub.tensors[idx].shape
+
+    def output(self, name: str, io_type: int | None = None, used: set | None = None) -> int:
+        """A tensor to list as a subgraph output for ONNX value ``name``: a CAST to ``io_type``,
+        or a copy (CAST to the same type) where the value is a subgraph input, a constant or
+        already an output; else the value's own tensor, renamed after it."""
+        idx = self.t(name)
+        t = self.sub.tensors[idx]
+        io = t.dtype if io_type is None else io_type
+        used = set(self.sub.inputs) if used is None else used
+        if io != t.dtype or idx in used or t.data is not None:
+            out = self.sub.add(Tensor(name, io, t.shape))
+            self.op("CAST", [idx], [out], ("CastOptions", {"in_data_type": t.dtype, "out_data_type": io}))
+            idx = out
+        else:
+            t.name = name
+        used.add(idx)
+        return idx
+
+    def map_nodes(self, report) -> None:
+        """Every node of the graph through its mapper; ``report(node, Unsupported)`` for each one
+        TFLite cannot take (its readers are skipped, not reported)."""
+        from .mappers import MAPPERS
+
+        poisoned: set[str] = set()
+        for node in self.graph.node:
+            if any(i in poisoned for i in node.input if i):
+                poisoned.update(node.output)
+                continue
+            self.node = node
+            fn = MAPPERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+            try:
+                if fn is None:
+                    raise Unsupported("no TFLite mapping (no builtin expresses it)")
+                fn(self, node)
+            except Unsupported as e:
+                report(node, e)
+                poisoned.update(node.output)
+            except ConversionError:
+                raise
+            except Exception as e:  # a mapper bug: name the node
+                raise ConversionError(f"mapping ONNX node {node.name!r} ({node.op_type}) to TFLite failed: "
+                                      f"{type(e).__name__}: {e}", node=node.name) from e
+        self.node = None
 
     # ------------------------------------------------------------ making operators
 
