@@ -146,7 +146,7 @@ def merge_rounds(rounds: list[dict]) -> dict:
     merged = {**first, "latency": {}}
     for n, lat in first["latency"].items():
         ms = [r["latency"][n]["ms"] for r in rounds if "ms" in r.get("latency", {}).get(n, {})]
-        merged["latency"][n] = {"ms": statistics.median(ms), "rounds": ms} if ms else lat
+        merged["latency"][n] = {**lat, "ms": statistics.median(ms), "rounds": ms} if ms else lat
     return merged
 
 
@@ -269,8 +269,8 @@ def conversion_table(rows: list[dict], notes: Notes) -> str:
 
 def latency_table(rows: list[dict]) -> str:
     head = ("| model | batch | LiteRT pt2x ms 1T / 2T | ORT (pt2x ONNX) ms 1T / 2T | LiteRT / ORT 1T / 2T "
-            "| LiteRT litert-torch ms 1T / 2T |")
-    lines = [head, "|" + "---|" * 6]
+            "| LiteRT litert-torch ms 1T / 2T | XNNPACK partitions pt2x / litert-torch |")
+    lines = [head, "|" + "---|" * 7]
     for r in rows:
         p = (r.get("pt2x") or {}).get("litert")
         o = r.get("ort")
@@ -280,8 +280,10 @@ def latency_table(rows: list[dict]) -> str:
             if x and x.get("xnnpack_applied") is False:
                 cells[i] += " (no XNNPACK)"
         ratio = f"{_ratio(_ms(p, '1'), _ms(o, '1'))} / {_ratio(_ms(p, '2'), _ms(o, '2'))}"
+        parts = " / ".join(_f(((x or {}).get("latency") or {}).get("1", {}).get("delegate_partitions"), "d")
+                           for x in (p, lt))
         lines.append(f"| {r['model']} | {r['batches'][0]} | {cells[0]} | {cells[1]} | {ratio} "
-                     f"| {cells[2]} |")
+                     f"| {cells[2]} | {parts} |")
     return "\n".join(lines)
 
 

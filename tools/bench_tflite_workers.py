@@ -148,7 +148,12 @@ def resized():
 def latency(n):
     it = interpreter(n)
     feed(it, x0)
-    return {"ms": median_ms(it.invoke)}
+    res = {"ms": median_ms(it.invoke)}
+    # the execution plan after delegation: each XNNPACK partition is one DELEGATE node (a
+    # private helper of the interpreter; what it lists is what runs)
+    ops = [o["op_name"] for o in it._get_ops_details()]
+    res["delegate_partitions"] = ops.count("DELEGATE")
+    return res
 
 out = {}
 try:
