@@ -90,11 +90,10 @@ def make_fleet(folder: str | os.PathLike, count: int, seed: int = 0) -> Counter:
     return kinds
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+def _proc_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, resident bytes, CPU ticks used so far: user + system), from /proc."""
     page = os.sysconf("SC_PAGE_SIZE")
+    table = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -103,14 +102,27 @@ def tree_rss(pid: int) -> int:
                 fields = f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        children.setdefault(int(fields[1]), []).append(int(entry))  # fields[1]: ppid
-        rss[int(entry)] = int(fields[21]) * page  # fields[21]: rss in pages
-    total, todo = 0, [pid]
+        # after the command: state, ppid, ..., utime (index 11), stime (12), ..., rss (21)
+        table[int(entry)] = (int(fields[1]), int(fields[21]) * page, int(fields[11]) + int(fields[12]))
+    return table
+
+
+def _tree(pid: int, table: dict[int, tuple[int, int, int]]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(p)
+    out, todo = [], [pid]
     while todo:
         p = todo.pop()
-        total += rss.get(p, 0)
+        out.append(p)
         todo += children.get(p, [])
-    return total
+    return out
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of ``pid`` and all its descendants."""
+    table = _proc_table()
+    return sum(table[p][1] for p in _tree(pid, table) if p in table)
 
 
 class _Lines:
@@ -138,22 +150,19 @@ class _Lines:
         return (self.count - 1) / max(1e-9, self.last - self.first) if self.count > 1 else 0.0
 
 
-def _children_cpu() -> float:
-    import resource
-
-    u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return u.ru_utime + u.ru_stime
-
-
 def _run_side(argv: list[str], out: str) -> tuple[float, int, float, float]:
     """Run one side; returns (wall seconds, peak tree RSS, steady artifacts/s, CPU seconds of
-    the whole tree: every process it waited for, start-up included)."""
-    cpu0 = _children_cpu()
+    the whole tree, start-up included: each process's user + system time when last seen, so
+    Ray's processes count too, which the driver does not wait for)."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak, lines = 0, _Lines(out)
+    peak, lines, ticks = 0, _Lines(out), {}
     while proc.poll() is None:
-        peak = max(peak, tree_rss(proc.pid))
+        table = _proc_table()
+        members = [p for p in _tree(proc.pid, table) if p in table]
+        peak = max(peak, sum(table[p][1] for p in members))
+        for p in members:
+            ticks[p] = max(ticks.get(p, 0), table[p][2])
         lines.poll()
         time.sleep(0.05)
     wall = time.perf_counter() - t0
@@ -161,7 +170,7 @@ def _run_side(argv: list[str], out: str) -> tuple[float, int, float, float]:
     err = proc.stderr.read().decode(errors="replace")
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(argv)} exited {proc.returncode}:\n{err[-3000:]}")
-    return wall, peak, lines.steady_rate(), _children_cpu() - cpu0
+    return wall, peak, lines.steady_rate(), sum(ticks.values()) / os.sysconf("SC_CLK_TCK")
 
 
 def _mean_seconds(out: str) -> tuple[float, Counter]:
