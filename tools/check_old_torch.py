@@ -14,7 +14,7 @@ stays out of CI and its result table goes in docs/schema-compat.md. Three steps:
    ``torch.export.load``, compares its outputs, and checks that ``torch.export.save`` of the
    loaded program loads again.
 
-    python tools/check_old_torch.py [--venvs /work/venvs] [--releases 2.8.0,2.6.0]
+    python tools/check_old_torch.py [--venvs /work/venvs] [--releases 2.8.0,2.7.1,2.6.0]
         [--cases a,b] [--exportdb] [--make-venvs] [--work DIR] [--json OUT] [--markdown OUT]
 
 This script imports no torch itself; the zoo module it loads does (as the tests do).
@@ -34,8 +34,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUPPORT = os.path.join(ROOT, "tests", "support")
 WORKER = os.path.join(SUPPORT, "old_torch_worker.py")
-TARGETS = {"2.8.0": (8, 8), "2.6.0": (8, 2)}
+TARGETS = {"2.8.0": (8, 8), "2.7.1": (8, 7), "2.6.0": (8, 2)}
 """Release -> the schema pt2x writes for it."""
+DEFAULT_RELEASES = "2.8.0,2.6.0"
 
 
 # ------------------------------------------------------------------------ venvs
@@ -217,7 +218,7 @@ def summary(results: dict, checks: dict, releases: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--venvs", default="/work/venvs", help="folder holding torch-<release>/ venvs")
-    p.add_argument("--releases", default=",".join(TARGETS), help="comma-separated, from " + ", ".join(TARGETS))
+    p.add_argument("--releases", default=DEFAULT_RELEASES, help="comma-separated, from " + ", ".join(TARGETS))
     p.add_argument("--cases", default=None, help="comma-separated zoo programs (default: the zoo's own cases)")
     p.add_argument("--exportdb", action="store_true", help="also every ExportDB example the zoo holds")
     p.add_argument("--make-venvs", action="store_true", help="create missing venvs with pip install torch==<release>")

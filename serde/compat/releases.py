@@ -43,9 +43,9 @@ RAW_WEIGHTS_SINCE = (8, 14)
 
 NODE_TARGETS_RUN_SINCE = {
     "torch.ops.higher_order.while_loop": (
-        (8, 8),
+        (8, 7),
         "its deserializer rebuilds carried_inputs as a list, which its while_loop refuses "
-        "('carried_inputs must be a tuple'; torch 2.6.0 fails so on its own saved while_loop; 2.7 unchecked)",
+        "('carried_inputs must be a tuple'; torch 2.6.0 fails so on its own saved while_loop; 2.7.1 runs it)",
     ),
 }
 """Node target -> (first schema whose release runs it after loading, why older ones do not)."""
