@@ -14,8 +14,8 @@ children. Every child prints one JSON line last.
     batch; median latency at each thread count on the example inputs.
   * ``ORT``: one .onnx in ONNX Runtime CPU: the same parity checks and latencies.
   * ``LITERT_TORCH``: runs in litert-torch's venv: ``torch.export.load`` the same .pt2 and
-    ``litert_torch.convert(ep.module(), args, dynamic_shapes=...)``; when that fails, the
-    conversion at the example shapes (what a user gets), the first error kept.
+    ``litert_torch.convert(ep.module(), args)``, with the dynamic batch (mode ``dynamic``) or at
+    the example shapes (mode ``static``); the parent tries ``dynamic`` first.
 """
 
 from __future__ import annotations
@@ -200,29 +200,21 @@ import numpy as np
 import torch
 import litert_torch
 t_import = time.perf_counter() - t0
-src, inputs, dst, max_batch = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+src, inputs, dst, max_batch, mode = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 data = np.load(inputs)
 keys = sorted((k for k in data.files if k.startswith("x0_")), key=lambda k: int(k.split("_")[1]))
 args = tuple(torch.from_numpy(data[k]) for k in keys)
 module = torch.export.load(src).module()
+kw = {}
+if mode == "dynamic":
+    batch = torch.export.Dim("batch", min=1, max=max_batch)
+    kw["dynamic_shapes"] = tuple({0: batch} for _ in args)
 out = {"import_s": t_import}
-
-def convert(**kw):
-    t = time.perf_counter()
-    model = litert_torch.convert(module, args, **kw)
-    model.export(dst)
-    return time.perf_counter() - t
-
-batch = torch.export.Dim("batch", min=1, max=max_batch)
+t = time.perf_counter()
 try:
-    out["convert_s"] = convert(dynamic_shapes=tuple({0: batch} for _ in args))
-    out["dynamic"] = True
+    litert_torch.convert(module, args, **kw).export(dst)
+    out["convert_s"] = time.perf_counter() - t
 except Exception as e:
-    out["dynamic"] = False
-    out["dynamic_error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-    try:
-        out["convert_s"] = convert()
-    except Exception as e:
-        out["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    out["error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
 print(json.dumps(out))
 '''
