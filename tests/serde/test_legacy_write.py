@@ -245,3 +245,20 @@ def test_check_old_torch_report_is_torch_free():
         """
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+@pytest.mark.parametrize("target", ["8.8", "8.2"])
+def test_torch_2_13_runs_the_old_layouts(tmp_path, target):
+    # the old releases run these files in tools/check_old_torch.py; torch 2.13 still reads both layouts
+    torch = pytest.importorskip("torch")
+    import zoo
+
+    from pt2x.serde.torch import api as bridge
+
+    for name in ("tied_weights", "conv_bn_pool", "lifted_constant"):
+        ep = zoo.exported(name)
+        dst = tmp_path / f"{name}-{target}.pt2"
+        bridge.save(ep, dst, target_schema=target)
+        loaded = torch.export.load(dst)
+        args, kwargs = ep.example_inputs
+        torch.testing.assert_close(loaded.module()(*args, **kwargs), ep.module()(*args, **kwargs), rtol=0, atol=0)
