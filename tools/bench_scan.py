@@ -1,6 +1,7 @@
 """Benchmark: ``pt2x scan`` over a generated fleet with ``--jobs 1``, ``--jobs 2`` and a local Ray.
 
     python tools/bench_scan.py [--count 2000] [--convert onnx] [--target torch==2.10] [--keep DIR]
+    python tools/bench_scan.py --fleet registry-sample/ --sides jobs1      # a fleet of your own
 
 The fleet (``make_fleet``, also the tests' fleet) is copies and variants of the committed
 fixtures of every torch release: hard links, files cut short, junk named ``*.pt2`` and
@@ -192,14 +193,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="torch==2.10")
     ap.add_argument("--sides", default="jobs1,jobs2,ray", help="which of jobs1,jobs2,ray to run")
     ap.add_argument("--keep", help="generate the fleet (and the results) here and keep them")
+    ap.add_argument("--fleet", help="scan this folder (e.g. a sample of your registry) instead of generating one")
     args = ap.parse_args(argv)
     work = args.keep or tempfile.mkdtemp(prefix="pt2x-bench-scan-")
     try:
-        fleet = os.path.join(work, "fleet")
-        t0 = time.perf_counter()
-        kinds = make_fleet(fleet, args.count, args.seed)
-        print(f"fleet: {args.count} artifacts in {time.perf_counter() - t0:.1f} s: "
-              + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+        if args.fleet:
+            from pt2x.tools.scan.discover import discover
+
+            fleet, args.count = args.fleet, len(discover([args.fleet]))
+            print(f"fleet: {args.count} artifacts in {fleet}")
+        else:
+            fleet = os.path.join(work, "fleet")
+            t0 = time.perf_counter()
+            kinds = make_fleet(fleet, args.count, args.seed)
+            print(f"fleet: {args.count} artifacts in {time.perf_counter() - t0:.1f} s: "
+                  + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
         base = [sys.executable, "-m", "pt2x", "scan", fleet, "--convert", args.convert, "--target", args.target, "--json"]
         sides = {"jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"], "ray": ["--ray", "--jobs", "2"]}
         rows = []
