@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import views
+from .. import layouts
 from ..args import TensorRef, bind
 from ..dtypes import ST
 from ..errors import Unsupported
@@ -231,9 +231,12 @@ def select_scatter(ctx, node):
     x, ax = ctx.t(a.self), ctx.ints([dim])
     src = ctx.op("Unsqueeze", ctx.t(a.src, out.dtype), axes_const(ctx, [dim]))
     after = ctx.ints([idx + 1]) if isinstance(idx, int) else ctx.op("Add", ctx.ints([idx]), ctx.ints([1]))
-    lo = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([idx]), ax)
-    hi = ctx.op("Slice", x, after, ctx.ints([INT64_MAX]), ax)
-    return ctx.op("Concat", lo, src, hi, axis=dim)
+    parts = [src]
+    if idx != 0:  # no empty slices: the first or last index needs one side only
+        parts.insert(0, ctx.op("Slice", x, ctx.ints([0]), ctx.ints([idx]), ax))
+    if not (isinstance(idx, int) and isinstance(out.shape[dim], int) and idx + 1 >= out.shape[dim]):
+        parts.append(ctx.op("Slice", x, after, ctx.ints([INT64_MAX]), ax))
+    return parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, axis=dim)
 
 
 @lowering("onnx", "aten.index_fill.int_Scalar", "aten.index_fill.int_Tensor")
@@ -347,12 +350,12 @@ def diagonal_scatter(ctx, node):
 def as_strided(ctx, node):
     """Over an input torch recorded as contiguous at storage offset 0: a reshape when the sizes
     and strides are those of contiguous memory with the input's element count (symbolic sizes
-    too: ``views.strided_reshape``); else static sizes/strides only, the element offsets
+    too: ``layouts.strided_reshape``); else static sizes/strides only, the element offsets
     computed at conversion time and gathered from the input flattened."""
     a = bind(node, "self", "size", "stride", storage_offset=None)
-    if not views.contiguous_at_zero(ctx.view, a.self.name):
+    if not layouts.contiguous_at_zero(ctx.view, a.self.name):
         raise Unsupported("as_strided over a value that is not contiguous at storage offset 0")
-    if views.strided_reshape(ctx.view, node):
+    if layouts.strided_reshape(ctx.view, node):
         if tuple(ctx.info(a.self).shape) == tuple(ctx.out_info().shape):
             return ctx.t(a.self)
         return ctx.op("Reshape", ctx.t(a.self), ctx.ints(list(a.size)))
@@ -373,14 +376,14 @@ def as_strided(ctx, node):
 def as_strided_scatter(ctx, node):
     """``self`` (contiguous at storage offset 0) with the elements ``as_strided(self, size,
     stride, storage_offset)`` reads replaced by ``src``: a reshape of ``src`` when that view
-    is a reshape of ``self`` (``views.strided_reshape``), else static sizes/strides whose
+    is a reshape of ``self`` (``layouts.strided_reshape``), else static sizes/strides whose
     offsets do not overlap, scattered into ``self`` flattened."""
     a = bind(node, "self", "src", "size", "stride", storage_offset=None)
     out = ctx.out_info()
-    if not views.contiguous_at_zero(ctx.view, a.self.name):
+    if not layouts.contiguous_at_zero(ctx.view, a.self.name):
         raise Unsupported("as_strided_scatter into a value that is not contiguous at storage offset 0")
     src = ctx.t(a.src, out.dtype)
-    if views.strided_reshape(ctx.view, node):
+    if layouts.strided_reshape(ctx.view, node):
         return ctx.op("Reshape", src, ctx.shape_of(a.self))
     vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
     numel = ctx.info(a.self).numel()
