@@ -12,6 +12,7 @@ node.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import os
 import tempfile
@@ -27,6 +28,7 @@ from tolerances import assert_close  # noqa: E402
 
 from pt2x.converters import to_onnx  # noqa: E402
 from pt2x.converters.errors import UnsupportedOpsError  # noqa: E402
+from pt2x.serde import load  # noqa: E402
 
 _TMP = tempfile.mkdtemp(prefix="pt2x-view-mutation-")
 
@@ -216,6 +218,35 @@ def test_as_strided_with_symbolic_sizes_and_contiguous_strides_is_a_reshape():
         np.testing.assert_allclose(got, module(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
+class MixedWrites(torch.nn.Module):
+    def forward(self, x):
+        t = x * 1.0
+        t.transpose(1, 2)[:, 0].mul_(3.0)
+        t[:, 1:3][1].add_(1.0)
+        t.diagonal(0, 1, 2).fill_(-1.0)
+        return SwinMask()(x), t
+
+
+def test_tflite_target_gets_the_same_write_back():
+    """The pass lives in the shared driver: the TFLite target (which consumes pt2x's ONNX)
+    writes through views too, in LiteRT's interpreter."""
+    interpreter = pytest.importorskip("ai_edge_litert.interpreter", reason="ai-edge-litert (test extra) missing")
+    from pt2x.converters import to_tflite
+
+    module, x = MixedWrites(), torch.randn(2, 4, 4)
+    path = os.path.join(_TMP, "mixed_tflite.pt2")
+    torch.export.save(torch.export.export(module, (x,)), path)
+    it = interpreter.Interpreter(model_content=bytes(to_tflite(path)))
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], x.numpy())
+    it.invoke()
+    expected = module(x)
+    outs = it.get_output_details()
+    assert len(outs) == len(expected)
+    for o, e in zip(outs, expected):
+        np.testing.assert_allclose(it.get_tensor(o["index"]), e.numpy(), rtol=1e-6, atol=1e-6)
+
+
 # ---------------------------------------------------------------- refusals
 
 
@@ -263,3 +294,24 @@ def test_unprovable_aliasing_is_refused_naming_the_node(module, node, why):
 def test_write_inside_a_cond_branch_to_a_local_view_converts():
     """The branch's own clone is the base: the write stays inside the branch."""
     _check(CondViewWrite(), "cond_view", False)
+
+
+def test_write_inside_a_cond_branch_to_its_operand_is_refused():
+    """torch refuses to export a branch that writes into its operand, so the case is made from
+    CondViewWrite's program by pointing the branch's ``select`` at the branch input (the
+    operand) instead of its clone: the write would have to leave the subgraph."""
+    ep = torch.export.export(CondViewWrite(), (torch.randn(4, 6),))
+    path = os.path.join(_TMP, "cond_operand.pt2")
+    torch.export.save(ep, path)
+    archive = load(path)
+    model = archive.models["model"]
+    (branch,) = [na.arg.value.graph for n in model.program.graph_module.graph.nodes for na in n.inputs
+                 if na.arg.type == "as_graph" and len(na.arg.value.graph.nodes) == 3]
+    operand = branch.inputs[0].value.name
+    i, sel = next((i, n) for i, n in enumerate(branch.nodes) if n.target.endswith("aten.select.int"))
+    first = dataclasses.replace(sel.inputs[0], arg=type(sel.inputs[0].arg)(as_tensor=type(
+        sel.inputs[0].arg.value)(name=operand)))
+    branch.nodes[i] = dataclasses.replace(sel, inputs=[first, *sel.inputs[1:]])
+    with pytest.raises(UnsupportedOpsError, match="from outside this subgraph") as e:
+        to_onnx(model)
+    assert "fill_" in str(e.value), str(e.value)
