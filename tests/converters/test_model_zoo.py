@@ -15,12 +15,10 @@ import model_zoo
 _MISSING = model_zoo.missing_libraries()
 
 # (model, form) -> reasons pt2x may give for refusing it (a substring of the error); a match is
-# always acceptable. swin_t builds its shifted-window mask with in-place writes into slices of a
-# new_zeros tensor; its decomposed form has as_strided with a symbolic batch.
-ALLOWED_REFUSALS = {
-    ("tv_swin_t", "exported"): ("in-place write through a view",),
-    ("tv_swin_t", "decomposed"): ("as_strided with symbolic sizes",),
-}
+# always acceptable. None today: swin_t's shifted-window mask (in-place writes into slices of a
+# new_zeros tensor) goes through the view-mutation pass, and its decomposed form's as_strided
+# with a symbolic batch is a reshape of contiguous memory.
+ALLOWED_REFUSALS: dict[tuple[str, str], tuple[str, ...]] = {}
 CASES = [("tv_mobilenet_v3_small", "exported"), ("tv_mobilenet_v3_small", "decomposed"),
          ("hf_llama_gqa", "exported"), ("hf_llama_gqa", "decomposed"),
          ("hf_wav2vec2", "exported"), ("tv_lraspp_mobilenet_v3_large", "exported"), ("timm_vit_tiny", "exported"),
