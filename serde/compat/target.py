@@ -8,8 +8,8 @@ release's snapshot (``serde.compat.releases``) in one of two modes. No torch imp
 
 * ``check_program_json`` -- findings that block (or warn about) reading the document as is.
 * ``downgrade`` -- the document rewritten for the release, with its findings (errors block).
-  Besides dropping fields, it respells node forms an older reader parses differently when
-  the respelling is exact (``_respell_hop_outputs``), else blocks.
+  Besides dropping fields, it respells node forms another release parses differently when
+  the respelling is exact, else blocks (``serde.compat.node_forms``).
 
 Archives (layouts, every document, what to write) are the planner's: ``serde.compat.plan``.
 
@@ -28,7 +28,8 @@ from typing import Any
 from ...schema.snapshot import parse_type_string, pt2x_types
 from ..codec.upgrade import declared_version
 from ..findings import Finding
-from .releases import FLOAT_STRINGS_SINCE, LENIENT_SINCE, NODE_TARGETS_RUN_SINCE, target_snapshot
+from .node_forms import flag_hop_outputs, has_hop_flag, respell_hop_outputs, unrunnable_nodes
+from .releases import FLOAT_STRINGS_SINCE, LENIENT_SINCE, target_snapshot
 
 __all__ = ["check_program_json", "downgrade"]
 
@@ -223,80 +224,6 @@ class _Walk:
         return True
 
 
-# ------------------------------------------------------------ node respelling
-
-_HOP_PREFIX = "torch.ops.higher_order."
-
-
-def _nodes(doc: Any) -> Any:
-    """Every node dict of a program's JSON, subgraphs included (a node has "target" and "outputs")."""
-    stack = [doc]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, dict):
-            if "target" in x and "outputs" in x and "inputs" in x:
-                yield x
-            stack.extend(x.values())
-        elif isinstance(x, list):
-            stack.extend(x)
-
-
-def _respell_hop_outputs(doc: dict, label: str, member: str | None) -> list[Finding]:
-    """Respell higher-order-op outputs for a reader without ``Node.is_hop_single_tensor_return`` (torch 2.6).
-
-    From torch 2.7/2.8's serializer: a HOP returning a tuple writes one output per element,
-    and ``is_hop_single_tensor_return`` tells a lone tensor from a 1-tuple of it. 2.6's
-    reader has no flag: a single ``as_tensor`` output is the tensor itself, and a 1-tuple is
-    written as one ``as_tensors`` list (``serialize_hoo_outputs``). So: flag true -> drop it;
-    flag false with a lone ``as_tensor`` -> ``[as_tensors: [it]]``; a lone output of another
-    kind with flag false has no 2.6 spelling (blocked). Mutates ``doc``.
-    """
-    rewritten = 0
-    findings = []
-    for node in _nodes(doc):
-        if "is_hop_single_tensor_return" not in node:
-            continue
-        single = node.pop("is_hop_single_tensor_return")
-        outs = node["outputs"]
-        if not str(node.get("target", "")).startswith(_HOP_PREFIX) or not isinstance(outs, list) or len(outs) != 1:
-            if single:
-                findings.append(Finding("error", "target-hop-output-form",
-                                        f"{node.get('target')} marked as a single-tensor HOP return with {len(outs)} outputs; "
-                                        f"torch {label} cannot be told", member, f"node {node.get('name', '?')}"))
-            continue
-        (out,) = outs
-        kind = next(iter(out), None) if isinstance(out, dict) else None
-        if single and kind == "as_tensor":
-            rewritten += 1
-        elif not single and kind == "as_tensor":
-            node["outputs"] = [{"as_tensors": [out["as_tensor"]]}]
-            rewritten += 1
-        elif not single:
-            findings.append(Finding(
-                "error", "target-hop-output-form",
-                f"{node['target']} returns a 1-tuple of {kind}; torch {label} reads a lone output as the value itself",
-                member, f"node {node.get('name', '?')}"))
-    if rewritten:
-        findings.append(Finding(
-            "warning", "target-rewritten-hop-outputs",
-            f"outputs of {rewritten} higher-order op node(s) respelled in torch {label}'s form "
-            "(a 1-tuple as one tensor list; exact)", member, "Node.outputs"))
-    return findings
-
-
-def _unrunnable_nodes(doc: Any, version: tuple[int, int], label: str, member: str | None) -> list[Finding]:
-    """Blockers for node targets the release reads but cannot run (``NODE_TARGETS_RUN_SINCE``)."""
-    counts: dict[str, int] = {}
-    for node in _nodes(doc):
-        target = node.get("target")
-        if isinstance(target, str) and target in NODE_TARGETS_RUN_SINCE and version < NODE_TARGETS_RUN_SINCE[target][0]:
-            counts[target] = counts.get(target, 0) + 1
-    return [Finding("error", "target-unrunnable-node",
-                    f"{n} {target} node(s): torch {label} cannot run them: {NODE_TARGETS_RUN_SINCE[target][1]}",
-                    member, "graph_module.graph.nodes")
-            for target, n in counts.items()]
-
-
 # -------------------------------------------------------------------- checking
 
 
@@ -320,7 +247,9 @@ def check_program_json(program_json: Any, target, *, root: str = "ExportedProgra
         bad = _major_finding(version, declared_version(program_json), label, member)
         if bad:
             return [bad]
-        findings.extend(_unrunnable_nodes(program_json, version, label, member))
+        findings.extend(unrunnable_nodes(program_json, version, label, member))
+        if has_hop_flag(snap):
+            findings.extend(flag_hop_outputs(program_json, label, member, rewrite=False))
     walk = _Walk(snap, version, label, member=member, rewrite=False)
     walk.value(program_json, ("name", root), "")
     findings.extend(walk.finish())
@@ -346,10 +275,12 @@ def downgrade(program_json: dict, target, *, root: str = "ExportedProgram", memb
             return copy.deepcopy(program_json), [bad]
     findings: list[Finding] = []
     if root == "ExportedProgram":
-        findings.extend(_unrunnable_nodes(program_json, version, label, member))
-        if "is_hop_single_tensor_return" not in snap["types"].get("Node", {}).get("fields", {}):
-            program_json = copy.deepcopy(program_json)
-            findings.extend(_respell_hop_outputs(program_json, label, member))
+        findings.extend(unrunnable_nodes(program_json, version, label, member))
+        program_json = copy.deepcopy(program_json)
+        if has_hop_flag(snap):
+            findings.extend(flag_hop_outputs(program_json, label, member, rewrite=True))
+        else:
+            findings.extend(respell_hop_outputs(program_json, label, member))
     walk = _Walk(snap, version, label, member=member, rewrite=True)
     out = walk.value(program_json, ("name", root), "")
     findings.extend(walk.finish())

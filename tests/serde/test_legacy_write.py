@@ -262,3 +262,18 @@ def test_torch_2_13_runs_the_old_layouts(tmp_path, target):
         loaded = torch.export.load(dst)
         args, kwargs = ep.example_inputs
         torch.testing.assert_close(loaded.module()(*args, **kwargs), ep.module()(*args, **kwargs), rtol=0, atol=0)
+
+
+def test_2_6_cond_respelled_for_newer_readers(tmp_path):
+    # the reverse form: torch 2.8+ cannot read 2.6's cond outputs; convert sets the flag exactly
+    src = fixture("2.6.0", "cond")
+    members = planned(src, "8.20")
+    doc = json.loads(members["serialized_exported_program.json"])
+    (node,) = [n for n in doc["graph_module"]["graph"]["nodes"] if n["target"] == "torch.ops.higher_order.cond"]
+    assert node["outputs"] == [{"as_tensor": {"name": "getitem"}}] and node["is_hop_single_tensor_return"] is False
+    torch = pytest.importorskip("torch")
+    dst = tmp_path / "cond.pt2"
+    compat_plan.write_for_target(src, dst, "8.20")
+    ep = torch.export.load(dst)
+    ref = np.load(src.replace(".pt2", ".npz"))
+    np.testing.assert_allclose(ep.module()(torch.from_numpy(ref["in_0"])).numpy(), ref["out_0"], rtol=1e-6)
