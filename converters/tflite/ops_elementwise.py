@@ -241,3 +241,24 @@ def erf(em: Emitter, node) -> None:
     y = em.binary("SUB", em.const(np.float32(1)), em.binary("MUL", poly, e, options=mul),
                   options=("SubOptions", {"fused_activation_function": 0}))
     em.op("MUL", [em.unary("SIGN", x), y], [em.out()], mul)
+
+
+@maps("Softplus")
+def softplus(em: Emitter, node) -> None:
+    """log(1 + exp(x)) as max(x, 0) + log(1 + exp(-|x|)): no overflow for large |x|."""
+    x = em.t(node.input[0])
+    _check_float(em, "EXP", x)
+    e = em.unary("EXP", em.unary("NEG", em.unary("ABS", x)))
+    l1p = em.unary("LOG", em.binary("ADD", e, em.const(np.float32(1)), options=("AddOptions", {"fused_activation_function": 0})))
+    em.op("ADD", [em.binary("MAXIMUM", x, em.const(np.float32(0))), l1p], [em.out()],
+          ("AddOptions", {"fused_activation_function": 0}))
+
+
+@maps("Atan")
+def atan(em: Emitter, node) -> None:
+    x = em.t(node.input[0])
+    _check_float(em, "EXP", x)
+    shape = em.unary("SHAPE", x, T.INT32, [em.rank(node.input[0])], ("ShapeOptions", {"out_type": T.INT32}), "shape")
+    ones = em.tmp(T.FLOAT32, em.shape_of(x), "ones")
+    em.op("FILL", [shape, em.const(np.float32(1))], [ones])  # ATAN2 does not broadcast
+    em.op("ATAN2", [x, ones], [em.out()])

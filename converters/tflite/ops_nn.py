@@ -298,8 +298,8 @@ def resize(em: Emitter, node) -> None:
         code, opts = "RESIZE_NEAREST_NEIGHBOR", ("ResizeNearestNeighborOptions", {"align_corners": False,
                                                                                    "half_pixel_centers": False})
     elif mode == "linear" and ctm == "pytorch_half_pixel" and not _static_above_one(em.shape(node.output[0])):
-        raise Unsupported("linear Resize with pytorch_half_pixel to a size that may be 1 (TFLite's half-pixel "
-                          "centers differ there): needs static output sizes above 1")
+        _torch_bilinear_dynamic(em, node)
+        return
     elif mode == "linear" and ctm in ("half_pixel", "align_corners", "pytorch_half_pixel"):
         code, opts = "RESIZE_BILINEAR", ("ResizeBilinearOptions", {"align_corners": ctm == "align_corners",
                                                                     "half_pixel_centers": ctm != "align_corners"})
@@ -310,6 +310,33 @@ def resize(em: Emitter, node) -> None:
     y = em.tmp(T.FLOAT32, None, "resize")
     em.op(code, [x, size], [y], opts)
     em.op("TRANSPOSE", [y, em.const(np.asarray(TO_NCHW[4], np.int32))], [em.out()])
+
+
+def _torch_bilinear_dynamic(em: Emitter, node) -> None:
+    """pytorch_half_pixel to a size known at run time: it is TFLite's half-pixel bilinear for
+    an output side above 1, and (source coordinate 0) its align-corners bilinear for a side of
+    1. Bilinear is separable: resize H, then W, each pass picking its mode by its own size."""
+    size = _resize_size(em, node)
+    x = transpose(em, em.t(node.input[0]), TO_NHWC[4], "nhwc")
+    dims = shape_tensor(em, x)
+    one = em.const(np.array(1, np.int32))
+    for axis in (0, 1):
+        keep = _slice1d(em, dims, 2, 3) if axis == 0 else _slice1d(em, size, 0, 1)
+        side = _slice1d(em, size, axis, axis + 1)
+        target = em.tmp(T.INT32, [2], "size")
+        em.op("CONCATENATION", [side, keep] if axis == 0 else [keep, side], [target], ("ConcatenationOptions", {"axis": 0}))
+        results = []
+        for align in (False, True):
+            r = em.tmp(T.FLOAT32, None, "resize")
+            em.op("RESIZE_BILINEAR", [x, target], [r], ("ResizeBilinearOptions", {"align_corners": align,
+                                                                                  "half_pixel_centers": not align}))
+            results.append(r)
+        is_one = em.tmp(T.BOOL, [1], "side_is_1")
+        em.op("EQUAL", [side, one], [is_one])
+        picked = em.tmp(T.FLOAT32, None, "resize")
+        em.op("SELECT_V2", [is_one, results[1], results[0]], [picked])
+        x = picked
+    em.op("TRANSPOSE", [x, em.const(np.asarray(TO_NCHW[4], np.int32))], [em.out()])
 
 
 def _static_above_one(shape) -> bool:

@@ -169,3 +169,44 @@ def layer_norm(em: Emitter, node) -> None:
     em.op("MUL", [y, em.t(node.input[1])], [y_out], _MUL)
     if has_bias:
         em.op("ADD", [y_out, em.t(node.input[2])], [em.out()], _ADD)
+
+
+def _channel_shape(rank: int) -> list[int]:
+    return [-1] + [1] * (rank - 2)
+
+
+@maps("BatchNormalization")
+def batch_norm(em: Emitter, node) -> None:
+    """Inference BatchNormalization with constant statistics: one MUL and one ADD per channel."""
+    if attrs(node).get("training_mode", 0) or any(o for o in node.output[1:]):
+        raise Unsupported("BatchNormalization in training mode")
+    scale, bias, mean, var = (em.const_value(n) for n in node.input[1:5])
+    if any(v is None for v in (scale, bias, mean, var)):
+        raise Unsupported("BatchNormalization with statistics computed at run time")
+    eps = float(attrs(node).get("epsilon", 1e-5))
+    k = scale.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    shift = bias.astype(np.float64) - mean.astype(np.float64) * k
+    shape = _channel_shape(em.rank(node.input[0]))
+    x = em.t(node.input[0])
+    y = em.binary("MUL", x, em.const(k.astype(np.float32).reshape(shape)), options=_MUL)
+    em.op("ADD", [y, em.const(shift.astype(np.float32).reshape(shape))], [em.out()], _ADD)
+
+
+@maps("InstanceNormalization")
+def instance_norm(em: Emitter, node) -> None:
+    rank = em.rank(node.input[0])
+    axes = list(range(2, rank))
+    eps = float(attrs(node).get("epsilon", 1e-5))
+    x = em.t(node.input[0])
+    mean = em.tmp(T.FLOAT32, None, "mean")
+    _reduce(em, "MEAN", x, axes, True, mean)
+    d = em.binary("SUB", x, mean, options=("SubOptions", {"fused_activation_function": 0}))
+    var = em.tmp(T.FLOAT32, None, "var")
+    _reduce(em, "MEAN", em.binary("MUL", d, d, options=_MUL), axes, True, var)
+    y = em.binary("MUL", d, em.unary("RSQRT", em.binary("ADD", var, em.const(np.float32(eps)), options=_ADD)), options=_MUL)
+    shape = _channel_shape(rank)
+    scale, bias = em.const_value(node.input[1]), em.const_value(node.input[2])
+    if scale is None or bias is None:
+        raise Unsupported("InstanceNormalization with scale/bias computed at run time")
+    y = em.binary("MUL", y, em.const(scale.astype(np.float32).reshape(shape)), options=_MUL)
+    em.op("ADD", [y, em.const(bias.astype(np.float32).reshape(shape))], [em.out()], _ADD)

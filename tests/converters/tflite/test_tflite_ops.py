@@ -1,0 +1,81 @@
+"""Single ONNX ops built with onnx's helper, converted and run in LiteRT against ONNX Runtime on
+the same model: the mappers whose semantics are easy to get subtly wrong (run-time sizes,
+negative indices, copies of dims, per-axis resize modes, the Erf polynomial, bf16 rounding)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import tflite_zoo
+from pt2x.converters import to_tflite
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                          [helper.make_tensor_value_info(n, t, None) for n, t in outputs], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _compare(m, feeds_list, atol=1e-5):
+    it = tflite_zoo.interpreter(to_tflite(m))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    for feeds in feeds_list:
+        want = sess.run(None, dict(zip(names, feeds)))
+        got = tflite_zoo.run(it, feeds)
+        for w, g in zip(want, got):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=atol)
+
+
+def test_resize_pytorch_half_pixel_to_run_time_sizes_including_one():
+    m = _model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="linear",
+                                 coordinate_transformation_mode="pytorch_half_pixel")],
+               [("x", F, ["n", "c", "h", "w"]), ("sizes", I64, [4])], [("y", F)])
+    x = np.random.default_rng(0).standard_normal((1, 2, 4, 6)).astype(np.float32)
+    _compare(m, [[x, np.array(s, np.int64)] for s in ([1, 2, 1, 5], [1, 2, 3, 1], [1, 2, 7, 9], [1, 2, 1, 1])])
+
+
+def test_gather_elements_negative_indices():
+    m = _model([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)],
+               [("x", F, ["n", 5]), ("i", I64, ["n", 3])], [("y", F)])
+    rng = np.random.default_rng(0)
+    _compare(m, [[rng.standard_normal((b, 5)).astype(np.float32), rng.integers(-5, 5, (b, 3))] for b in (2, 4)])
+
+
+def test_reshape_zero_copies_a_run_time_dim():
+    shape = helper.make_tensor("s", I64, [3], [0, -1, 2])
+    m = _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [("x", F, ["n", 6])], [("y", F)], [shape])
+    rng = np.random.default_rng(0)
+    _compare(m, [[rng.standard_normal((b, 6)).astype(np.float32)] for b in (1, 5)])
+
+
+def test_erf_polynomial():
+    m = _model([helper.make_node("Erf", ["x"], ["y"])], [("x", F, ["n"])], [("y", F)])
+    _compare(m, [[np.linspace(-6, 6, 1001, dtype=np.float32)]], atol=2e-7)
+
+
+def test_bfloat16_rounding_ties_to_even():
+    """Cast to bf16 and back: the bits ML frameworks round to (ties to even), checked against ml_dtypes."""
+    import ml_dtypes
+
+    m = _model([helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16),
+                helper.make_node("Cast", ["b"], ["y"], to=F)], [("x", F, ["n"])], [("y", F)])
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(1000).astype(np.float32) * 100,
+                        np.array([1 + 2**-8, 1 + 3 * 2**-8, -(1 + 2**-8), 0.0, -0.0], np.float32)])
+    (got,) = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m)), [x])
+    np.testing.assert_array_equal(got, x.astype(ml_dtypes.bfloat16).astype(np.float32))
+
+
+@pytest.mark.parametrize("op,attrs", [("Softplus", {}), ("Atan", {}), ("HardSigmoid", {"alpha": 0.3}),
+                                      ("LeakyRelu", {"alpha": 0.2}), ("Gelu", {"approximate": "tanh"})])
+def test_unary_decompositions(op, attrs):
+    m = _model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, ["n"])], [("y", F)])
+    m.opset_import[0].version = 20 if op == "Gelu" else 18
+    _compare(m, [[np.linspace(-30, 30, 601, dtype=np.float32)]])
