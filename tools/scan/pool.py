@@ -25,6 +25,8 @@ def run_pool(artifacts: Iterable[Artifact], options: ScanOptions, jobs: int) -> 
     if first is None:
         return
     upcoming: Artifact | None = first  # the next artifact to hand out; None once all are out
+    if hasattr(artifacts, "__len__"):
+        jobs = min(jobs, len(artifacts))  # no idle workers to start
     workers = [Worker(options) for _ in range(max(1, jobs))]
     current: dict[Worker, Artifact] = {}
     try:
