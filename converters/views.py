@@ -134,17 +134,18 @@ def _first_input(node: d.Node) -> str | None:
 
 def aliases(view: GraphView, node: d.Node | None) -> bool:
     """Whether ``node``'s first output may share memory with its first input: a view op
-    (``_signature_table.ALIASING``; a ``to`` that changes the dtype copies), an in-place op
-    (its result is its input), or ``getitem`` of a view op's outputs."""
+    (``_signature_table.ALIASING``, less what copied: a ``to`` that changes the dtype or has
+    ``copy=True``, a ``reshape`` the recorded layout could not view), an in-place op (its
+    result is its input), or ``getitem`` of a view op's outputs."""
     if node is None:
         return False
     from ._signature_table import ALIASING
 
     target = registry.canonical(node.target)
-    if target.startswith("aten.to.") and _changes_dtype(view, node):
+    if target.startswith("aten.to.") and (_changes_dtype(view, node) or bind(node, copy=False).copy):
         return False
     if target in _RESHAPE_OR_COPY and reshape_is_view(view, node) is False:
-        return False  # it copied
+        return False
     return target in ALIASING or registry.is_inplace(target) or target == "_operator.getitem"
 
 

@@ -92,6 +92,7 @@ class ChainedAndIndexed(torch.nn.Module):
         y.chunk(3, dim=1)[2].mul_(3.0)
         y.unbind(0)[3].sub_(1.0)
         y.t().reshape(-1)[0:3].fill_(100.0)  # a reshape that copies: y does not change
+        y.to(torch.float32, copy=True)[0].fill_(100.0)  # a copy too
         return y, sib * 2.0, a * 1.0
 
 
