@@ -13,12 +13,12 @@ out-of-place update: the op's out-of-place lowering gives the view's new value, 
   (static sizes) -> ``slice_scatter``, of ``unbind`` -> ``select_scatter``, any other
   ``as_strided`` -> ``aten.as_strided_scatter`` (its lowering refuses overlapping elements);
 * ``transpose``/``t``/``mT``/``numpy_T``/``permute``: the inverse permutation of the new value;
-* ``view``/``_unsafe_view``/``unsqueeze``/``squeeze``/``flatten``/``unflatten``/``view_as``
-  (they keep the row-major order of the elements), ``reshape``/``reshape_as``/``flatten``/
-  ``contiguous`` when the recorded layout of their input shows they did not copy (ATen's
-  ``computeStride``; one that copied makes a new base), and an ``as_strided`` whose
-  sizes and strides are those of contiguous memory over a contiguous input at offset 0: the
-  new value reshaped to the source's shape (``aten.view_as``);
+* ``view``/``_unsafe_view``/``unsqueeze``/``squeeze``/``unflatten``/``view_as`` (they keep
+  the row-major order of the elements), ``reshape``/``reshape_as``/``flatten``/``contiguous``
+  when the recorded layout of their input shows they did not copy (ATen's ``computeStride``;
+  one that copied makes a new base), and an ``as_strided`` whose sizes and strides are those
+  of contiguous memory over a contiguous input at offset 0: the new value reshaped to the
+  source's shape (``aten.view_as``);
 * ``alias``/``detach``/``lift_fresh``/``positive``/a ``to`` that keeps the dtype and the outputs
   of earlier in-place ops: the same value.
 
@@ -28,9 +28,10 @@ later reads of the base and of every other view see the update.
 
 Whatever cannot be proved is refused (``Unprovable``, naming the link): a write through
 ``expand`` (overlapping memory), through an aliasing op not listed above, a ``reshape`` whose
-input has symbolic non-contiguous strides (it may have copied), a split of a dynamic dim, or a write inside a
-``cond``/``while`` body to a value of the enclosing graph or its own inputs. A write nothing can observe
-(its base is made in this graph and no other alias is read afterwards) needs no plan.
+input has symbolic non-contiguous strides (it may have copied), a split of a dynamic dim, or a
+write inside a ``cond``/``while`` body into a value of the enclosing graph or into the body's
+own inputs. A write nothing can observe (its base is made in this graph and no other alias is
+read afterwards) needs no plan.
 
 Layouts are read from the strides and storage offsets torch recorded for each value
 (``layouts.py``).
@@ -74,6 +75,8 @@ _RESHAPE_OR_COPY = frozenset({"aten.reshape.default", "aten.reshape_as.default",
 _PERMUTE = frozenset({"aten.permute.default", "aten.transpose.int", "aten.t.default", "aten.mT.default",
                       "aten.numpy_T.default"})
 _PIECES = frozenset({"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default", "aten.unbind.int"})
+# write-backs that are views of the new value (``self``), not scatters into the old source
+_INVERSE_VIEWS = frozenset({"aten.view_as.default", "aten.permute.default", "aten.transpose.int", "aten.t.default"})
 _SCATTER_OF = {"aten.slice.Tensor": "aten.slice_scatter.default", "aten.narrow.default": "aten.slice_scatter.default",
                "aten.select.int": "aten.select_scatter.default",
                "aten.diagonal.default": "aten.diagonal_scatter.default"}
@@ -114,7 +117,7 @@ def write_node(link: Link, old_source: str, new_value: str, origin: d.Node) -> d
     """The node computing ``link.source``'s new contents from the old ones and ``new_value``
     (output named ``link.source``: it has that value's dtype and shape)."""
     target, rest = link.write
-    if target in ("aten.view_as.default", "aten.permute.default", "aten.transpose.int", "aten.t.default"):
+    if target in _INVERSE_VIEWS:
         ins = [_named("self", _tensor_arg(new_value)), *rest]
         if target == "aten.view_as.default":
             ins.append(_named("other", _tensor_arg(old_source)))

@@ -388,7 +388,8 @@ def as_strided_scatter(ctx, node):
     vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
     numel = ctx.info(a.self).numel()
     if not all(isinstance(v, int) for v in vals) or numel is None:
-        raise Unsupported("as_strided_scatter with symbolic sizes or strides that are not a reshape of contiguous memory")
+        raise Unsupported("as_strided_scatter with symbolic sizes or strides that are not a reshape of "
+                          "contiguous memory")
     ctx.reserve_array(list(a.size) + [2], 8, "as_strided_scatter index")
     idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
     for axis, (n, st) in enumerate(zip(a.size, a.stride)):
