@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="model name inside a multi-model archive (default: the only one, or 'model')")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the converter's)")
     p.add_argument("--target-schema", default=None, help="pt2 only: schema version or torch release to write for, e.g. 8.15, torch==2.8, 2.6")
-    p.add_argument("--nhwc-io", action="store_true", help="tflite only: 4-D image inputs/outputs channels-last")
+    p.add_argument("--nhwc-io", action="store_true", help="tflite only: every 4-D input and output channels-last (NHWC)")
     p.set_defaults(func=run)
 
 

@@ -38,8 +38,8 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
 
     ``src``: a .pt2 (path, binary file, ``Pt2Archive`` or ``Pt2Model``; ``model`` picks the
     program in a multi-model archive) or ONNX (an ``.onnx`` path or ``onnx.ModelProto``).
-    ``nhwc_io``: 4-D inputs and outputs that feed or leave an NHWC region (convolutions,
-    pools, resizes) are exposed channels-last instead of the program's own layout.
+    ``nhwc_io``: every 4-D input and output is channels-last (NHWC) instead of the program's
+    own layout; the transposes this adds cancel against the NHWC kernels' (``layout.py``).
 
     Dynamic dims become ``shape_signature`` -1 and shapes are computed at run time, so any
     size in the program's ranges works after ``Interpreter.resize_tensor_input``. Raises

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import Op, Subgraph
+from .model import Op, Subgraph, Tensor, TensorType
 
 __all__ = ["optimize_layout"]
 
@@ -44,8 +44,11 @@ def _cancel_pairs(sub: Subgraph) -> bool:
         if p is None or len(p) != len(q) or [p[i] for i in q] != list(range(len(p))):
             continue
         x, y = first.inputs[0], op.outputs[0]
-        if y in sub.outputs:
-            continue
+        if y in sub.outputs:  # the output becomes x itself, renamed
+            if x in sub.outputs or x in sub.inputs or sub.tensors[x].data is not None:
+                continue
+            sub.outputs = [x if o == y else o for o in sub.outputs]
+            sub.tensors[x].name = sub.tensors[y].name
         for r in readers.get(y, []):
             r.inputs = [x if i == y else i for i in r.inputs]
         sub.ops.remove(op)
@@ -99,11 +102,36 @@ def _sink(sub: Subgraph) -> bool:
     return False
 
 
-def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
-    if nhwc_io:
-        from ..errors import ConversionError
+def nhwc_edges(sub: Subgraph) -> None:
+    """Every 4-D input and output channels-last: the subgraph reads an NHWC input and moves it
+    to NCHW with a TRANSPOSE (which the pass then cancels against the first NHWC op's), and
+    each 4-D output is transposed to NHWC last. The I/O tensors keep their names."""
+    to_nchw = np.array([0, 3, 1, 2], np.int32)
+    to_nhwc = np.array([0, 2, 3, 1], np.int32)
+    for k, idx in enumerate(sub.inputs):
+        t = sub.tensors[idx]
+        if t.rank != 4:
+            continue
+        new = sub.add(Tensor(t.name, t.dtype, [t.shape[i] for i in to_nhwc]))
+        t.name += "/nchw"
+        perm = sub.add(Tensor(t.name + "/perm", TensorType.INT32, [4], to_nchw))
+        sub.ops.insert(0, Op("TRANSPOSE", [new, perm], [idx], None, "nhwc_io"))
+        sub.inputs[k] = new
+    for k, idx in enumerate(sub.outputs):
+        t = sub.tensors[idx]
+        if t.rank != 4:
+            continue
+        new = sub.add(Tensor(t.name, t.dtype, [t.shape[i] for i in to_nhwc]))
+        t.name += "/nchw"
+        perm = sub.add(Tensor(t.name + "/perm", TensorType.INT32, [4], to_nhwc))
+        sub.ops.append(Op("TRANSPOSE", [idx, perm], [new], None, "nhwc_io"))
+        sub.outputs[k] = new
 
-        raise ConversionError("nhwc_io=True is not implemented in this pt2x version")
+
+def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
+    """``nhwc_io``: the main subgraph's 4-D inputs and outputs become channels-last first."""
+    if nhwc_io:
+        nhwc_edges(sub)
     for _ in range(10 * len(sub.ops) + 10):
         if not (_cancel_pairs(sub) or _sink(sub)):
             break

