@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 
 import onnx_zoo  # noqa: E402
 from tolerances import assert_close  # noqa: E402
+from torchfree import run_torch_free  # noqa: E402
 
 from pt2x.converters import to_onnx  # noqa: E402
 from pt2x.converters.errors import UnsupportedOpsError  # noqa: E402
@@ -246,6 +247,29 @@ def test_tflite_target_gets_the_same_write_back():
     assert len(outs) == len(expected)
     for o, e in zip(outs, expected):
         np.testing.assert_allclose(it.get_tensor(o["index"]), e.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_write_back_runs_torch_free(tmp_path):
+    """The pass is converter code: it runs where ``import torch`` fails, and the model it
+    writes there matches torch eager (a buffer written through views, its mutation output)."""
+    module = BufferWrites()
+    args = _args(module)
+    path = os.path.join(_TMP, "torch_free.pt2")
+    torch.export.save(torch.export.export(copy.deepcopy(module), args), path)
+    out = tmp_path / "torch_free.onnx"
+    r = run_torch_free("""
+        import sys
+        from pt2x.converters import to_onnx
+        to_onnx(sys.argv[1], sys.argv[2])
+        assert sys.modules.get("torch") is None
+    """, path, str(out))
+    assert r.returncode == 0, r.stderr
+    model = onnx.load(str(out))
+    names = [o.name for o in model.graph.output]
+    assert names[-1] == "state.mutated", names
+    got = onnx_zoo.run(onnx_zoo.ort_session(model.SerializeToString()), [a.clone() for a in args])
+    for out_name, e, g in zip(names, _expected(module, args, ["state"]), got):
+        assert_close(g, onnx_zoo.to_numpy(e), e.dtype, what=f"torch-free {out_name}")
 
 
 # ---------------------------------------------------------------- refusals
