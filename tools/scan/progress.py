@@ -27,6 +27,7 @@ class Progress:
         self._start = time.monotonic()
         self._first = done
         self._drawn = 0.0
+        self._drawn_at = -1  # the count last drawn
 
     def update(self, record: dict) -> None:
         self.done += 1
@@ -35,7 +36,7 @@ class Progress:
             self._draw()
 
     def _draw(self) -> None:
-        self._drawn = time.monotonic()
+        self._drawn, self._drawn_at = time.monotonic(), self.done
         frac = self.done / self.total if self.total else 1.0
         bar = "#" * int(frac * _WIDTH)
         rate = (self.done - self._first) / max(1e-9, self._drawn - self._start)
@@ -44,6 +45,7 @@ class Progress:
 
     def close(self) -> None:
         if self.enabled:
-            self._draw()
+            if self._drawn_at != self.done:
+                self._draw()
             self.stream.write("\n")
             self.stream.flush()

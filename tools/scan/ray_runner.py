@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from ...serde.errors import MissingExtraError
+from ...serde.errors import MissingExtraError, Pt2UsageError
 from .check import error_dict
 from .discover import Artifact
 from .options import ScanOptions
@@ -62,7 +62,10 @@ def _connect(ray, jobs: int, address: str | None) -> bool:
         return False
     kwargs = {"include_dashboard": False, "logging_level": "ERROR", "log_to_driver": False}
     if address:
-        ray.init(address=address, **kwargs)
+        try:
+            ray.init(address=address, **kwargs)
+        except ConnectionError as e:  # no cluster there: the user's address, one line
+            raise Pt2UsageError(f"--ray {address}: cannot join a Ray cluster: {e}") from None
     else:
         ray.init(num_cpus=max(1, jobs), **kwargs)
     return True
