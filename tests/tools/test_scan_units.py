@@ -99,6 +99,8 @@ def test_fsspec_url_gives_the_records_of_the_local_paths():
     scan(["file://" + os.path.join(PT2_FIXTURES, "torch-2.8.0", "*.pt2")], opts,
          on_record=lambda r: remote.update({r["path"]: r}), progress=False)
     assert all(p.startswith("file://") for p in remote) and len(remote) == len(local) == 9
+    folder_url = "file://" + os.path.join(PT2_FIXTURES, "torch-2.8.0")  # a folder: walked for *.pt2
+    assert [a.location for a in discover([folder_url])] == sorted(remote)
 
     def strip(r):
         return {k: v for k, v in r.items() if k not in ("path", "seconds", "conversions")}
