@@ -59,47 +59,115 @@ def _cancel_pairs(sub: Subgraph) -> bool:
     return False
 
 
+def _data_inputs(op: Op) -> list[int] | None:
+    if op.code in _ELEMENTWISE_UNARY:
+        return op.inputs[:1]
+    if op.code in _ELEMENTWISE_BINARY:
+        return op.inputs[:2]
+    return None
+
+
+def _relaid_constant(sub: Subgraph, idx: int, perm: list[int]) -> int | None:
+    """A constant operand in the layout before ``perm`` (rank-padded with leading 1s, as
+    broadcasting reads it); None when it cannot broadcast against a rank-``len(perm)`` value."""
+    data = sub.tensors[idx].data
+    if data.ndim > len(perm):
+        return None
+    padded = data.reshape((1,) * (len(perm) - data.ndim) + data.shape)
+    moved = np.ascontiguousarray(padded.transpose(np.argsort(perm)))
+    t = sub.tensors[idx]
+    return sub.add(Tensor(t.name + "/relaid", t.dtype, list(moved.shape), moved))
+
+
 def _sink(sub: Subgraph) -> bool:
-    """op(TRANSPOSE(p)(x), ...) -> TRANSPOSE(p)(op(x, ...)) for elementwise ops whose other
-    operands are scalars or transposed by the same p; the transpose(s) must have no other reader."""
+    """op(TRANSPOSE(p)(x), ...) -> TRANSPOSE(p)(op(x, ...)) for an elementwise op whose other
+    operands are scalars, constants (re-laid out once) or transposed by the same p; each of
+    those transposes must have no other reader."""
     producers = {o: op for op in sub.ops for o in op.outputs}
     readers = _readers(sub)
-    for k, op in enumerate(sub.ops):
-        if op.code in _ELEMENTWISE_UNARY:
-            data_inputs = op.inputs[:1]
-        elif op.code in _ELEMENTWISE_BINARY:
-            data_inputs = op.inputs[:2]
-        else:
+    for op in sub.ops:
+        data_inputs = _data_inputs(op)
+        if data_inputs is None:
             continue
-        perm, new_inputs, ok = None, list(op.inputs), True
-        for j, i in enumerate(data_inputs):
+        perm, moved, consts = None, {}, []
+        for i in data_inputs:
             t = sub.tensors[i]
-            if t.data is not None and t.data.size == 1:
+            if t.data is not None:
+                consts.append(i)
                 continue
             prod = producers.get(i)
             p = _perm(sub, prod) if prod is not None else None
             if p is None or (perm is not None and p != perm) or len(readers.get(i, [])) != 1 or i in sub.outputs:
-                ok = False
+                perm = None
                 break
             perm = p
-            new_inputs[j] = prod.inputs[0]
-        if not ok or perm is None:
+            moved[i] = prod
+        if perm is None:
             continue
-        out = op.outputs[0]
-        t_out = sub.tensors[out]
-        inv = list(np.argsort(perm))
-        mid = sub.add(type(t_out)(t_out.name + "/nhwc", t_out.dtype,
-                                  None if t_out.shape is None else [t_out.shape[i] for i in perm]))
-        perm_t = producers[next(i for i in data_inputs if producers.get(i) is not None and _perm(sub, producers[i]))]
-        op.inputs, op.outputs = new_inputs, [mid]
-        for i in data_inputs:
-            prod = producers.get(i)
-            if prod is not None and prod.code == "TRANSPOSE" and prod in sub.ops and i not in new_inputs:
-                sub.ops.remove(prod)
-        sub.ops.insert(sub.ops.index(op) + 1, Op("TRANSPOSE", [mid, perm_t.inputs[1]], [out], None, op.origin))
-        del inv
+        relaid = {}
+        for c in consts:
+            if sub.tensors[c].data.size == 1:
+                continue
+            r = _relaid_constant(sub, c, perm)
+            if r is None:
+                break
+            relaid[c] = r
+        else:
+            _rewrite_sunk(sub, op, perm, moved, relaid)
+            return True
+    return False
+
+
+def _rewrite_sunk(sub: Subgraph, op: Op, perm: list[int], moved: dict, relaid: dict) -> None:
+    out = op.outputs[0]
+    t_out = sub.tensors[out]
+    inv = list(np.argsort(perm))
+    mid = sub.add(Tensor(t_out.name + "/moved", t_out.dtype,
+                         None if t_out.shape is None else [t_out.shape[i] for i in inv]))
+    perm_tensor = next(iter(moved.values())).inputs[1]
+    op.inputs = [moved[i].inputs[0] if i in moved else relaid.get(i, i) for i in op.inputs]
+    op.outputs = [mid]
+    for prod in moved.values():
+        sub.ops.remove(prod)
+    sub.ops.insert(sub.ops.index(op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out], None, op.origin))
+
+
+def _split_fan_out(sub: Subgraph) -> bool:
+    """A TRANSPOSE read by several elementwise ops becomes one TRANSPOSE per reader, so each
+    can sink on its own (SiLU's x * sigmoid(x) reads x twice)."""
+    readers = _readers(sub)
+    for op in sub.ops:
+        if _perm(sub, op) is None:
+            continue
+        y = op.outputs[0]
+        rs = readers.get(y, [])
+        if len(rs) < 2 or y in sub.outputs or any(_data_inputs(r) is None for r in rs):
+            continue
+        if len({id(r) for r in rs}) != len(rs):
+            continue  # one op reading it twice (x * x): sinks as is
+        for r in rs[1:]:
+            t = sub.tensors[y]
+            dup = sub.add(Tensor(t.name + "/dup", t.dtype, t.shape))
+            sub.ops.insert(sub.ops.index(op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))
+            r.inputs = [dup if i == y else i for i in r.inputs]
         return True
     return False
+
+
+def _merge_duplicates(sub: Subgraph) -> None:
+    """Transposes of the same tensor by the same perm left over from ``_split_fan_out``: one."""
+    seen: dict = {}
+    for op in list(sub.ops):
+        p = _perm(sub, op)
+        if p is None or op.outputs[0] in sub.outputs:
+            continue
+        key = (op.inputs[0], tuple(p))
+        if key in seen:
+            for r in sub.ops:
+                r.inputs = [seen[key] if i == op.outputs[0] else i for i in r.inputs]
+            sub.ops.remove(op)
+        else:
+            seen[key] = op.outputs[0]
 
 
 def nhwc_edges(sub: Subgraph) -> None:
@@ -133,5 +201,6 @@ def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
     if nhwc_io:
         nhwc_edges(sub)
     for _ in range(10 * len(sub.ops) + 10):
-        if not (_cancel_pairs(sub) or _sink(sub)):
+        if not (_cancel_pairs(sub) or _sink(sub) or _split_fan_out(sub)):
             break
+    _merge_duplicates(sub)
