@@ -189,6 +189,8 @@ def _full(em: Emitter, node, rank: int, axes: list[int], name: str, default: int
 
 @maps("Slice")
 def slice_(em: Emitter, node) -> None:
+    if "starts" in attrs(node):
+        raise Unsupported("Slice-1 (starts/ends as attributes, opset < 10)")
     rank = em.rank(node.input[0])
     ins = list(node.input) + [""] * (5 - len(node.input))
     axes = axes_of(em, node, 3)

@@ -58,9 +58,12 @@ def load_onnx(src, model: str = "model") -> Prepared:
         return Prepared(src, "onnx")
     if _is_onnx_path(src):
         try:
-            return Prepared(onnx.load(os.fspath(src)), "onnx")
-        except OSError:
-            raise
+            # external weights are refused in ``prepare``, never read from paths the file names
+            return Prepared(onnx.load(os.fspath(src), load_external_data=False), "onnx")
+        except OSError as e:
+            from ...serde.errors import Pt2UsageError
+
+            raise Pt2UsageError(f"cannot open {os.fspath(src)}: {e.strerror or e}") from e
         except Exception as e:
             raise ConversionError(f"{os.fspath(src)}: not a readable ONNX model ({type(e).__name__}: {e})") from e
     from ..graph import open_program
@@ -186,7 +189,8 @@ def prepare(p: Prepared) -> Prepared:
     m = onnx.ModelProto()
     m.CopyFrom(p.model)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
-        raise ConversionError("the ONNX model keeps weights in external files: load it with onnx.load first")
+        raise ConversionError("the ONNX model keeps weights in external files: pass the ModelProto with its "
+                              "weights loaded (onnx.load(path)) instead of the path")
     try:
         m = shape_inference.infer_shapes(m, data_prop=True)
         m = fold(m)

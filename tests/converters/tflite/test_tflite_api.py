@@ -58,11 +58,15 @@ def test_io_dtypes_kept_at_the_edges():
     assert [d["dtype"] for d in it.get_input_details()] == [np.float32, np.int64]
 
 
-def test_bad_onnx_file_is_a_conversion_error(tmp_path):
+def test_bad_onnx_file_is_a_pt2_error(tmp_path):
+    from pt2x.serde.errors import Pt2UsageError
+
     p = tmp_path / "bad.onnx"
     p.write_bytes(b"not a protobuf \xff\xff")
     with pytest.raises(ConversionError):
         to_tflite(str(p))
+    with pytest.raises(Pt2UsageError, match="cannot open"):
+        to_tflite(str(tmp_path / "missing.onnx"))
 
 
 # ------------------------------------------------------------- ONNX from outside pt2x
