@@ -180,7 +180,6 @@ def conv_transpose(em: Emitter, node) -> None:
         "padding": _VALID, "stride_h": strides[0], "stride_w": strides[1], "fused_activation_function": 0}))
     eb, er = b - op[0], r - op[1]
     if t or l or eb or er:
-        mask = 1 | 8 | (4 if not eb else 0) | (2 if False else 0)
         end_mask = 1 | 8 | (2 if not eb else 0) | (4 if not er else 0)
         c = em.tmp(T.FLOAT32, None, "crop")
         em.op("STRIDED_SLICE", [y, em.const(np.array([0, t, l, 0], np.int32)),

@@ -79,3 +79,43 @@ def test_unary_decompositions(op, attrs):
     m = _model([helper.make_node(op, ["x"], ["y"], **attrs)], [("x", F, ["n"])], [("y", F)])
     m.opset_import[0].version = 20 if op == "Gelu" else 18
     _compare(m, [[np.linspace(-30, 30, 601, dtype=np.float32)]])
+
+
+def test_integer_div_truncates_and_mod_floors():
+    m = _model([helper.make_node("Div", ["a", "b"], ["q"]), helper.make_node("Mod", ["a", "b"], ["r"])],
+               [("a", I64, ["n"]), ("b", I64, ["n"])], [("q", I64), ("r", I64)])
+    a = np.array([-7, 7, -7, 7, 0, -1], np.int64)
+    b = np.array([2, 2, -2, -2, 3, 5], np.int64)
+    _compare(m, [[a, b]])
+
+
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([1], [2**62], [1], [1]), ([-1], [-2**62], [1], [-1]), ([0, 1], [-1, 5], [0, 1], [2, 2]),
+    ([3], [0], [-1], [-2]), ([-100], [100], [0], [1])])
+def test_slice_clamps_like_onnx(starts, ends, axes, steps):
+    inits = [helper.make_tensor(n, I64, [len(v)], v) for n, v in
+             (("st", starts), ("en", ends), ("ax", axes), ("sp", steps))]
+    m = _model([helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])], [("x", F, ["n", 6])], [("y", F)], inits)
+    rng = np.random.default_rng(0)
+    _compare(m, [[rng.standard_normal((b, 6)).astype(np.float32)] for b in (4, 7)])
+
+
+def test_conv_transpose_pads_and_output_padding():
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", F, [3, 2, 3, 3], rng.standard_normal(54).astype(np.float32))
+    m = _model([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], pads=[1, 0, 2, 1],
+                                 output_padding=[1, 1])], [("x", F, ["n", 3, "h", "w"])], [("y", F)], [w])
+    _compare(m, [[rng.standard_normal(s).astype(np.float32)] for s in ((1, 3, 4, 5), (2, 3, 6, 3))], atol=1e-4)
+
+
+def test_gather_negative_run_time_index_is_loud_or_right():
+    """TFLite's GATHER does not wrap negative indices: a run-time -1 must fail, never read garbage."""
+    m = _model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], [("x", F, [4]), ("i", I64, [2])], [("y", F)])
+    it = tflite_zoo.interpreter(to_tflite(m))
+    x = np.arange(4, dtype=np.float32)
+    try:
+        (got,) = tflite_zoo.run(it, [x, np.array([-1, 0], np.int64)])
+    except RuntimeError as e:
+        assert "out of bounds" in str(e) or "gather" in str(e).lower(), e
+    else:
+        np.testing.assert_array_equal(got, [3.0, 0.0])
