@@ -220,6 +220,34 @@ def test_as_strided_with_symbolic_sizes_and_contiguous_strides_is_a_reshape():
         np.testing.assert_allclose(got, module(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
+class KVCache(torch.nn.Module):
+    """A static key/value cache: a buffer written through a slice whose end is symbolic."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(2, 2, 8, 4))
+
+    def forward(self, k):
+        self.cache[:, :, 2:2 + k.shape[2]] = k
+        return self.cache.sum(2)
+
+
+def test_buffer_written_through_a_symbolic_slice():
+    ep = torch.export.export(KVCache(), (torch.randn(2, 2, 3, 4),),
+                             dynamic_shapes=({2: torch.export.Dim("t", min=1, max=6)},))
+    path = os.path.join(_TMP, "kv_cache.pt2")
+    torch.export.save(ep, path)
+    model = to_onnx(path)
+    assert [o.name for o in model.graph.output][-1] == "cache.mutated"
+    sess = onnx_zoo.ort_session(model.SerializeToString())
+    for t in (1, 5):
+        k, module = torch.randn(2, 2, t, 4), KVCache()
+        expected = module(k.clone())
+        out, cache = onnx_zoo.run(sess, [k])
+        np.testing.assert_allclose(out, expected.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(cache, module.cache.numpy())
+
+
 class MixedWrites(torch.nn.Module):
     def forward(self, x):
         t = x * 1.0
