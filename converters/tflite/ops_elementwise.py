@@ -28,7 +28,6 @@ _BINARY = {
     "And": ("LOGICAL_AND", None), "Or": ("LOGICAL_OR", None), "Xor": ("NOT_EQUAL", None),
     "PRelu": ("PRELU", None), "BitwiseXor": ("NOT_EQUAL", None),
 }
-_COMPARISONS = {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"}
 # kernels with no integer version in TFLite's CPU op set
 _FLOAT_ONLY = {"LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "HARD_SWISH"}
 
@@ -46,7 +45,7 @@ def unary(em: Emitter, node) -> None:
     em.op(code, [x], [em.out()])
 
 
-def _options(name, dtype):
+def _options(name):
     return (name, {"fused_activation_function": 0}) if name else None
 
 
@@ -59,7 +58,7 @@ def binary(em: Emitter, node) -> None:
     if node.op_type == "Pow" and em.dtype_of(a) == T.FLOAT32:
         _pow(em, a, b, node)
         return
-    em.op(code, [a, b], [em.out()], _options(opt, em.dtype_of(a)))
+    em.op(code, [a, b], [em.out()], _options(opt))
 
 
 def _pow(em: Emitter, a: int, b: int, node) -> None:
