@@ -106,8 +106,8 @@ def _sink(sub: Subgraph) -> bool:
             continue
         relaid = {}
         for c in consts:
-            if sub.tensors[c].data.size == 1:
-                continue
+            if sub.tensors[c].data.size == 1 and sub.tensors[c].data.ndim <= len(perm):
+                continue  # a scalar broadcasts the same in any layout
             r = _relaid_constant(sub, c, perm)
             if r is None:
                 break
