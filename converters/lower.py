@@ -134,7 +134,8 @@ def lower_graph(ctx: Target) -> None:
 
 
 def lower_node(ctx: Target, node: d.Node, fn) -> None:
-    """Run ``fn(ctx, node)``, bind its outputs, rebind an in-place op's input."""
+    """Run ``fn(ctx, node)``, bind its outputs, rebind an in-place op's input and write it
+    back through the views it came from (``views.write_plan``)."""
     mark = ctx.begin_node(node)
     saved = None
     try:
@@ -182,7 +183,7 @@ def _write_back(ctx: Target, node: d.Node, plan: views.WritePlan) -> None:
         if link.write is None:
             ctx.env[link.source] = ctx.env[link.value]
             continue
-        _lower_synthetic(ctx, views.write_node(link, link.source, link.value, node),
+        _lower_synthetic(ctx, views.write_node(link, node),
                          f"to write {link.value!r} back into {link.source!r}")
     _record_mutation(ctx, plan.base)
     for n in plan.rederive:

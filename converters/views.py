@@ -113,16 +113,17 @@ def _named(name: str, arg: d.Argument) -> d.NamedArgument:
     return d.NamedArgument(name=name, arg=arg, kind=d.ArgumentKind.POSITIONAL)
 
 
-def write_node(link: Link, old_source: str, new_value: str, origin: d.Node) -> d.Node:
-    """The node computing ``link.source``'s new contents from the old ones and ``new_value``
-    (output named ``link.source``: it has that value's dtype and shape)."""
+def write_node(link: Link, origin: d.Node) -> d.Node:
+    """The node computing ``link.source``'s new contents from its old ones and the new
+    ``link.value`` (the driver's ``env`` holds both under those names while it lowers it). Its
+    output is named ``link.source``: it has that value's dtype and shape."""
     target, rest = link.write
     if target in _INVERSE_VIEWS:
-        ins = [_named("self", _tensor_arg(new_value)), *rest]
+        ins = [_named("self", _tensor_arg(link.value)), *rest]
         if target == "aten.view_as.default":
-            ins.append(_named("other", _tensor_arg(old_source)))
+            ins.append(_named("other", _tensor_arg(link.source)))
     else:
-        ins = [_named("self", _tensor_arg(old_source)), _named("src", _tensor_arg(new_value)), *rest]
+        ins = [_named("self", _tensor_arg(link.source)), _named("src", _tensor_arg(link.value)), *rest]
     return d.Node(target=target, inputs=ins, outputs=[_tensor_arg(link.source)], metadata={},
                   name=f"{origin.name or 'write'}_to_{link.source}")
 
