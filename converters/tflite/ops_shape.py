@@ -1,4 +1,4 @@
-"""Shape and data-movement ONNX ops: Reshape, Flatten, Transpose, Concat, Gather(ND), Slice,
+"""Shape and data-movement ONNX ops: Reshape, Flatten, Transpose, Concat, Slice,
 Squeeze/Unsqueeze, Shape/Size, Expand, ConstantOfShape, Range, Split, Tile, Pad, CumSum, Trilu.
 
 Shapes are computed at run time whenever a dim is dynamic (SHAPE, STRIDED_SLICE,
@@ -140,28 +140,6 @@ def concat(em: Emitter, node) -> None:
     ins = [em.t(i) for i in node.input if i]
     em.op("CONCATENATION", ins, [em.out()],
           ("ConcatenationOptions", {"axis": _axis(int(attrs(node)["axis"]), rank)}))
-
-
-@maps("Gather")
-def gather(em: Emitter, node) -> None:
-    rank = em.rank(node.input[0])
-    axis = _axis(int(attrs(node).get("axis", 0)), rank)
-    idx_v = em.const_value(node.input[1])
-    if idx_v is not None and (np.asarray(idx_v) < 0).any():
-        dim = em.shape(node.input[0])[axis]
-        if dim < 0:
-            raise Unsupported("Gather with a negative constant index along a dynamic dim")
-        idx = em.const(np.where(idx_v < 0, idx_v + dim, idx_v).astype(np.int32))
-    else:
-        idx = em.t(node.input[1])
-    em.op("GATHER", [em.t(node.input[0]), idx], [em.out()], ("GatherOptions", {"axis": axis}))
-
-
-@maps("GatherND")
-def gather_nd(em: Emitter, node) -> None:
-    if int(attrs(node).get("batch_dims", 0)):
-        raise Unsupported("GatherND with batch_dims has no TFLite builtin")
-    em.op("GATHER_ND", [em.t(node.input[0]), em.t(node.input[1])], [em.out()])
 
 
 def _full(em: Emitter, node, rank: int, axes: list[int], name: str, default: int) -> tuple[int, int]:
@@ -373,38 +351,3 @@ def trilu(em: Emitter, node) -> None:
     mask = em.binary("GREATER_EQUAL" if attrs(node).get("upper", 1) else "LESS_EQUAL", diff, k_, dtype=T.BOOL)
     zeros = em.const(np.zeros((), {T.FLOAT32: np.float32, T.INT32: np.int32, T.BOOL: np.bool_}[em.dtype_of(x)]))
     em.op("SELECT_V2", [mask, x, zeros], [em.out()])
-
-
-@maps("GatherElements")
-def gather_elements(em: Emitter, node) -> None:
-    """GATHER_ND over coordinates built at run time: along ``axis`` the (normalised) indices,
-    along every other axis j the position itself (RANGE over the indices' dim j, broadcast)."""
-    rank = em.rank(node.input[1])
-    axis = _axis(int(attrs(node).get("axis", 0)), rank)
-    data, idx = em.t(node.input[0]), em.cast(em.t(node.input[1]), T.INT32)
-    dim = em.tmp(T.INT32, [], "dim")
-    em.op("GATHER", [shape_tensor(em, data), em.const(np.array(axis, np.int32))], [dim], ("GatherOptions", {"axis": 0}))
-    negative = em.binary("LESS", idx, em.const(np.array(0, np.int32)), dtype=T.BOOL)
-    shifted = em.binary("ADD", idx, dim, options=("AddOptions", {"fused_activation_function": 0}))
-    idx_n = em.tmp(T.INT32, em.shape_of(idx), "index")
-    em.op("SELECT_V2", [negative, shifted, idx], [idx_n])
-    s = shape_tensor(em, idx)
-    coords = []
-    for j in range(rank):
-        if j == axis:
-            coords.append(idx_n)
-            continue
-        n = em.tmp(T.INT32, [], "n")
-        em.op("GATHER", [s, em.const(np.array(j, np.int32))], [n], ("GatherOptions", {"axis": 0}))
-        r = em.tmp(T.INT32, [-1], "range")
-        em.op("RANGE", [em.const(np.array(0, np.int32)), n, em.const(np.array(1, np.int32))], [r])
-        along = [1] * rank
-        along[j] = -1
-        rr = em.tmp(T.INT32, along, "grid")
-        em.op("RESHAPE", [r, em.const(np.asarray(along, np.int32))], [rr])
-        c = em.tmp(T.INT32, em.shape_of(idx), "grid")
-        em.op("BROADCAST_TO", [rr, s], [c])
-        coords.append(c)
-    packed = em.tmp(T.INT32, None, "coords")
-    em.op("PACK", coords, [packed], ("PackOptions", {"values_count": rank, "axis": rank}))
-    em.op("GATHER_ND", [data, packed], [em.out()])

@@ -115,3 +115,25 @@ def test_gather_negative_run_time_index_fails_loudly():
     it = tflite_zoo.interpreter(to_tflite(m))
     with pytest.raises(RuntimeError, match="out of bounds"):
         tflite_zoo.run(it, [np.arange(4, dtype=np.float32), np.array([-1, 0], np.int64)])
+
+
+def test_scatter_add_with_duplicate_indices():
+    """reduction="add" (torch scatter_add / index_put accumulate): duplicates sum, as ONNX says."""
+    m = _model([helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=1, reduction="add"),
+                helper.make_node("ScatterND", ["x", "j", "v"], ["z"], reduction="add")],
+               [("x", F, ["n", 5]), ("i", I64, ["n", 3]), ("u", F, ["n", 3]), ("j", I64, [4, 1]), ("v", F, [4, 5])],
+               [("y", F), ("z", F)])
+    rng = np.random.default_rng(0)
+    feeds = [rng.standard_normal((3, 5)).astype(np.float32), np.array([[0, 0, 4], [1, 1, 1], [-1, 2, 2]]),
+             rng.standard_normal((3, 3)).astype(np.float32), np.array([[0], [2], [0], [1]]),
+             rng.standard_normal((4, 5)).astype(np.float32)]
+    _compare(m, [feeds])
+
+
+def test_scatter_without_reduction_is_refused():
+    from pt2x.converters.errors import UnsupportedOpsError
+
+    m = _model([helper.make_node("ScatterND", ["x", "j", "v"], ["z"])],
+               [("x", F, [3, 5]), ("j", I64, [2, 1]), ("v", F, [2, 5])], [("z", F)])
+    with pytest.raises(UnsupportedOpsError, match="reduction='none'"):
+        to_tflite(m)

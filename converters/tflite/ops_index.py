@@ -1,0 +1,113 @@
+"""Indexing ONNX ops: Gather, GatherND, GatherElements, and ScatterElements/ScatterND with
+reduction="add".
+
+Element-wise gathers and scatters address one element per index: their coordinates for
+GATHER_ND/SCATTER_ND are built at run time (``_element_coords``). A scatter without reduction
+is refused: TFLite's SCATTER_ND sums duplicate indices into zeros, which is exact only for "add".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Unsupported
+from .emit import Emitter, attrs
+from .mappers import maps
+from .model import TensorType as T
+from .ops_shape import _axis, shape_tensor
+
+
+@maps("Gather")
+def gather(em: Emitter, node) -> None:
+    rank = em.rank(node.input[0])
+    axis = _axis(int(attrs(node).get("axis", 0)), rank)
+    idx_v = em.const_value(node.input[1])
+    if idx_v is not None and (np.asarray(idx_v) < 0).any():
+        dim = em.shape(node.input[0])[axis]
+        if dim < 0:
+            raise Unsupported("Gather with a negative constant index along a dynamic dim")
+        idx = em.const(np.where(idx_v < 0, idx_v + dim, idx_v).astype(np.int32))
+    else:
+        idx = em.t(node.input[1])
+    em.op("GATHER", [em.t(node.input[0]), idx], [em.out()], ("GatherOptions", {"axis": axis}))
+
+
+@maps("GatherND")
+def gather_nd(em: Emitter, node) -> None:
+    if int(attrs(node).get("batch_dims", 0)):
+        raise Unsupported("GatherND with batch_dims has no TFLite builtin")
+    em.op("GATHER_ND", [em.t(node.input[0]), em.t(node.input[1])], [em.out()])
+
+
+def _element_coords(em: Emitter, data: int, idx: int, rank: int, axis: int) -> int:
+    """GATHER_ND/SCATTER_ND coordinates [..., rank] for Gather/ScatterElements: along ``axis``
+    the indices (negative ones normalised against data's dim), along every other axis j the
+    position itself (RANGE over the indices' dim j, broadcast), built at run time."""
+    dim = em.tmp(T.INT32, [], "dim")
+    em.op("GATHER", [shape_tensor(em, data), em.const(np.array(axis, np.int32))], [dim], ("GatherOptions", {"axis": 0}))
+    negative = em.binary("LESS", idx, em.const(np.array(0, np.int32)), dtype=T.BOOL)
+    shifted = em.binary("ADD", idx, dim, options=("AddOptions", {"fused_activation_function": 0}))
+    idx_n = em.tmp(T.INT32, em.shape_of(idx), "index")
+    em.op("SELECT_V2", [negative, shifted, idx], [idx_n])
+    s = shape_tensor(em, idx)
+    coords = []
+    for j in range(rank):
+        if j == axis:
+            coords.append(idx_n)
+            continue
+        n = em.tmp(T.INT32, [], "n")
+        em.op("GATHER", [s, em.const(np.array(j, np.int32))], [n], ("GatherOptions", {"axis": 0}))
+        r = em.tmp(T.INT32, [-1], "range")
+        em.op("RANGE", [em.const(np.array(0, np.int32)), n, em.const(np.array(1, np.int32))], [r])
+        along = [1] * rank
+        along[j] = -1
+        rr = em.tmp(T.INT32, along, "grid")
+        em.op("RESHAPE", [r, em.const(np.asarray(along, np.int32))], [rr])
+        c = em.tmp(T.INT32, em.shape_of(idx), "grid")
+        em.op("BROADCAST_TO", [rr, s], [c])
+        coords.append(c)
+    packed = em.tmp(T.INT32, None, "coords")
+    em.op("PACK", coords, [packed], ("PackOptions", {"values_count": rank, "axis": rank}))
+    return packed
+
+
+@maps("GatherElements")
+def gather_elements(em: Emitter, node) -> None:
+    """GATHER_ND over ``_element_coords``."""
+    rank = em.rank(node.input[1])
+    axis = _axis(int(attrs(node).get("axis", 0)), rank)
+    data = em.t(node.input[0])
+    coords = _element_coords(em, data, em.cast(em.t(node.input[1]), T.INT32), rank, axis)
+    em.op("GATHER_ND", [data, coords], [em.out()])
+
+
+def _scatter_add(em: Emitter, node, data: int, coords: int, updates: int) -> None:
+    """data + SCATTER_ND(coords, updates): exact for reduction="add" (SCATTER_ND sums duplicates).
+    Other reductions are refused: SCATTER_ND's sum of duplicate indices is no "last write"."""
+    red = attrs(node).get("reduction", b"none")
+    red = red.decode() if isinstance(red, bytes) else red
+    if red != "add":
+        raise Unsupported(f"{node.op_type} with reduction={red!r}: TFLite's SCATTER_ND adds duplicate "
+                          "indices, which is exact only for reduction='add'")
+    scattered = em.tmp(em.dtype_of(data), em.shape_of(data), "scattered")
+    em.op("SCATTER_ND", [coords, updates, shape_tensor(em, data)], [scattered])
+    em.op("ADD", [data, scattered], [em.out()], ("AddOptions", {"fused_activation_function": 0}))
+
+
+@maps("ScatterElements")
+def scatter_elements(em: Emitter, node) -> None:
+    rank = em.rank(node.input[1])
+    axis = _axis(int(attrs(node).get("axis", 0)), rank)
+    data = em.t(node.input[0])
+    if (attrs(node).get("reduction", b"none") or b"none") not in (b"add", "add"):
+        _scatter_add(em, node, data, -1, -1)  # refuses, naming the reduction
+    coords = _element_coords(em, data, em.cast(em.t(node.input[1]), T.INT32), rank, axis)
+    _scatter_add(em, node, data, coords, em.t(node.input[2]))
+
+
+@maps("ScatterND")
+def scatter_nd(em: Emitter, node) -> None:
+    data = em.t(node.input[0])
+    if (attrs(node).get("reduction", b"none") or b"none") not in (b"add", "add"):
+        _scatter_add(em, node, data, -1, -1)
+    _scatter_add(em, node, data, em.cast(em.t(node.input[1]), T.INT32), em.t(node.input[2]))
