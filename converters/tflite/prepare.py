@@ -58,15 +58,16 @@ def load_onnx(src, model: str = "model") -> Prepared:
         return Prepared(src, "onnx")
     if _is_onnx_path(src):
         try:
-            # external weights are refused in ``prepare``, never read from paths the file names
-            return Prepared(onnx.load(os.fspath(src), load_external_data=False), "onnx")
+            m = onnx.load(os.fspath(src), load_external_data=False)
         except OSError as e:
             from ...serde.errors import Pt2UsageError
 
             raise Pt2UsageError(f"cannot open {os.fspath(src)}: {e.strerror or e}") from e
         except Exception as e:
             raise ConversionError(f"{os.fspath(src)}: not a readable ONNX model ({type(e).__name__}: {e})") from e
-    from ..graph import open_program
+        _load_external_data(m, os.path.dirname(os.path.abspath(os.fspath(src))))
+        return Prepared(m, "onnx")
+    from ..graph import open_program, output_names
     from ..onnx.converter import convert_view
 
     view, keep = open_program(src, model)
@@ -74,14 +75,31 @@ def load_onnx(src, model: str = "model") -> Prepared:
         m = convert_view(view, opset=ONNX_OPSET)
         origin = {}
         for n in view.walk():
-            from ..graph import output_names
-
             for o in output_names(n):
                 origin[o] = f"{n.name} = {n.target}"
         ranges = {k: [lo, hi] for k, (lo, hi) in view.ranges.items()}
         return Prepared(m, "pt2", ranges=ranges, origin=origin)
     finally:
         del keep
+
+
+def _load_external_data(m: onnx.ModelProto, folder: str) -> None:
+    """Weights kept beside the model (torch.onnx.export writes ``<name>.onnx.data``): read
+    only from files inside the model's own folder; any other location is refused."""
+    from onnx import external_data_helper as ext
+
+    tensors = [t for t in ext._get_all_tensors(m) if ext.uses_external_data(t)]
+    root = os.path.realpath(folder)
+    for t in tensors:
+        loc = next((e.value for e in t.external_data if e.key == "location"), "")
+        path = os.path.realpath(os.path.join(root, loc))
+        if not loc or os.path.isabs(loc) or os.path.commonpath([root, path]) != root:
+            raise ConversionError(f"initializer {t.name!r} keeps its data at {loc!r}, outside the model's folder")
+    if tensors:
+        try:
+            ext.load_external_data_for_model(m, root)
+        except (OSError, ValueError) as e:
+            raise ConversionError(f"cannot read the model's external weights: {e}") from e
 
 
 def _constants(g: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -189,8 +207,8 @@ def prepare(p: Prepared) -> Prepared:
     m = onnx.ModelProto()
     m.CopyFrom(p.model)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
-        raise ConversionError("the ONNX model keeps weights in external files: pass the ModelProto with its "
-                              "weights loaded (onnx.load(path)) instead of the path")
+        raise ConversionError("the ONNX model keeps weights in external files: pass its path, or the "
+                              "ModelProto with its weights loaded (onnx.load(path))")
     try:
         m = shape_inference.infer_shapes(m, data_prop=True)
         m = fold(m)

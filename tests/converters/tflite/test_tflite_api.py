@@ -179,3 +179,22 @@ def test_nhwc_io_parity():
         (want,) = onnx_zoo.eager_outputs("conv_bn_pool", args, kwargs)
         (got,) = tflite_zoo.run(it, [args[0].permute(0, 2, 3, 1).numpy()])
         np.testing.assert_allclose(got, want.permute(0, 2, 3, 1).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_external_data_outside_the_model_folder_is_refused(tmp_path):
+    """An ONNX file naming weights outside its own folder is refused, the file never read."""
+    from onnx import TensorProto, helper
+
+    w = helper.make_tensor("w", TensorProto.FLOAT, [2], [1.0, 2.0])
+    w.data_location = TensorProto.EXTERNAL
+    del w.float_data[:]
+    for k, v in (("location", "../secret.bin"), ("offset", "0"), ("length", "8")):
+        w.external_data.add(key=k, value=v)
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])], [w])
+    (tmp_path / "m").mkdir()
+    path = tmp_path / "m" / "m.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
+    with pytest.raises(ConversionError, match="outside the model's folder"):
+        to_tflite(str(path))
