@@ -103,7 +103,8 @@ def conv(em: Emitter, node) -> None:
     w = to_compute_array(w, "the weight")
     m, cg = w.shape[0], w.shape[1]
     c = cg * group
-    bias = em.t(node.input[2]) if len(node.input) > 2 and node.input[2] else -1
+    # CONV_2D's kernel reads a bias whenever the op lists three inputs: zeros when ONNX has none
+    bias = em.t(node.input[2]) if len(node.input) > 2 and node.input[2] else em.const(np.zeros(m, np.float32))
     y = em.tmp(T.FLOAT32, None, "conv")
     geometry = {"padding": _VALID, "stride_h": strides[0], "stride_w": strides[1],
                 "dilation_h_factor": dil[0], "dilation_w_factor": dil[1], "fused_activation_function": 0}

@@ -137,3 +137,17 @@ def test_scatter_without_reduction_is_refused():
                [("x", F, [3, 5]), ("j", I64, [2, 1]), ("v", F, [2, 5])], [("z", F)])
     with pytest.raises(UnsupportedOpsError, match="reduction='none'"):
         to_tflite(m)
+
+
+@pytest.mark.parametrize("group,xnnpack", [(1, True), (1, False), (2, False), (4, False)])
+def test_conv_without_bias(group, xnnpack):
+    """Conv with no bias input (wav2vec2's feature extractor, LRASPP's head): LiteRT's CONV_2D
+    kernel reads input 2 whenever it is listed, so pt2x gives zeros."""
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", F, [4, 4 // group, 3, 3], rng.standard_normal(4 * (4 // group) * 9).astype(np.float32))
+    m = _model([helper.make_node("Conv", ["x", "w"], ["y"], group=group, pads=[1, 1, 1, 1])],
+               [("x", F, ["n", 4, 5, 5])], [("y", F)], [w])
+    it = tflite_zoo.interpreter(to_tflite(m), xnnpack=xnnpack)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(tflite_zoo.run(it, [x])[0], sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
