@@ -183,13 +183,44 @@ def slice_(em: Emitter, node) -> None:
     steps = em.const_value(ins[4]) if ins[4] else np.ones(len(axes), np.int64)
     if steps is None:
         raise Unsupported("Slice with steps computed at run time")
+    steps = [int(v) for v in np.asarray(steps).reshape(-1)]
+    empty = _empty_axes(em.const_value(ins[2]), axes, steps)
+    if empty:  # sliced as a whole here, then emptied by a GATHER of no indices
+        ins[1:3] = _drop_axes(em, ins[1], axes, empty), _drop_axes(em, ins[2], axes, empty)
+        steps = [st for a, st in zip(axes, steps) if a not in empty]
+        axes = [a for a in axes if a not in empty]
     begin, mask = _full(em, node, rank, axes, ins[1], 0)
     end, _ = _full(em, node, rank, axes, ins[2], 0)
     vals = [1] * rank
-    for a, s in zip(axes, np.asarray(steps).reshape(-1)):
-        vals[a] = int(s)
-    em.op("STRIDED_SLICE", [em.t(node.input[0]), begin, end, em.const(np.asarray(vals, np.int32))], [em.out()],
+    for a, st in zip(axes, steps):
+        vals[a] = st
+    y = em.out() if not empty else em.tmp(em.dtype_of(em.t(node.input[0])), None, "sliced")
+    em.op("STRIDED_SLICE", [em.t(node.input[0]), begin, end, em.const(np.asarray(vals, np.int32))], [y],
           ("StridedSliceOptions", {"begin_mask": mask, "end_mask": mask}))
+    for k, a in enumerate(empty):
+        z = em.out() if k == len(empty) - 1 else em.tmp(em.dtype_of(y), None, "emptied")
+        em.op("GATHER", [y, em.const(np.zeros(0, np.int32))], [z], ("GatherOptions", {"axis": a}))
+        y = z
+
+
+def _empty_axes(ends, axes: list[int], steps: list[int]) -> list[int]:
+    """Axes a constant end of 0 with a positive step makes empty. XNNPACK's STRIDED_SLICE reads
+    such an end as "to the end of the dim" (checked with ai-edge-litert 2.3.0: x[:, 0:0] came
+    back whole), so these are not left to STRIDED_SLICE."""
+    if ends is None:
+        return []
+    return [a for a, e, st in zip(axes, np.asarray(ends).reshape(-1), steps) if int(e) == 0 and st > 0]
+
+
+def _drop_axes(em: Emitter, name: str, axes: list[int], drop: list[int]) -> str:
+    """A constant starts/ends input without the entries of ``drop`` (a new constant's name)."""
+    v = np.asarray(em.const_value(name)).reshape(-1) if name else None
+    if v is None:
+        raise Unsupported("Slice mixing run-time starts with an empty axis")
+    kept = np.asarray([x for a, x in zip(axes, v) if a not in drop], v.dtype)
+    new = em.fresh_name(name)
+    em.consts[new] = kept
+    return new
 
 
 @maps("Squeeze")

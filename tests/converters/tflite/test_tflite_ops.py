@@ -151,3 +151,23 @@ def test_conv_without_bias(group, xnnpack):
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     x = rng.standard_normal((2, 4, 5, 5)).astype(np.float32)
     np.testing.assert_allclose(tflite_zoo.run(it, [x])[0], sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack", "builtin"])
+@pytest.mark.parametrize("starts,ends,axes", [([0], [0], [1]), ([0, 2], [2, 0], [0, 1]), ([1, 0], [0, 0], [0, 1])])
+def test_empty_slices_stay_empty(starts, ends, axes, xnnpack):
+    """XNNPACK reads a STRIDED_SLICE end of 0 as "to the end" (x[:, 0:0] came back whole):
+    pt2x empties such axes with a GATHER of no indices. Checked through a Concat, which an
+    empty slice must leave unchanged, and directly."""
+    inits = [helper.make_tensor(n, I64, [len(v)], v) for n, v in (("st", starts), ("en", ends), ("ax", axes))]
+    nodes = [helper.make_node("Slice", ["x", "st", "en", "ax"], ["s"])]
+    outs = [("s", F)]
+    if axes == [1]:
+        nodes.append(helper.make_node("Concat", ["s", "x"], ["y"], axis=1))
+        outs.append(("y", F))
+    m = _model(nodes, [("x", F, ["n", 6])], outs, inits)
+    it = tflite_zoo.interpreter(to_tflite(m), xnnpack=xnnpack)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(0).standard_normal((3, 6)).astype(np.float32)
+    for w, g in zip(sess.run(None, {"x": x}), tflite_zoo.run(it, [x])):
+        assert g.shape == w.shape and np.array_equal(g, w)
