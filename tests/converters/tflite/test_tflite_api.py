@@ -198,3 +198,21 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
     path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString())
     with pytest.raises(ConversionError, match="outside the model's folder"):
         to_tflite(str(path))
+
+
+@pytest.mark.parametrize("name", ["sdpa_masks_gqa", "transformer_encoder"])
+def test_pt2x_onnx_at_opset_23_with_attention(name, tmp_path):
+    """The .onnx pt2x writes by default (opset 23: fused Attention with masks, causal and grouped
+    heads) converts from the file, with parity against ONNX Runtime on that file."""
+    import onnx
+
+    m = onnx.load_from_string(onnx_zoo.converted(name))
+    assert m.opset_import[0].version == 23 and any(n.op_type == "Attention" for n in m.graph.node)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(m, path)
+    it = tflite_zoo.interpreter(to_tflite(path))
+    sess = onnx_zoo.ort_session(m.SerializeToString())
+    for _label, args, kwargs in onnx_zoo.input_sets(name):
+        tensors = [x for x in onnx_zoo._leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+        for want, got in zip(onnx_zoo.run(sess, tensors), tflite_zoo.run(it, [t.numpy() for t in tensors])):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -171,3 +171,23 @@ def test_empty_slices_stay_empty(starts, ends, axes, xnnpack):
     x = np.random.default_rng(0).standard_normal((3, 6)).astype(np.float32)
     for w, g in zip(sess.run(None, {"x": x}), tflite_zoo.run(it, [x])):
         assert g.shape == w.shape and np.array_equal(g, w)
+
+
+@pytest.mark.parametrize("causal,mask", [(1, None), (0, "bool"), (1, "float")])
+def test_attention_opset_23(causal, mask):
+    """ONNX Attention (opset 23) with L != S, grouped heads (4 query / 2 key-value), causal
+    (upper-left aligned) and masks, against ONNX Runtime."""
+    ins = [("q", F, ["b", 4, 3, 8]), ("k", F, ["b", 2, 5, 8]), ("v", F, ["b", 2, 5, 8])]
+    names = ["q", "k", "v"]
+    if mask:
+        ins.append(("m", TensorProto.BOOL if mask == "bool" else F, [3, 5]))
+        names.append("m")
+    m = _model([helper.make_node("Attention", names, ["y"], is_causal=causal)], ins, [("y", F)])
+    m.opset_import[0].version = 23
+    rng = np.random.default_rng(0)
+    feeds = [rng.standard_normal((2, h, s, 8)).astype(np.float32) for h, s in ((4, 3), (2, 5), (2, 5))]
+    if mask == "bool":
+        feeds.append(np.array([[1, 1, 0, 1, 0], [0, 1, 1, 1, 1], [1, 0, 0, 0, 1]], bool))
+    elif mask == "float":
+        feeds.append(rng.standard_normal((3, 5)).astype(np.float32))
+    _compare(m, [feeds])
