@@ -206,7 +206,7 @@ class Notes:
         return f"✗[{list(self.found).index((what, error)) + 1}]"
 
     def numbered(self) -> list[str]:
-        return [f"[{i + 1}] {', '.join(models)}: {what}: {error if len(error) <= 240 else error[:240] + '…'}"
+        return [f"- [{i + 1}] {', '.join(models)}: {what}: {error if len(error) <= 240 else error[:240] + '…'}"
                 for i, ((what, error), models) in enumerate(self.found.items())]
 
 
@@ -311,7 +311,7 @@ def summary(rows: list[dict]) -> list[str]:
         runs = [r[side].get("litert") or {} for r in done if "error" not in r[side]]
         loaded = [x for x in runs if "load_error" not in x]
         dynamic = sum(1 for r in done if r[side].get("dynamic")) if side == "litert_torch" else None
-        lines.append(f"{label}: converted {len(runs)}/{len(done)}"
+        lines.append(f"- {label}: converted {len(runs)}/{len(done)}"
                      + ("" if dynamic is None else f" (with the dynamic batch: {dynamic})")
                      + f", LiteRT loads {len(loaded)}, matches torch on the example batch "
                      f"{sum(_matches(x.get('example')) for x in loaded)}, after resize_tensor_input to "
