@@ -210,3 +210,16 @@ def instance_norm(em: Emitter, node) -> None:
         raise Unsupported("InstanceNormalization with scale/bias computed at run time")
     y = em.binary("MUL", y, em.const(scale.astype(np.float32).reshape(shape)), options=_MUL)
     em.op("ADD", [y, em.const(bias.astype(np.float32).reshape(shape))], [em.out()], _ADD)
+
+
+@maps("RMSNormalization")
+def rms_norm(em: Emitter, node) -> None:
+    """x * RSQRT(MEAN(x², axes) + eps) * scale over the axes from ``axis`` to the last."""
+    a = attrs(node)
+    rank = em.rank(node.input[0])
+    axes = list(range(_axis(int(a.get("axis", -1)), rank), rank))
+    x = em.t(node.input[0])
+    ms = em.tmp(T.FLOAT32, None, "mean_square")
+    _reduce(em, "MEAN", em.binary("MUL", x, x, options=_MUL), axes, True, ms)
+    inv = em.unary("RSQRT", em.binary("ADD", ms, em.const(np.float32(a.get("epsilon", 1e-5))), options=_ADD))
+    em.op("MUL", [em.binary("MUL", x, inv, options=_MUL), em.t(node.input[1])], [em.out()], _MUL)

@@ -191,3 +191,12 @@ def test_attention_opset_23(causal, mask):
     elif mask == "float":
         feeds.append(rng.standard_normal((3, 5)).astype(np.float32))
     _compare(m, [feeds])
+
+
+def test_rms_normalization_opset_23():
+    rng = np.random.default_rng(0)
+    scale = helper.make_tensor("s", F, [8], rng.standard_normal(8).astype(np.float32))
+    m = _model([helper.make_node("RMSNormalization", ["x", "s"], ["y"], epsilon=1e-6)],
+               [("x", F, ["b", "t", 8])], [("y", F)], [scale])
+    m.opset_import[0].version = 23
+    _compare(m, [[rng.standard_normal((2, 3, 8)).astype(np.float32)], [rng.standard_normal((1, 5, 8)).astype(np.float32)]])
