@@ -184,7 +184,7 @@ def bench(row: dict, out: str, args, litert_python: str | None) -> dict:
     for side, results in rounds.items():
         merged = merge_rounds(results)
         if side == "ort":
-            res["ort"] = merged
+            res["ort"].update(merged)  # next to the ONNX conversion's time and size
         else:
             res[side]["litert"] = merged
     return res
