@@ -65,7 +65,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     g = p.model.graph
     sub = Subgraph("main")
     em = Emitter(g, sub, p.origin)
-    problems = Problems("tflite")
+    problems = Problems("tflite", p.member)
     _declare_inputs(em, g, problems)
     load_mappers()
     em.map_nodes(lambda node, e: problems.add(_report_node(node, p.origin), _reason(e, node, p.origin)))
@@ -75,7 +75,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",
-            "inputs": [g_in for g_in in _input_names(g)], "outputs": names}
+            "inputs": _input_names(g), "outputs": names}
     return Program(em.subgraphs, description="pt2x: converted from " + p.source,
                    metadata={"pt2x": json.dumps(meta, sort_keys=True).encode(),
                              "min_runtime_version": MIN_RUNTIME.encode()},

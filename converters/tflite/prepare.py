@@ -36,6 +36,7 @@ class Prepared:
     source: str  # "pt2" or "onnx"
     ranges: dict = field(default_factory=dict)  # shape symbol -> [min, max] (None: unbounded)
     origin: dict = field(default_factory=dict)  # ONNX value name -> "node = aten.target" (pt2 only)
+    member: str | None = None  # the archive member holding the program (pt2 only), named in reports
 
 
 def _is_onnx_path(src) -> bool:
@@ -78,7 +79,7 @@ def load_onnx(src, model: str = "model") -> Prepared:
             for o in output_names(n):
                 origin[o] = f"{n.name} = {n.target}"
         ranges = {k: [lo, hi] for k, (lo, hi) in view.ranges.items()}
-        return Prepared(m, "pt2", ranges=ranges, origin=origin)
+        return Prepared(m, "pt2", ranges=ranges, origin=origin, member=getattr(view, "member", None))
     finally:
         del keep
 

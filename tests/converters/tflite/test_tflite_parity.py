@@ -66,6 +66,7 @@ def test_expected_refusal_names_onnx_and_aten_nodes(scatter_pt2):
         to_tflite(scatter_pt2)
     assert [p.target for p in e.value.ops] == ["ONNX ScatterElements"], str(e.value)
     assert "from ATen node scatter = torch.ops.aten.scatter.src" in str(e.value), str(e.value)
+    assert str(e.value).startswith("scatter/models/model.json: cannot convert to tflite"), str(e.value)
 
 
 def test_cli_refusal_is_one_report_without_traceback(scatter_pt2, tmp_path):
