@@ -200,3 +200,12 @@ def test_rms_normalization_opset_23():
                [("x", F, ["b", "t", 8])], [("y", F)], [scale])
     m.opset_import[0].version = 23
     _compare(m, [[rng.standard_normal((2, 3, 8)).astype(np.float32)], [rng.standard_normal((1, 5, 8)).astype(np.float32)]])
+
+
+@pytest.mark.parametrize("op,mode,c", [("DepthToSpace", "DCR", 8), ("DepthToSpace", "CRD", 8), ("SpaceToDepth", None, 2)])
+def test_depth_space_blocks(op, mode, c):
+    """pixel_shuffle / pixel_unshuffle: both ONNX modes, run-time N, H, W."""
+    kw = {"blocksize": 2} | ({"mode": mode} if mode else {})
+    m = _model([helper.make_node(op, ["x"], ["y"], **kw)], [("x", F, ["n", c, "h", "w"])], [("y", F)])
+    rng = np.random.default_rng(0)
+    _compare(m, [[rng.standard_normal((n, c, h, w)).astype(np.float32)] for n, h, w in ((1, 2, 4), (2, 6, 8))])
