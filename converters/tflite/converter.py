@@ -22,6 +22,7 @@ from .layout import optimize_layout
 from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
 from .prepare import ONNX_OPSET, load_onnx, prepare
+from .shapes import infer_shapes
 from .writer import write
 
 __all__ = ["to_tflite", "MIN_RUNTIME"]
@@ -73,6 +74,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     names = _declare_outputs(em, g)
     for s_ in em.subgraphs:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
+        infer_shapes(s_)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",
             "inputs": _input_names(g), "outputs": names}

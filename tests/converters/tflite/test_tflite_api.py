@@ -216,3 +216,15 @@ def test_pt2x_onnx_at_opset_23_with_attention(name, tmp_path):
         tensors = [x for x in onnx_zoo._leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
         for want, got in zip(onnx_zoo.run(sess, tensors), tflite_zoo.run(it, [t.numpy() for t in tensors])):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_xnnpack_takes_the_whole_cnn():
+    """Every tensor carries its rank (shapes.py), so XNNPACK delegates conv -> relu -> pool with
+    the transposes at its edges as one partition: no op is left to the builtin kernels."""
+    it = tflite_zoo.interpreter(tflite_zoo.converted("conv_bn_pool"))
+    x = onnx_zoo.input_sets("conv_bn_pool")[0][1][0].numpy()
+    tflite_zoo.run(it, [x])
+    delegates = [d for d in it._get_ops_details() if d["op_name"] == "DELEGATE"]
+    assert len(delegates) == 1, delegates
+    assert list(delegates[0]["inputs"][:1]) == [it.get_input_details()[0]["index"]]
+    assert list(delegates[0]["outputs"]) == [it.get_output_details()[0]["index"]]
