@@ -1,11 +1,14 @@
 """The TFLite (LiteRT) target: ONNX (pt2x's own, built in memory, or any ONNX file) ->
 TFLite builtins, written as a TFL3 flatbuffer with the ``flatbuffers`` package.
 
-Modules: ``prepare`` (the ONNX model, shape-inferred and folded), ``emit`` (the mapping
-state), ``ops_*`` (one mapper per ONNX op, by family; ``mappers`` holds the table),
-``layout`` (the NCHW -> NHWC pass), ``model`` (the TFLite model as plain data), ``writer``
-(serialisation), ``schema_generated`` (flatc's output for ``tflite_subset.fbs``),
-``converter`` (``to_tflite``).
+Modules, in the order a conversion uses them: ``prepare`` (the ONNX model, shape-inferred
+and folded), ``emit`` (the mapping state and the node loop), ``mappers`` (the ONNX op ->
+mapper table) filled by ``ops_elementwise``, ``ops_linalg``, ``ops_shape``, ``ops_index``,
+``ops_reduce``, ``ops_nn``, ``ops_blocks``, ``ops_attention``, ``ops_rnn`` and
+``ops_control`` (IF/WHILE subgraphs), ``layout`` (the NCHW -> NHWC pass), ``shapes``
+(static shapes for XNNPACK), ``model`` (the TFLite model as plain data), ``writer``
+(serialisation) with ``schema_generated`` (flatc's output for ``tflite_subset.fbs``), and
+``converter`` (``to_tflite``). docs/tflite.md says what is supported and why the rest is not.
 """
 
 from .converter import to_tflite
