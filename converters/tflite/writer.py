@@ -1,12 +1,14 @@
 """``Program`` -> TFL3 flatbuffer bytes (schema version 3), with the ``flatbuffers`` package
 and the builder functions flatc generated from pt2x's schema subset (``schema_generated``).
 
-Buffer 0 is the empty buffer every TFLite model starts with; each constant tensor gets its
-own buffer (16-byte aligned); metadata entries each get one. Files past flatbuffers' 2 GiB
+Buffer 0 is the empty buffer every TFLite model starts with; each distinct constant gets a
+buffer (16-byte aligned; byte-identical constants share one); metadata entries get one each. Files past flatbuffers' 2 GiB
 offset limit are refused.
 """
 
 from __future__ import annotations
+
+import hashlib
 
 import flatbuffers
 import numpy as np
@@ -50,12 +52,19 @@ def _options(b: flatbuffers.Builder, name: str, fields: dict) -> int:
 
 
 class _Buffers:
+    """The model's buffers; byte-identical constants share one (tied weights: an embedding
+    read by GATHER and the same matrix read by the LM head's FULLY_CONNECTED)."""
+
     def __init__(self):
         self.data: list[bytes | None] = [None]  # buffer 0: empty
+        self._index: dict = {}
 
     def add(self, data: bytes) -> int:
-        self.data.append(data)
-        return len(self.data) - 1
+        key = hashlib.sha256(data).digest()
+        if key not in self._index:
+            self.data.append(data)
+            self._index[key] = len(self.data) - 1
+        return self._index[key]
 
     def build(self, b: flatbuffers.Builder) -> int:
         offs = []

@@ -228,3 +228,11 @@ def test_xnnpack_takes_the_whole_cnn():
     assert len(delegates) == 1, delegates
     assert list(delegates[0]["inputs"][:1]) == [it.get_input_details()[0]["index"]]
     assert list(delegates[0]["outputs"]) == [it.get_output_details()[0]["index"]]
+
+
+def test_identical_constants_share_a_buffer():
+    """tied_weights: the embedding and the tied output projection are one buffer, not two."""
+    m = _model(tflite_zoo.converted("tied_weights"))
+    blobs = [m.Buffers(i).DataAsNumpy().tobytes() for i in range(m.BuffersLength()) if m.Buffers(i).DataLength()]
+    assert len(blobs) == len(set(blobs))
+    tflite_zoo.check_parity("tied_weights")
