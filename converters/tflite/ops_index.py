@@ -1,5 +1,5 @@
-"""Indexing ONNX ops: Gather, GatherND, GatherElements, and ScatterElements/ScatterND with
-reduction="add".
+"""Indexing ONNX ops: Gather, GatherND, GatherElements, ScatterElements/ScatterND with
+reduction="add", OneHot and NonZero.
 
 Element-wise gathers and scatters address one element per index: their coordinates for
 GATHER_ND/SCATTER_ND are built at run time (``_element_coords``). A scatter without reduction
@@ -111,3 +111,33 @@ def scatter_nd(em: Emitter, node) -> None:
     if (attrs(node).get("reduction", b"none") or b"none") not in (b"add", "add"):
         _scatter_add(em, node, data, -1, -1)
     _scatter_add(em, node, data, em.cast(em.t(node.input[1]), T.INT32), em.t(node.input[2]))
+
+
+@maps("OneHot")
+def one_hot(em: Emitter, node) -> None:
+    """ONE_HOT; negative indices count from ``depth`` as ONNX says."""
+    rank = em.rank(node.input[0])
+    axis = int(attrs(node).get("axis", -1))
+    axis = axis + rank + 1 if axis < 0 else axis
+    idx = em.cast(em.t(node.input[0]), T.INT32)
+    depth = em.tmp(T.INT32, [], "depth")
+    em.op("RESHAPE", [em.cast(em.t(node.input[1]), T.INT32), em.const(np.zeros(0, np.int32))], [depth])
+    negative = em.binary("LESS", idx, em.const(np.array(0, np.int32)), dtype=T.BOOL)
+    wrapped = em.tmp(T.INT32, em.shape_of(idx), "index")
+    em.op("SELECT_V2", [negative, em.binary("ADD", idx, depth, options=("AddOptions", {"fused_activation_function": 0})),
+                        idx], [wrapped])
+    values = em.t(node.input[2])
+    off, on = (em.tmp(em.dtype_of(values), [], n) for n in ("off", "on"))
+    for k, v in enumerate((off, on)):
+        em.op("GATHER", [values, em.const(np.array(k, np.int32))], [v], ("GatherOptions", {"axis": 0}))
+    em.op("ONE_HOT", [wrapped, depth, on, off], [em.out()], ("OneHotOptions", {"axis": axis}))
+
+
+@maps("NonZero")
+def non_zero(em: Emitter, node) -> None:
+    """WHERE gives the coordinates as [n, rank] int64; ONNX wants [rank, n]."""
+    coords = em.tmp(T.INT64, [-1, em.rank(node.input[0])], "coords")
+    em.op("WHERE", [em.t(node.input[0])], [coords])
+    moved = em.tmp(T.INT64, [em.rank(node.input[0]), -1], "coords")
+    em.op("TRANSPOSE", [coords, em.const(np.array([1, 0], np.int32))], [moved])
+    em.op("CAST", [moved], [em.out()], ("CastOptions", {"in_data_type": T.INT64, "out_data_type": T.INT32}))

@@ -102,6 +102,7 @@ class BuiltinOperator(object):
     REVERSE_V2 = 105
     GATHER_ND = 107
     COS = 108
+    WHERE = 109
     ELU = 111
     ROUND = 116
     HARD_SWISH = 117
@@ -172,6 +173,7 @@ class BuiltinOptions(object):
     ShapeOptions = 55
     ArgMinOptions = 57
     PackOptions = 59
+    OneHotOptions = 61
     UnpackOptions = 64
     ResizeNearestNeighborOptions = 74
     LeakyReluOptions = 75
@@ -2331,6 +2333,46 @@ def SelectV2OptionsStart(builder):
     builder.StartObject(0)
 
 def SelectV2OptionsEnd(builder):
+    return builder.EndObject()
+
+
+
+class OneHotOptions(object):
+    __slots__ = ['_tab']
+
+    @classmethod
+    def GetRootAs(cls, buf, offset=0):
+        n = flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, offset)
+        x = OneHotOptions()
+        x.Init(buf, n + offset)
+        return x
+
+    @classmethod
+    def GetRootAsOneHotOptions(cls, buf, offset=0):
+        """This method is deprecated. Please switch to GetRootAs."""
+        return cls.GetRootAs(buf, offset)
+    @classmethod
+    def OneHotOptionsBufferHasIdentifier(cls, buf, offset, size_prefixed=False):
+        return flatbuffers.util.BufferHasIdentifier(buf, offset, b"\x54\x46\x4C\x33", size_prefixed=size_prefixed)
+
+    # OneHotOptions
+    def Init(self, buf, pos):
+        self._tab = flatbuffers.table.Table(buf, pos)
+
+    # OneHotOptions
+    def Axis(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(4))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
+        return 0
+
+def OneHotOptionsStart(builder):
+    builder.StartObject(1)
+
+def OneHotOptionsAddAxis(builder, axis):
+    builder.PrependInt32Slot(0, axis, 0)
+
+def OneHotOptionsEnd(builder):
     return builder.EndObject()
 
 

@@ -209,3 +209,12 @@ def test_depth_space_blocks(op, mode, c):
     m = _model([helper.make_node(op, ["x"], ["y"], **kw)], [("x", F, ["n", c, "h", "w"])], [("y", F)])
     rng = np.random.default_rng(0)
     _compare(m, [[rng.standard_normal((n, c, h, w)).astype(np.float32)] for n, h, w in ((1, 2, 4), (2, 6, 8))])
+
+
+def test_one_hot_and_non_zero():
+    depth = helper.make_tensor("d", I64, [1], [5])
+    values = helper.make_tensor("v", F, [2], [-1.0, 3.0])
+    m = _model([helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=1), helper.make_node("NonZero", ["x"], ["z"])],
+               [("i", I64, ["n", 2]), ("x", F, ["n", 3])], [("y", F), ("z", I64)], [depth, values])
+    x = np.array([[0, 1.5, 0], [2, 0, -1]], np.float32)
+    _compare(m, [[np.array([[0, 4], [-1, 2]], np.int64), x], [np.array([[3, -5], [1, 1], [0, 0]], np.int64), x[:1]]])
