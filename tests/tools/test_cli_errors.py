@@ -279,18 +279,19 @@ for call in (lambda: pt2x.serde.save(object(), sys.argv[1]),
     assert not dst.exists()
 
 
-def test_tflite_not_available(capsys, tmp_path):
-    """converters/tflite is a placeholder: a clear pt2x error, exit 2, nothing written."""
+def test_tflite_convert_writes_a_tfl3_flatbuffer(capsys, tmp_path):
+    """``convert --to tflite`` writes a TFL3 flatbuffer (the file identifier at bytes 4-8) and
+    ``to_tflite`` returns the same bytes; an unusable output path still fails before any work."""
     from pt2x.converters import to_tflite
-    from pt2x.converters.errors import ConversionError
 
     dst = tmp_path / "o.tflite"
-    with pytest.raises(ConversionError, match="TFLite conversion is not available yet"):
-        to_tflite(MLP, dst)
-    rc, _, err = _cli(capsys, *_convert("tflite", [], MLP, str(dst)))
-    assert rc == 2
-    assert _one_line(err).startswith("pt2x convert: TFLite conversion is not available yet")
-    assert not dst.exists()
+    rc, out, err = _cli(capsys, *_convert("tflite", [], MLP, str(dst)))
+    assert rc == 0, err
+    data = dst.read_bytes()
+    assert data[4:8] == b"TFL3"
+    assert to_tflite(MLP) == data
+    rc, _, err = _cli(capsys, *_convert("tflite", [], MLP, str(tmp_path / "missing" / "o.tflite")))
+    assert rc == 2 and "missing" in _one_line(err)
 
 
 def test_tflite_without_its_extra(tmp_path):
@@ -298,7 +299,7 @@ def test_tflite_without_its_extra(tmp_path):
     r = _run_without(["flatbuffers", "ai_edge_litert"], _CLI, *_convert("tflite", [], MLP, str(tmp_path / "o.tflite")))
     assert r.returncode == 2, r.stderr
     line = _one_line(r.stderr)
-    assert "pip install 'pt2x[tflite]'" in line or "TFLite conversion is not available yet" in line
+    assert "pip install 'pt2x[tflite]'" in line
 
 
 def test_missing_extra_error_is_both():
