@@ -359,15 +359,7 @@ def as_strided(ctx, node):
         if tuple(ctx.info(a.self).shape) == tuple(ctx.out_info().shape):
             return ctx.t(a.self)
         return ctx.op("Reshape", ctx.t(a.self), ctx.ints(list(a.size)))
-    vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
-    if not all(isinstance(v, int) for v in vals):
-        raise Unsupported("as_strided with symbolic sizes or strides that are not a reshape of contiguous memory")
-    ctx.reserve_array(list(a.size) + [2], 8, "as_strided index")
-    idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
-    for axis, (n, st) in enumerate(zip(a.size, a.stride)):
-        shape = [1] * len(a.size)
-        shape[axis] = n
-        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+    idx = _strided_offsets(ctx, a, "as_strided")
     flat = ctx.op("Reshape", ctx.t(a.self), ctx.ints([-1]))
     return ctx.op("Gather", flat, ctx.const_array(idx, "as_strided_index"), axis=0)
 
@@ -385,21 +377,29 @@ def as_strided_scatter(ctx, node):
     src = ctx.t(a.src, out.dtype)
     if layouts.strided_reshape(ctx.view, node):
         return ctx.op("Reshape", src, ctx.shape_of(a.self))
-    vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
     numel = ctx.info(a.self).numel()
-    if not all(isinstance(v, int) for v in vals) or numel is None:
+    if numel is None:
         raise Unsupported("as_strided_scatter with symbolic sizes or strides that are not a reshape of "
                           "contiguous memory")
-    ctx.reserve_array(list(a.size) + [2], 8, "as_strided_scatter index")
-    idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
-    for axis, (n, st) in enumerate(zip(a.size, a.stride)):
-        shape = [1] * len(a.size)
-        shape[axis] = n
-        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
-    flat_idx = idx.reshape(-1)
+    flat_idx = _strided_offsets(ctx, a, "as_strided_scatter").reshape(-1)
     if len(np.unique(flat_idx)) != flat_idx.size or (flat_idx.size and (flat_idx.min() < 0 or flat_idx.max() >= numel)):
         raise Unsupported("as_strided_scatter whose elements overlap or leave the input")
     flat = ctx.op("Reshape", ctx.t(a.self), ctx.ints([-1]))
     put = ctx.op("ScatterND", flat, ctx.const_array(flat_idx.reshape(-1, 1), "as_strided_index"),
                  ctx.op("Reshape", src, ctx.ints([-1])))
     return ctx.op("Reshape", put, ctx.shape_of(a.self))
+
+
+def _strided_offsets(ctx, a, op: str) -> np.ndarray:
+    """The storage offset of every element ``as_strided`` reads (static ``a.size``/``a.stride``/
+    ``a.storage_offset`` only), shaped like ``a.size``."""
+    vals = list(a.size) + list(a.stride) + [a.storage_offset or 0]
+    if not all(isinstance(v, int) for v in vals):
+        raise Unsupported(f"{op} with symbolic sizes or strides that are not a reshape of contiguous memory")
+    ctx.reserve_array(list(a.size) + [2], 8, f"{op} index")
+    idx = np.full(tuple(a.size), a.storage_offset or 0, np.int64)
+    for axis, (n, st) in enumerate(zip(a.size, a.stride)):
+        shape = [1] * len(a.size)
+        shape[axis] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * st).reshape(shape)
+    return idx
