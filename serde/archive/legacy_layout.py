@@ -22,14 +22,13 @@ bytes. ``legacy_findings`` lists what such a layout cannot hold (blockers).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Iterator
 
 from ...schema import dtypes
 from ..codec.pickle_writer import StoredTensor, torch_save_records
 from ..errors import Pt2Error
 from ..findings import Finding
-from .package import ARCHIVE_FORMAT, ARCHIVE_VERSION, DATA_VERSION, serialization_id
+from .package import ARCHIVE_FORMAT, ARCHIVE_VERSION, DATA_VERSION, with_serialization_id
 from .zip_writer import to_bytes
 
 __all__ = ["PICKLED", "FLAT", "legacy_findings", "legacy_members"]
@@ -202,11 +201,5 @@ def legacy_members(archive, layout: str, documents: dict[str, bytes], version: t
     if layout == FLAT:
         return list(_flat_members(archive, documents, version))
     root = archive.root or "archive"
-    members = [(f"{root}/{name}", body) for name, body in _pickled_members(archive, documents)]
-    h = hashlib.sha256()
-    for name, body in members:
-        h.update(name.encode("utf-8"))
-        h.update(len(body).to_bytes(8, "little"))
-        h.update(body)
-    members.append((f"{root}/.data/serialization_id", serialization_id(h.digest())))
-    return members
+    members = ((f"{root}/{name}", body) for name, body in _pickled_members(archive, documents))
+    return list(with_serialization_id(members, f"{root}/.data/serialization_id"))

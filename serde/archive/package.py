@@ -29,14 +29,15 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Iterator, Union
+from typing import Callable, Hashable, Iterable, Iterator, Union
 
 from ...schema import definitions as d
 from ..codec import json_codec
 
-__all__ = ["Payload", "ModelPayload", "archive_members", "serialization_id"]
+__all__ = ["Payload", "ModelPayload", "archive_members", "serialization_id", "with_serialization_id"]
 
-Data = Union[bytes, bytearray, memoryview, Callable[[], Union[bytes, bytearray, memoryview]]]
+Bytes = Union[bytes, bytearray, memoryview]
+Data = Union[Bytes, Callable[[], Bytes]]
 
 ARCHIVE_FORMAT = b"pt2"
 ARCHIVE_VERSION = b"0"
@@ -176,11 +177,18 @@ def archive_members(
     """
     if not models and not extra_files:
         raise ValueError("nothing to save: no models and no extra files")
+    for name, data in with_serialization_id(_members(models, extra_files), ".data/serialization_id"):
+        yield f"{root}/{name}", data
+
+
+def with_serialization_id(members: Iterable[tuple[str, Data]], id_member: str) -> Iterator[tuple[str, Bytes]]:
+    """``members`` as they are reached (callables run then), and last ``id_member``: the
+    ``serialization_id`` of every member name and body before it, as named here."""
     h = hashlib.sha256()
-    for name, data in _members(models, extra_files):
+    for name, data in members:
         data = _materialize(data)
         h.update(name.encode("utf-8"))
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
-        yield f"{root}/{name}", data
-    yield f"{root}/.data/serialization_id", serialization_id(h.digest())
+        yield name, data
+    yield id_member, serialization_id(h.digest())
