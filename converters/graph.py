@@ -26,7 +26,7 @@ from .errors import ConversionError
 
 __all__ = [
     "Dim", "TensorInfo", "GraphView", "ProgramView", "UserInput", "Weight", "Mutation",
-    "open_program", "sym_dim", "output_names", "input_names",
+    "open_program", "sym_dim", "output_names", "input_names", "first_input",
 ]
 
 Dim = Union[int, Expr]
@@ -175,6 +175,12 @@ def input_names(n: d.Node) -> list[str]:
     """Every value node ``n`` reads, in argument order (``schema.walk``; subgraphs are scopes
     of their own and not included)."""
     return [name for _, name in node_inputs(n)]
+
+
+def first_input(n: d.Node) -> str | None:
+    """The first value node ``n`` reads (what an in-place or view op writes or views), or None."""
+    names = input_names(n)
+    return names[0] if names else None
 
 
 # user input Argument member -> UserInput.kind (other members are constants)

@@ -17,14 +17,9 @@ from ..schema import definitions as d
 from ..serde.codec.symbolic import Add, Expr, Integer, Mul, Pow, Symbol
 from . import registry
 from .args import SymRef, bind
-from .graph import Dim, GraphView, input_names, output_names, sym_dim
+from .graph import Dim, GraphView, first_input, output_names, sym_dim
 
 __all__ = ["same_dim", "contiguous_at_zero", "reshape_is_view", "strided_reshape"]
-
-
-def _first_input(node: d.Node) -> str | None:
-    names = input_names(node)
-    return names[0] if names else None
 
 
 # ------------------------------------------------------------------ symbolic sizes
@@ -137,7 +132,7 @@ def reshape_is_view(view: GraphView, node: d.Node) -> bool | None:
     """Whether a ``reshape``/``reshape_as``/``flatten``/``contiguous`` node returned a view of
     its input (True) or a copy (False), from the layout torch recorded for the input; None when
     symbolic strides leave it open."""
-    lay = _layout(view, _first_input(node))
+    lay = _layout(view, first_input(node))
     if lay is None:
         return None
     sizes, strides, _ = lay

@@ -41,7 +41,7 @@ from ..schema import definitions as d
 from ..schema.walk import subgraphs
 from . import registry, views
 from .errors import NotConverted, Unsupported
-from .graph import GraphView, ProgramView, input_names, output_names
+from .graph import GraphView, ProgramView, first_input, input_names, output_names
 from .guard import lowering_failure
 from .report import Problems
 
@@ -191,7 +191,7 @@ def _write_back(ctx: Target, node: d.Node, plan: views.WritePlan) -> None:
         if any(o in ctx.state.poisoned for o in outs):
             continue
         if registry.is_inplace(n.target):  # its result is its (updated) input
-            ctx.env[outs[0]] = ctx.env[input_names(n)[0]]
+            ctx.env[outs[0]] = ctx.env[first_input(n)]
             continue
         _lower_synthetic(ctx, n, f"to re-read {outs[0]!r} after the write")
 

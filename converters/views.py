@@ -46,7 +46,7 @@ from ..schema import definitions as d
 from ..schema.walk import value_refs
 from . import registry
 from .args import bind
-from .graph import GraphView, input_names, output_names
+from .graph import GraphView, first_input, input_names, output_names
 from .layouts import reshape_is_view, strided_reshape
 
 __all__ = ["Link", "WritePlan", "Unprovable", "write_plan", "write_node", "link", "aliases"]
@@ -131,11 +131,6 @@ def write_node(link: Link, origin: d.Node) -> d.Node:
 # ------------------------------------------------------------------ classifying links
 
 
-def _first_input(node: d.Node) -> str | None:
-    names = input_names(node)
-    return names[0] if names else None
-
-
 def aliases(view: GraphView, node: d.Node | None) -> bool:
     """Whether ``node``'s first output may share memory with its first input: a view op
     (``_signature_table.ALIASING``, less what copied: a ``to`` that changes the dtype or has
@@ -168,7 +163,7 @@ def link(view: GraphView, node: d.Node, value: str) -> Link:
     """How a new ``value`` (made by aliasing ``node``) is written back to its source; raises
     ``Unprovable`` for a link whose memory sharing is not known exactly."""
     target = registry.canonical(node.target)
-    source = _first_input(node)
+    source = first_input(node)
     rest = list(node.inputs[1:])
     if registry.is_inplace(target) or target in _IDENTITY:
         return Link(node, source, value, None)
@@ -211,7 +206,7 @@ def _piece(view: GraphView, node: d.Node, target: str, i: int) -> tuple:
     a = bind(node, "self", "split_size" if target == "aten.split.Tensor" else
              "split_sizes" if target == "aten.split_with_sizes.default" else
              "chunks" if target == "aten.chunk.default" else "dim", "dim", dim=0)
-    shape = view.tensor(_first_input(node)).shape
+    shape = view.tensor(first_input(node)).shape
     dim = a.dim % len(shape)
     size = shape[dim]
 
@@ -237,7 +232,7 @@ def _piece(view: GraphView, node: d.Node, target: str, i: int) -> tuple:
 def _inverse_permute(view: GraphView, node: d.Node, target: str, rest: list) -> tuple:
     if target in ("aten.transpose.int", "aten.t.default"):
         return target, rest  # their own inverse
-    rank = view.tensor(_first_input(node)).rank
+    rank = view.tensor(first_input(node)).rank
     if target == "aten.mT.default":
         perm = list(range(rank - 2)) + [rank - 1, rank - 2]
     elif target == "aten.numpy_T.default":
@@ -284,10 +279,10 @@ def _root(view: GraphView, name: str) -> tuple[str, list[tuple[d.Node, str]]]:
     while name not in seen:
         seen.add(name)
         p = view.producer.get(name)
-        if not aliases(view, p) or _first_input(p) is None:
+        if not aliases(view, p) or first_input(p) is None:
             break
         steps.append((p, name))
-        name = _first_input(p)
+        name = first_input(p)
     return name, steps[::-1]
 
 
@@ -296,7 +291,7 @@ def _alias_class(view: GraphView, root: str) -> list[d.Node]:
     members, todo, nodes, seen = {root}, [root], [], set()
     while todo:
         for c in view.consumers.get(todo.pop(), []):
-            if id(c) not in seen and aliases(view, c) and _first_input(c) in members:
+            if id(c) not in seen and aliases(view, c) and first_input(c) in members:
                 seen.add(id(c))
                 nodes.append(c)
                 for o in output_names(c):
@@ -311,7 +306,7 @@ def write_plan(view: GraphView, node: d.Node, *, top: bool) -> WritePlan | None:
     and nothing else aliases it, or nothing can observe the write). ``top``: ``view`` is the
     program's top graph (a write into its inputs and weights is a mutation the model outputs;
     one into a subgraph's inputs is refused). Raises ``Unprovable`` naming the link it cannot prove."""
-    written = _first_input(node)
+    written = first_input(node)
     if written is None:
         return None
     base, steps = _root(view, written)
@@ -337,7 +332,7 @@ def write_plan(view: GraphView, node: d.Node, *, top: bool) -> WritePlan | None:
     for o in live - chain_values:
         while o in producers and o not in chain_values and o not in needed:
             needed.add(o)
-            o = _first_input(producers[o])
+            o = first_input(producers[o])
     rederive = sorted({id(producers[o]): producers[o] for o in needed if idx.pos.get(id(producers[o]), here) < here}
                       .values(), key=lambda n: idx.pos[id(n)])
     for n in rederive:
