@@ -34,9 +34,16 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUPPORT = os.path.join(ROOT, "tests", "support")
 WORKER = os.path.join(SUPPORT, "old_torch_worker.py")
-TARGETS = {"2.8.0": (8, 8), "2.7.1": (8, 7), "2.6.0": (8, 2)}
-"""Release -> the schema pt2x writes for it."""
+RELEASES = ("2.8.0", "2.7.1", "2.6.0")
+"""The releases this script checks (the schema written for each: ``target_schema``)."""
 DEFAULT_RELEASES = "2.8.0,2.6.0"
+
+
+def target_schema(release: str) -> tuple[int, int]:
+    """The schema pt2x writes for torch ``release`` (``serde.compat.releases``' table)."""
+    from pt2x.serde.compat.releases import parse_target
+
+    return parse_target(f"torch=={release}")
 
 
 # ------------------------------------------------------------------------ venvs
@@ -193,7 +200,8 @@ def _cell(target: dict | None, check: dict | None) -> str:
 
 def markdown(results: dict, checks: dict, versions: dict) -> str:
     releases = list(versions)
-    head = "| program | " + " | ".join(f"torch {versions[r]} (schema {TARGETS[r][0]}.{TARGETS[r][1]})" for r in releases) + " |"
+    schemas = {r: "%d.%d" % target_schema(r) for r in releases}
+    head = "| program | " + " | ".join(f"torch {versions[r]} (schema {schemas[r]})" for r in releases) + " |"
     lines = [head, "|" + " --- |" * (len(releases) + 1)]
     for name, row in results.items():
         if row["error"]:
@@ -218,7 +226,7 @@ def summary(results: dict, checks: dict, releases: list[str]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--venvs", default="/work/venvs", help="folder holding torch-<release>/ venvs")
-    p.add_argument("--releases", default=DEFAULT_RELEASES, help="comma-separated, from " + ", ".join(TARGETS))
+    p.add_argument("--releases", default=DEFAULT_RELEASES, help="comma-separated, from " + ", ".join(RELEASES))
     p.add_argument("--cases", default=None, help="comma-separated zoo programs (default: the zoo's own cases)")
     p.add_argument("--exportdb", action="store_true", help="also every ExportDB example the zoo holds")
     p.add_argument("--make-venvs", action="store_true", help="create missing venvs with pip install torch==<release>")
@@ -229,9 +237,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     releases = [r.strip() for r in args.releases.split(",") if r.strip()]
-    unknown = [r for r in releases if r not in TARGETS]
+    unknown = [r for r in releases if r not in RELEASES]
     if unknown:
-        p.error(f"no target schema known for {unknown}; known: {list(TARGETS)}")
+        p.error(f"not a release this script checks: {unknown}; known: {list(RELEASES)}")
     if args.make_venvs:
         for r in releases:
             make_venv(args.venvs, r)
@@ -250,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or tempfile.mkdtemp(prefix="pt2x-old-torch-")
     os.makedirs(work, exist_ok=True)
     t0 = time.time()
-    results = write_files(names, {r: TARGETS[r] for r in releases}, work)
+    results = write_files(names, {r: target_schema(r) for r in releases}, work)
     checks = {r: check_release(venv_python(args.venvs, r), os.path.join(work, f"manifest-{r}.json"), args.timeout)
               for r in releases}
     report = {
