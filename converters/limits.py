@@ -31,3 +31,16 @@ MAX_MESSAGE_CHARS = 500
 """Characters of an underlying exception's message kept when a failure inside a lowering
 is reported as a ``ConversionError`` (numpy and protobuf messages can quote whole
 arrays)."""
+
+MAX_ONNX_NODES = 1_000_000
+"""Nodes an ONNX model from outside pt2x may hold, every subgraph counted (the loader's
+``MAX_GRAPH_NODES`` for a program). The largest real exports (LLMs unrolled per layer) hold
+tens of thousands; each node costs the TFLite target a mapper call and a few tensors."""
+
+MAX_ONNX_DIM = 2**31 - 1
+"""The largest dim an ONNX model may state (value infos, initializers): TFLite stores shapes
+as int32, and a larger dim could never be allocated by its runtime anyway."""
+
+MAX_ONNX_SUBGRAPH_DEPTH = 16
+"""How deep ``If``/``Loop``/``Scan`` bodies may nest in an ONNX model (the loader's
+``MAX_SUBGRAPH_DEPTH`` for a program): each level is a recursion of the converter's own."""

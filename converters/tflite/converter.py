@@ -4,6 +4,8 @@ Phases: ``prepare`` (the ONNX model, shape-inferred and folded) -> the graph's i
 ONNX node through its mapper (``mappers.MAPPERS``), the outputs -> the layout pass
 (``layout.py``) -> ``writer.write``. Every ONNX node TFLite cannot take is reported at once
 in one ``UnsupportedOpsError`` naming the ONNX node and, for a .pt2, the ATen node it came from.
+An ONNX model from outside pt2x is checked first (``onnx_check.py``); anything that still
+fails in a phase leaves as a ``ConversionError`` naming the phase (``guard.stage``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import onnx
 from onnx import TensorProto
 
 from ...schema import definitions as d
+from ...serde.errors import Pt2Error
 from ..errors import ConversionError, Unsupported
+from ..guard import stage
 from ..report import Problems
 from .emit import Emitter, compute_type
 from .layout import optimize_layout
@@ -46,9 +50,12 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
     size in the program's ranges works after ``Interpreter.resize_tensor_input``. Raises
     ``UnsupportedOpsError`` listing every op TFLite cannot take (for a .pt2, the ATen nodes
     they came from), ``ConversionError`` for a model that cannot be read."""
-    prepared = prepare(load_onnx(src, model))
-    program = convert_prepared(prepared, nhwc_io=nhwc_io)
-    data = write(program)
+    with stage(None, "reading the ONNX model", passthrough=(Pt2Error,)):
+        prepared = prepare(load_onnx(src, model))
+    with stage(prepared.member, "converting to TFLite", passthrough=(Pt2Error,)):
+        program = convert_prepared(prepared, nhwc_io=nhwc_io)
+    with stage(prepared.member, "writing the TFLite flatbuffer", passthrough=(Pt2Error,)):
+        data = write(program)
     if dst is not None:
         with open(os.fspath(dst), "wb") as f:
             f.write(data)
@@ -57,7 +64,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
 
 def load_mappers() -> dict:
     from . import (ops_attention, ops_blocks, ops_control, ops_elementwise, ops_index,  # noqa: F401
-                   ops_linalg, ops_nn, ops_reduce, ops_rnn, ops_shape)
+                   ops_linalg, ops_nn, ops_reduce, ops_rnn, ops_rnn_while, ops_shape)
 
     return MAPPERS
 

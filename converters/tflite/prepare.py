@@ -19,6 +19,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from ..errors import ConversionError
+from .onnx_check import check_onnx_model
 
 __all__ = ["Prepared", "ONNX_OPSET", "load_onnx", "prepare"]
 
@@ -26,6 +27,10 @@ ONNX_OPSET = 18
 _FOLD_MAX_ELEMENTS = 1 << 22  # a folded constant larger than this stays a computation
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
             "If", "Loop", "Scan"}
+# ops whose output size comes from an input's values, not its size: folded only when shape
+# inference bounds their output (a 3-element shape constant can ask for 10**18 elements)
+_AMPLIFIERS = {"ConstantOfShape", "Expand", "Tile", "Range", "Pad", "Resize", "Upsample", "OneHot", "EyeLike",
+               "CenterCropPad", "Col2Im"}
 
 
 @dataclass
@@ -144,6 +149,19 @@ def _eval(node: onnx.NodeProto, inputs: list[np.ndarray], opset_imports) -> list
         return None
 
 
+def _bounded(node: onnx.NodeProto, infos: dict) -> bool:
+    """Whether evaluating ``node`` makes outputs of at most ``_FOLD_MAX_ELEMENTS`` each: shape
+    inference says so, or the op's outputs are no larger than what its inputs bound."""
+    for o in node.output:
+        shape = _static_shape(infos[o]) if o in infos else None
+        if shape is None:
+            if node.op_type in _AMPLIFIERS:
+                return False
+        elif np.prod(shape, dtype=np.float64) > _FOLD_MAX_ELEMENTS:
+            return False
+    return True
+
+
 def fold(m: onnx.ModelProto) -> onnx.ModelProto:
     """Evaluate nodes of the main graph whose inputs are all constants; ``Shape`` of a value
     whose shape inference found fully static becomes a constant too."""
@@ -160,7 +178,7 @@ def fold(m: onnx.ModelProto) -> onnx.ModelProto:
         elif node.op_type == "Shape" and node.input[0] in infos and _static_shape(infos[node.input[0]]) is not None:
             out = _eval(node, [np.zeros(_static_shape(infos[node.input[0]]), np.float32)], m.opset_import) \
                 if np.prod(_static_shape(infos[node.input[0]])) < _FOLD_MAX_ELEMENTS else None
-        elif node.input and all((not i) or i in consts for i in node.input):
+        elif node.input and all((not i) or i in consts for i in node.input) and _bounded(node, infos):
             out = _eval(node, [consts[i] for i in node.input if i], m.opset_import)
         else:
             out = None
@@ -210,6 +228,8 @@ def prepare(p: Prepared) -> Prepared:
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
         raise ConversionError("the ONNX model keeps weights in external files: pass its path, or the "
                               "ModelProto with its weights loaded (onnx.load(path))")
+    if p.source == "onnx":
+        check_onnx_model(m)
     try:
         m = shape_inference.infer_shapes(m, data_prop=True)
         m = fold(m)

@@ -31,8 +31,13 @@ def _camel(snake: str) -> str:
     return "".join(p[:1].upper() + p[1:] for p in snake.split("_"))
 
 
-def _int_vector(b: flatbuffers.Builder, values, dtype=np.int32) -> int:
-    return b.CreateNumpyVector(np.asarray(list(values), dtype=dtype))
+def _int_vector(b: flatbuffers.Builder, values, dtype=np.int32, what: str = "an int vector") -> int:
+    values = list(values)
+    info = np.iinfo(dtype)
+    bad = next((v for v in values if not info.min <= v <= info.max), None)
+    if bad is not None:
+        raise ConversionError(f"{what}: {bad} does not fit TFLite's {np.dtype(dtype).name}")
+    return b.CreateNumpyVector(np.asarray(values, dtype=dtype))
 
 
 def _table_vector(b: flatbuffers.Builder, offsets: list[int]) -> int:
@@ -44,7 +49,7 @@ def _table_vector(b: flatbuffers.Builder, offsets: list[int]) -> int:
 
 def _options(b: flatbuffers.Builder, name: str, fields: dict) -> int:
     """One BuiltinOptions table: scalar fields, and int lists as int32 vectors."""
-    vectors = {k: _int_vector(b, v) for k, v in fields.items() if isinstance(v, (list, tuple))}
+    vectors = {k: _int_vector(b, v, what=f"{name}.{k}") for k, v in fields.items() if isinstance(v, (list, tuple))}
     getattr(fb, f"{name}Start")(b)
     for k, v in fields.items():
         getattr(fb, f"{name}Add{_camel(k)}")(b, vectors.get(k, v))
@@ -86,9 +91,9 @@ def _tensor(b, t, buffers: _Buffers) -> int:
     name = b.CreateString(t.name)
     shape = sig = None
     if t.shape is not None:
-        shape = _int_vector(b, [1 if d < 0 else d for d in t.shape])
+        shape = _int_vector(b, [1 if d < 0 else d for d in t.shape], what=f"the shape of tensor {t.name!r}")
         if any(d < 0 for d in t.shape):
-            sig = _int_vector(b, t.shape)
+            sig = _int_vector(b, t.shape, what=f"the shape of tensor {t.name!r}")
     buf = buffers.add(np.ascontiguousarray(t.data).tobytes()) if t.data is not None else 0
     fb.TensorStart(b)
     if shape is not None:
