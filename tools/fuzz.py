@@ -10,9 +10,20 @@ each (but cli) only if the one before succeeded:
   validate  ``serde.validate.validate_archive`` (findings as ``--json`` prints them) and
             ``serde.compat.check_target`` for a torch release
   onnx      ``pt2x.converters.to_onnx`` for every model, serialized
+  tflite    ``pt2x.converters.to_tflite`` for every model (needs only load to have succeeded)
   cli       ``pt2x inspect`` (text and --json), ``pt2x validate`` (text, and --json with a
-            --target), ``pt2x convert --to pt2 --target-schema`` (whose output must load
-            again), in process, printing to strict UTF-8; runs after a refusal too
+            --target), ``pt2x convert --to pt2 --target-schema`` for a release and for 8.8
+            and 8.2 (the torch 2.8 and 2.6 layouts; each output must load again), in
+            process, printing to strict UTF-8; runs after a refusal too
+
+With ``--onnx`` the cases are ONNX models instead (``fuzz_onnx_mutations.py``: pt2x's own
+``to_onnx`` output of fixtures and hand-built graphs, mutated as ModelProtos or as bytes,
+some pointing at external data inside, beside (a symlink) or outside their folder), through
+the stages
+
+  tflite-onnx  ``to_tflite`` of the ``.onnx`` file and of the parsed ``ModelProto``;
+               external data outside the model's folder must be refused
+  cli-onnx     ``pt2x convert X.onnx --to tflite -o Y``
 
 in long-lived worker processes, one case at a time, each case under a time limit (the
 parent dumps the worker's stack, kills it and starts another) and an address-space
@@ -74,12 +85,15 @@ __all__ = [
     "worker_main",
 ]
 
-STAGES = ("load", "validate", "onnx", "cli")
+STAGES = ("load", "validate", "onnx", "tflite", "cli")
+ONNX_STAGES = ("tflite-onnx", "cli-onnx")
+"""The stages of an ``--onnx`` run (cases are ``.onnx`` models, not archives)."""
 _SELFTEST = ("selftest-sleep", "selftest-alloc", "selftest-crash", "selftest-escape", "selftest-marker")
 """Stages that misbehave on purpose, so tests can check the fuzzer's own verdicts."""
 
 _PKG = Path(_HERE).parent  # the repository root is the pt2x package
 _TARGETS = ("torch==2.6", "torch==2.8", "torch==2.10", "8.20")
+_OLD_LAYOUTS = ("8.8", "8.2")  # cli: convert --to pt2 for these too (torch 2.8's and 2.6's layouts)
 _BAD = ("escape", "timeout", "memory", "crash", "generror")
 _READY_TIMEOUT = 120.0
 
@@ -147,6 +161,7 @@ class CaseResult:
     marker: list[str] = field(default_factory=list)  # files that appeared in the worker's directory
     traceback: str | None = None
     seconds: float = 0.0
+    onnx: bool = False  # an ONNX-input case (--onnx)
 
     @property
     def bad(self) -> bool:
@@ -161,7 +176,7 @@ class CaseResult:
         return self.file if self.file else f"{self.seed}:{self.index}"
 
     def replay_command(self) -> str:
-        return f"python tools/fuzz.py --replay {self.label}"
+        return f"python tools/fuzz.py --replay {self.label}" + (" --onnx" if self.onnx and not self.file else "")
 
 
 @dataclass
@@ -179,6 +194,7 @@ class FuzzConfig:
     max_failures: int = 0  # stop after this many bad cases (0: never)
     progress: bool = False
     start: int = 0  # first case index
+    onnx: bool = False  # cases are mutated ONNX models (fuzz_onnx_mutations), through ONNX_STAGES
 
 
 @dataclass
@@ -279,6 +295,95 @@ def _stage_onnx(ctx: _Ctx) -> None:
         to_onnx(ctx.archive, model=name).SerializeToString()
 
 
+def _stage_tflite(ctx: _Ctx) -> None:
+    from pt2x.converters import to_tflite
+
+    for name in list(ctx.archive.models):
+        to_tflite(ctx.archive, model=name)
+
+
+class OutsideDataRead(Exception):
+    """An ONNX model whose external data lies outside its folder was converted, not refused."""
+
+
+class BadOutput(Exception):
+    """A conversion reported success but wrote something that is not a TFLite flatbuffer."""
+
+
+def _check_tflite(data: bytes, what: str) -> None:
+    if len(data) < 8 or data[4:8] != b"TFL3":
+        raise BadOutput(f"{what} returned {len(data)} bytes without the TFL3 identifier")
+
+
+def _onnx_case_file(ctx: _Ctx) -> tuple[str, list[str]]:
+    """The case as ``model.onnx`` in its laid-out folder, and the locations it reads from outside it."""
+    from pt2x.tools import fuzz_onnx_mutations as fom
+
+    folder = fom.case_folder(ctx.scratch)
+    path = os.path.join(folder, fom.MODEL_NAME)
+    with open(path, "wb") as f:
+        f.write(ctx.data)
+    return path, fom.outside_locations(ctx.data, folder)
+
+
+def _stage_tflite_onnx(ctx: _Ctx) -> None:
+    """``to_tflite`` of the ``.onnx`` file, then of the parsed ``ModelProto`` (when it parses)."""
+    from pt2x.converters import to_tflite
+    from pt2x.serde.errors import Pt2Error
+    from pt2x.tools import fuzz_onnx_mutations as fom
+
+    path, outside = _onnx_case_file(ctx)
+    refused: Pt2Error | None = None
+    try:
+        _check_tflite(to_tflite(path), "to_tflite(path)")
+        if outside:
+            raise OutsideDataRead(f"to_tflite read external data at {outside} outside the model's folder")
+    except Pt2Error as e:
+        refused = e
+    proto = fom.parse(ctx.data)
+    if proto is not None:
+        try:
+            _check_tflite(to_tflite(proto), "to_tflite(ModelProto)")
+        except Pt2Error as e:
+            refused = refused or e
+    if refused is not None:
+        raise refused
+
+
+def _stage_cli_onnx(ctx: _Ctx) -> None:
+    """``pt2x convert X.onnx --to tflite -o Y`` in process (see ``_stage_cli``)."""
+    from pt2x.serde.errors import Pt2Error
+    from pt2x.tools import cli
+
+    path, outside = _onnx_case_file(ctx)
+    out = os.path.join(os.path.dirname(path), "out.tflite")
+    if os.path.exists(out):
+        os.unlink(out)
+    args = cli.build_parser().parse_args(["convert", path, "--to", "tflite", "-o", out])
+    with _quiet_stdio():
+        rc = args.func(args)
+    if rc == 0:
+        with open(out, "rb") as f:
+            _check_tflite(f.read(), "pt2x convert --to tflite")
+        if outside:
+            raise OutsideDataRead(f"pt2x convert read external data at {outside} outside the model's folder")
+    elif not isinstance(rc, int):
+        raise Pt2Error(f"pt2x convert returned {rc!r}")
+
+
+class _quiet_stdio:
+    """stdout strict UTF-8 (as a UTF-8 terminal or pipe is), stderr backslash-replacing (as
+    Python's is), both discarded."""
+
+    def __enter__(self):
+        self.saved = sys.stdout, sys.stderr
+        sys.stdout = io.TextIOWrapper(_Discard(), encoding="utf-8", errors="strict", write_through=True)
+        sys.stderr = io.TextIOWrapper(_Discard(), encoding="utf-8", errors="backslashreplace", write_through=True)
+
+    def __exit__(self, *exc):
+        sys.stdout, sys.stderr = self.saved
+
+
 def _selftest(ctx: _Ctx, what: str) -> None:
     if what == "selftest-sleep":
         time.sleep(3600)
@@ -315,7 +420,7 @@ def _cli_commands(path: str, out: str, index: int) -> list[list[str]]:
         ["inspect", "--json", path],
         ["validate", path],
         ["validate", "--json", "--target", target, path],
-        ["convert", path, "--to", "pt2", "--target-schema", target, "-o", out],
+        *(["convert", path, "--to", "pt2", "--target-schema", t, "-o", out] for t in (target, *_OLD_LAYOUTS)),
     ]
 
 
@@ -335,7 +440,7 @@ def _stage_cli(ctx: _Ctx) -> None:
     try:
         for argv in _cli_commands(ctx.path, out, ctx.index):
             if _NOTE is not None:
-                _NOTE.send(event="tick", text=f"pt2x {' '.join(argv[:-1] if argv[0] != 'convert' else argv[:1])}")
+                _NOTE.send(event="tick", text=f"pt2x {' '.join(argv[:-1] if argv[0] != 'convert' else argv[-4:-2])}")
             if os.path.exists(out):
                 os.unlink(out)
             sys.stdout = io.TextIOWrapper(_Discard(), encoding="utf-8", errors="strict", write_through=True)
@@ -360,10 +465,14 @@ def _stage_cli(ctx: _Ctx) -> None:
         raise refused
 
 
-_STAGE_FUNCS = {"load": _stage_load, "validate": _stage_validate, "onnx": _stage_onnx, "cli": _stage_cli}
-_INDEPENDENT = {"cli"}
-"""Stages that read the file themselves: they run unless an earlier stage went wrong (a refusal
-by pt2x is fine), where the others need the stage before them to have succeeded."""
+_STAGE_FUNCS = {"load": _stage_load, "validate": _stage_validate, "onnx": _stage_onnx, "tflite": _stage_tflite,
+                "cli": _stage_cli, "tflite-onnx": _stage_tflite_onnx, "cli-onnx": _stage_cli_onnx}
+_NEEDS = {"load": "chain", "validate": "chain", "onnx": "chain", "tflite": "load", "cli": None,
+          "tflite-onnx": None, "cli-onnx": None}
+"""What a stage needs before it runs: ``chain`` every stage before it succeeded, ``load`` the
+load stage succeeded (it uses the loaded archive), None nothing (it reads the file itself; it
+runs unless an earlier stage went wrong, a refusal by pt2x being fine)."""
+_INDEPENDENT = {s for s, need in _NEEDS.items() if need is None}
 
 
 def _frames_site(frames: list[tuple[str, int, str]]) -> tuple[str | None, str | None]:
@@ -443,8 +552,16 @@ def _vm_size() -> int:
     return 0
 
 
-def _warm_up(fixtures: list[str], scratch: str) -> None:
-    """Clean cases through every stage, so lazy imports happen before the limits start."""
+def _warm_up(fixtures: list[str], scratch: str, onnx_mode: bool) -> None:
+    """Clean cases through every stage, so lazy imports happen before the limits start (and,
+    for ``--onnx``, the base models are made)."""
+    if onnx_mode:
+        from pt2x.tools import fuzz_onnx_mutations as fom
+
+        for _, data in fom.base_models(fixtures)[:3]:
+            ctx = _Ctx(data, 0, "", scratch)
+            for stage in ONNX_STAGES:
+                _run_stage(stage, ctx, False)
     for path in fixtures[:3]:
         ctx = _Ctx(Path(path).read_bytes(), 0, path, scratch)
         for stage in STAGES:
@@ -473,7 +590,7 @@ def worker_main() -> None:
     import pt2x.serde.validate  # noqa: F401
     from pt2x.tools import fuzz_mutations as fm
 
-    _warm_up(fixtures, os.path.dirname(init["case_file"]))
+    _warm_up(fixtures, os.path.dirname(init["case_file"]), bool(init.get("onnx")))
     if init.get("memory_mib"):
         limit = _vm_size() + int(init["memory_mib"]) * (1 << 20)
         hard = resource.getrlimit(resource.RLIMIT_AS)[1]
@@ -498,9 +615,16 @@ def _serve(req: dict, fixtures: list[str], fm, proto: _Proto, case_file: str) ->
             data = Path(req["file"]).read_bytes()
             proto.send(event="case", fixture=None, steps=[], size=len(data), sha256=hashlib.sha256(data).hexdigest())
         else:
-            case = fm.make_case(req["seed"], req["index"], fixtures)
+            if req.get("onnx"):
+                from pt2x.tools import fuzz_onnx_mutations as fom
+
+                case = fom.make_case(req["seed"], req["index"], fixtures)
+                fixture = case.fixture
+            else:
+                case = fm.make_case(req["seed"], req["index"], fixtures)
+                fixture = _rel(case.fixture)
             data = case.data
-            proto.send(event="case", fixture=_rel(case.fixture), steps=case.steps, size=len(data),
+            proto.send(event="case", fixture=fixture, steps=case.steps, size=len(data),
                        sha256=hashlib.sha256(data).hexdigest())
     except Exception as e:  # noqa: BLE001 - a fuzzer bug (MemoryError included), reported as such
         proto.send(event="result", stage="gen", outcome=f"generror:{type(e).__name__}", message=str(e)[:400],
@@ -511,9 +635,11 @@ def _serve(req: dict, fixtures: list[str], fm, proto: _Proto, case_file: str) ->
     ctx = _Ctx(data, req.get("index") or 0, case_file, os.path.dirname(case_file))
     restart = False
     chain_ok = True  # every stage so far succeeded: the next dependent stage may run
+    passed: set[str] = set()
     try:
         for stage in req["stages"]:
-            if not (chain_ok or stage in _INDEPENDENT):
+            need = _NEEDS.get(stage, "chain")
+            if not (need is None or (need == "chain" and chain_ok) or need in passed):
                 continue
             proto.send(event="start", stage=stage)
             res, tb_text = _run_stage(stage, ctx, bool(req.get("traceback")))
@@ -524,6 +650,8 @@ def _serve(req: dict, fixtures: list[str], fm, proto: _Proto, case_file: str) ->
             if kind not in ("ok", "pt2error"):
                 break
             chain_ok = chain_ok and kind == "ok"
+            if kind == "ok":
+                passed.add(stage)
     finally:
         if ctx.archive is not None:
             try:
@@ -707,7 +835,7 @@ class _Run:
         self.results: list[CaseResult] = []
         self.rundir = tempfile.mkdtemp(prefix="pt2x-fuzz-run-")
         self.logdir = tempfile.mkdtemp(prefix="pt2x-fuzz-logs-")
-        init = {"fixtures": fixtures, "memory_mib": config.memory_mib}
+        init = {"fixtures": fixtures, "memory_mib": config.memory_mib, "onnx": config.onnx}
         self.workers = [_Worker(i, self.rundir, self.logdir, init) for i in range(max(1, config.jobs))]
         self.saver = _Saver(config, fixtures) if config.out else None
         self.last_progress = time.monotonic()
@@ -755,7 +883,7 @@ class _Run:
         for w in self.workers:
             if w.ready and w.job is None and self.pending and not self._stopping():
                 job, req = self.pending.popleft()
-                req = dict(req, stages=list(self.config.stages), traceback=self.want_tb)
+                req = dict(req, stages=list(self.config.stages), traceback=self.want_tb, onnx=self.config.onnx)
                 if not w.assign(job, req, self.config.timeout):
                     self._died(w)
 
@@ -878,7 +1006,7 @@ class _Saver:
         if data is None:
             return
         stem = f"s{r.seed}-i{r.index}" if r.file is None else Path(r.file).stem
-        path = self.dir / f"{stem}.pt2"
+        path = self.dir / f"{stem}{'.onnx' if self.config.onnx else '.pt2'}"
         if k in self.best:
             old = self.best[k][1]
             if old != path and not any(v[1] == old for kk, v in self.best.items() if kk != k):
@@ -931,7 +1059,7 @@ def reproducer_record(r: CaseResult, config: FuzzConfig) -> dict:
 def fuzz(config: FuzzConfig) -> FuzzReport:
     """Generate and run cases ``config.start .. config.start + config.n - 1`` for ``config.seed``."""
     fixtures = _fixture_files(config.fixtures)
-    reqs = [(CaseResult(config.seed, i), {"seed": config.seed, "index": i})
+    reqs = [(CaseResult(config.seed, i, onnx=config.onnx), {"seed": config.seed, "index": i})
             for i in range(config.start, config.start + config.n)]
     t0 = time.monotonic()
     run = _Run(config, fixtures, reqs)
@@ -943,10 +1071,14 @@ def fuzz(config: FuzzConfig) -> FuzzReport:
     return report
 
 
-def run_files(paths: list[str], *, stages: tuple[str, ...] = STAGES, timeout: float = 10.0, memory_mib: int = 2048,
-              traceback: bool = False) -> list[CaseResult]:
-    """Run saved .pt2 files (reproducers) through the stages, under the same limits."""
-    config = FuzzConfig(n=len(paths), stages=tuple(stages), timeout=timeout, memory_mib=memory_mib)
+def run_files(paths: list[str], *, stages: tuple[str, ...] | None = None, timeout: float = 10.0,
+              memory_mib: int = 2048, traceback: bool = False) -> list[CaseResult]:
+    """Run saved files (reproducers) through the stages, under the same limits: ``.onnx`` files
+    (all of them or none) through ``ONNX_STAGES``, others through ``STAGES`` unless ``stages``."""
+    onnx_mode = bool(paths) and all(str(p).endswith(".onnx") for p in paths)
+    if stages is None:
+        stages = ONNX_STAGES if onnx_mode else STAGES
+    config = FuzzConfig(n=len(paths), stages=tuple(stages), timeout=timeout, memory_mib=memory_mib, onnx=onnx_mode)
     fixtures = _fixture_files(None)
     reqs = [(CaseResult(None, i, file=str(p)), {"file": os.path.abspath(p), "index": i}) for i, p in enumerate(paths)]
     run = _Run(config, fixtures, reqs, want_tb=traceback)
@@ -958,9 +1090,10 @@ def run_files(paths: list[str], *, stages: tuple[str, ...] = STAGES, timeout: fl
 
 
 def replay(seed: int, index: int, *, fixtures: list[str] | None = None, stages: tuple[str, ...] = STAGES,
-           timeout: float = 10.0, memory_mib: int = 2048) -> CaseResult:
+           timeout: float = 10.0, memory_mib: int = 2048, onnx: bool = False) -> CaseResult:
     """One generated case again, with the full traceback of a failing stage."""
-    config = FuzzConfig(n=1, seed=seed, stages=tuple(stages), timeout=timeout, memory_mib=memory_mib, fixtures=fixtures)
+    config = FuzzConfig(n=1, seed=seed, stages=tuple(stages), timeout=timeout, memory_mib=memory_mib, fixtures=fixtures,
+                        onnx=onnx)
     files = _fixture_files(fixtures)
     run = _Run(config, files, [(CaseResult(seed, index), {"seed": seed, "index": index})], want_tb=True)
     [r] = run.run()
@@ -1067,7 +1200,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "command of the cli stage (default 10)")
     p.add_argument("--memory", type=int, default=2048, metavar="MiB",
                    help="address space per worker past its size after imports, RLIMIT_AS (default 2048)")
-    p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, from {','.join(STAGES)} (default all)")
+    p.add_argument("--stages", default=None, help=f"comma-separated, from {','.join(STAGES)} (default all), or with "
+                   f"--onnx from {','.join(ONNX_STAGES)} (default both)")
+    p.add_argument("--onnx", action="store_true", help="cases are mutated ONNX models (fuzz_onnx_mutations.py) "
+                   "converted to TFLite; a --replay FILE ending in .onnx implies it")
     p.add_argument("--fixtures", nargs="+", metavar="DIR", help="folders (or files) of .pt2 fixtures "
                    "(default: every tests/fixtures/pt2/torch-*/)")
     p.add_argument("--out", help="folder for reproducers: the smallest case per distinct site (.pt2 + .json)")
@@ -1078,12 +1214,15 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--save-case", metavar="PATH", help="with --replay SEED:INDEX: also write the case's .pt2 here")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     args = p.parse_args(argv)
-    stages = tuple(s for s in args.stages.split(",") if s)
-    unknown = [s for s in stages if s not in STAGES]
+    if args.replay and args.replay.endswith(".onnx"):
+        args.onnx = True
+    allowed = ONNX_STAGES if args.onnx else STAGES
+    stages = tuple(s for s in (args.stages or ",".join(allowed)).split(",") if s)
+    unknown = [s for s in stages if s not in allowed]
     if unknown or not stages:
-        p.error(f"--stages: unknown {unknown}; choose from {','.join(STAGES)}")
-    if any(s in ("validate", "onnx") for s in stages) and stages[0] != "load":
-        p.error("--stages: validate and onnx use the loaded archive: start with load")
+        p.error(f"--stages: unknown {unknown}; choose from {','.join(allowed)}")
+    if any(_NEEDS[s] in ("chain", "load") for s in stages) and stages[0] != "load":
+        p.error("--stages: validate, onnx and tflite use the loaded archive: start with load")
     args.stage_list = stages
     return args
 
@@ -1109,9 +1248,12 @@ def _replay_cli(args: argparse.Namespace) -> int:
     if m:
         seed, index = int(m.group(1)), int(m.group(2))
         r = replay(seed, index, fixtures=_fixture_files(args.fixtures) if args.fixtures else None,
-                   stages=args.stage_list, timeout=args.timeout, memory_mib=args.memory)
+                   stages=args.stage_list, timeout=args.timeout, memory_mib=args.memory, onnx=args.onnx)
         if args.save_case:
-            from pt2x.tools import fuzz_mutations as fm
+            if args.onnx:
+                from pt2x.tools import fuzz_onnx_mutations as fm
+            else:
+                from pt2x.tools import fuzz_mutations as fm
 
             Path(args.save_case).write_bytes(fm.make_case(seed, index, _fixture_files(args.fixtures)).data)
     else:
@@ -1128,11 +1270,12 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     config = FuzzConfig(n=args.n, seed=seed, jobs=args.jobs, timeout=args.timeout, memory_mib=args.memory,
                         stages=args.stage_list, fixtures=args.fixtures, out=args.out,
-                        max_failures=args.max_failures, progress=not args.quiet, start=args.start)
+                        max_failures=args.max_failures, progress=not args.quiet, start=args.start, onnx=args.onnx)
     if config.fixtures is not None:
         config.fixtures = _fixture_files(config.fixtures)
     print(f"pt2x fuzz: seed {seed}, cases {config.start}..{config.start + config.n - 1}, "
-          f"{len(_fixture_files(config.fixtures))} fixtures, stages {','.join(config.stages)}", flush=True)
+          f"{len(_fixture_files(config.fixtures))} fixtures{' (ONNX cases)' if config.onnx else ''}, "
+          f"stages {','.join(config.stages)}", flush=True)
     report = fuzz(config)
     if args.results:
         with open(args.results, "w") as f:
