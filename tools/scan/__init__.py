@@ -14,5 +14,6 @@ One concern per module, in the order data flows:
 ``progress``    the progress bar (a terminal only)
 ``driver``      ties them together for ``pt2x scan`` (``tools/cmd_scan.py``)
 
-Only ``ray_runner`` imports ray, and only ``discover`` / ``check`` import fsspec (lazily).
+Only ``ray_runner`` imports ray, and only ``discover`` imports fsspec (lazily; ``check`` reads a URL
+through ``discover.open_url``).
 """

@@ -33,7 +33,7 @@ from ...serde.errors import Pt2Error
 from .discover import is_url, open_url
 from .options import ScanOptions
 
-__all__ = ["MAX_FINDINGS", "MAX_MESSAGE", "OutOfMemory", "check_artifact", "error_dict", "caused_by_memory"]
+__all__ = ["MAX_FINDINGS", "MAX_MESSAGE", "OutOfMemory", "check_artifact", "converter", "error_dict", "caused_by_memory"]
 
 MAX_FINDINGS = 50
 """Findings kept per artifact (a hostile file can have thousands; the counts stay exact)."""
@@ -111,7 +111,9 @@ def _validate_keys(archive, options: ScanOptions) -> dict:
     return out
 
 
-def _converter(name: str):
+def converter(name: str):
+    """The function doing conversion ``name`` (one of ``options.CONVERTERS``); getting it imports
+    its target's package (``ImportError``, a ``MissingExtraError``, when its extra is missing)."""
     from ... import converters
 
     return converters.to_onnx if name == "onnx" else converters.to_tflite
@@ -122,7 +124,7 @@ def _convert_one(name: str, archive, model: str) -> dict:
 
     t0 = time.perf_counter()
     try:
-        _converter(name)(archive, model=model)  # into memory: the model is returned, nothing written
+        converter(name)(archive, model=model)  # into memory: the model is returned, nothing written
         out: dict = {"result": "ok"}
     except UnsupportedOpsError as e:
         if caused_by_memory(e):

@@ -1,10 +1,10 @@
 """The check of one artifact in a child process, under a time and a memory limit.
 
 Child side (``python -m pt2x.tools.scan.worker``): reads the options (one JSON line), imports
-what the checks need and checks the example pt2x ships once (warm-up), then limits its address space (``RLIMIT_AS``) to its size after those
-imports plus ``memory_mb``, says it is ready, and answers one JSON line per artifact location
-it is sent. Running out of memory is reported as verdict ``oom`` and the child exits (its heap
-may be left in pieces); the parent starts another.
+what the checks need and checks the example pt2x ships once (warm-up), then limits its address
+space (``RLIMIT_AS``) to its size after that plus ``memory_mb``, says it is ready, and answers
+one JSON line per artifact location it is sent. Running out of memory is reported as verdict
+``oom`` and the child exits (its heap may be left in pieces); the parent starts another.
 
 Parent side (``Worker``): starts the child, sends one artifact at a time, and turns what can
 go wrong into that artifact's result: no answer within ``timeout`` seconds -> the child is
@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 
-from .check import MAX_MESSAGE
+from .check import MAX_MESSAGE, converter
 from .options import ScanOptions
 
 __all__ = ["Worker", "WorkerStartError", "main"]
@@ -67,7 +67,6 @@ def _import_checks(options: ScanOptions) -> None:
     """Everything the checks import lazily, imported before the memory limit is set."""
     import ml_dtypes  # noqa: F401  (bfloat16 / float8 weights)
 
-    from ... import converters
     from ...serde import load  # noqa: F401
     from ...serde.compat import plan, releases  # noqa: F401
     from ...serde.validate import validate_archive  # noqa: F401
@@ -76,7 +75,7 @@ def _import_checks(options: ScanOptions) -> None:
 
     for name in options.convert:
         try:
-            getattr(converters, "to_onnx" if name == "onnx" else "to_tflite")
+            converter(name)
         except ImportError:
             pass  # a missing extra: each conversion records it as its error
 
