@@ -34,7 +34,7 @@ import time  # noqa: E402
 from collections import Counter  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-__all__ = ["make_fleet", "tree_rss", "main"]
+__all__ = ["make_fleet", "main"]
 
 FOLDERS = 8
 
@@ -118,12 +118,6 @@ def _tree(pid: int, table: dict[int, tuple[int, int, int]]) -> list[int]:
         out.append(p)
         todo += children.get(p, [])
     return out
-
-
-def tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and all its descendants."""
-    table = _proc_table()
-    return sum(table[p][1] for p in _tree(pid, table) if p in table)
 
 
 class _Lines:
