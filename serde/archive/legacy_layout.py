@@ -1,19 +1,20 @@
 """The archive layouts torch 2.6-2.9 read, written from a loaded archive (torch-free).
 
-Why: torch 2.8-2.9 read weights and constants only as one ``torch.save`` pickle per model,
-and torch 2.6-2.7 only the flat zip; pt2x's own archives (like torch >= 2.10's) keep raw
-storage files with payload configs. This module turns a loaded archive plus its program
-JSON rewritten for the target (``serde.compat.plan`` decides and downgrades) into the
-members of one of these layouts (facts from ``torch/export/pt2_archive/_package.py`` of
-2.8 and ``torch/export/__init__.py`` of 2.6):
+Why: torch 2.8 reads weights and constants only as one ``torch.save`` pickle per model
+(2.9 reads that and raw storage files), and torch 2.6-2.7 only the flat zip; pt2x's own
+archives (like torch >= 2.10's) keep raw storage files with payload configs. This module
+turns a loaded archive plus its program JSON rewritten for the target (``serde.compat.plan``
+decides and downgrades) into the members of one of these layouts (facts from
+``torch/export/pt2_archive/_package.py`` of 2.8 and ``torch/export/__init__.py`` of 2.6):
 
-* ``pt2-pickled-weights`` (torch 2.8-2.9), under the source's root folder:
-  ``models/<m>.json``, ``data/weights/<m>.pt``, ``data/constants/<m>.pt``,
+* ``pt2-pickled-weights`` (written for torch 2.8; 2.9 reads it too), under the source's root
+  folder: ``models/<m>.json``, ``data/weights/<m>.pt``, ``data/constants/<m>.pt``,
   ``data/sample_inputs/<m>.pt`` per model, then ``extra/<name>``, ``archive_format``,
   ``archive_version``, ``.data/version``, ``byteorder``, ``.data/serialization_id``.
 * ``flat`` (torch 2.6-2.7), one model, no root folder: ``serialized_exported_program.json``,
   ``serialized_state_dict.pt``, ``serialized_constants.pt``, ``serialized_example_inputs.pt``,
-  ``version`` (``"8.2"``), ``extra_files/<name>``.
+  ``version`` (the target's schema: ``"8.2"`` for torch 2.6, ``"8.7"`` for 2.7),
+  ``extra_files/<name>``.
 
 Weights are pickled by ``codec.pickle_writer`` from the raw storages (one storage per
 storage file, so tied weights stay tied); a source that already holds pickles keeps their

@@ -1,7 +1,8 @@
 """Writes ``torch.save`` archives of tensors: a protocol-2 pickle plus storage records, torch-free.
 
-Why: torch 2.6-2.9 read an exported program's weights and constants only as ``torch.save``
-archives (``serialized_state_dict.pt``, ``data/weights/<model>.pt``). pt2x writes them
+Why: torch 2.6-2.8 read an exported program's weights and constants only as ``torch.save``
+archives (``serialized_state_dict.pt``, ``data/weights/<model>.pt``; 2.9 is the first to read
+raw storage files, ``serde.compat.releases.RAW_WEIGHTS_SINCE``). pt2x writes them
 itself so that files for those releases can be made without torch, from the raw storages
 a newer archive holds.
 
