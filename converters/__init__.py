@@ -15,17 +15,10 @@ from __future__ import annotations
 
 __all__ = ["to_onnx", "to_tflite"]
 
-# top-level module -> the extra that installs it (pyproject.toml's optional-dependencies)
-_EXTRA_OF = {"onnx": "onnx", "flatbuffers": "tflite"}
-
-
-def _missing_extra(e: ModuleNotFoundError, feature: str, extra: str | None = None) -> Exception:
-    """A ``MissingExtraError`` when ``e`` is about an extra's module, else ``e`` itself;
-    ``extra`` names the one to install when the feature's extra holds the module too."""
-    from ..serde.errors import MissingExtraError
-
-    top = (e.name or "").split(".")[0]
-    return MissingExtraError(feature, top, extra or _EXTRA_OF[top]) if top in _EXTRA_OF else e
+# each converter -> the extra that installs what it imports (pyproject.toml's optional-dependencies)
+_EXTRA_OF = {"to_onnx": "onnx", "to_tflite": "tflite"}
+# the top-level modules those extras install
+_EXTRA_MODULES = frozenset({"onnx", "flatbuffers"})
 
 
 def __getattr__(name: str):
@@ -40,7 +33,9 @@ def __getattr__(name: str):
 
         return to_tflite
     except ModuleNotFoundError as e:
-        err = _missing_extra(e, f"pt2x.converters.{name}", "tflite" if name == "to_tflite" else None)
-        if err is e:
+        top = (e.name or "").split(".")[0]
+        if top not in _EXTRA_MODULES:
             raise
-        raise err from e
+        from ..serde.errors import MissingExtraError
+
+        raise MissingExtraError(f"pt2x.converters.{name}", top, _EXTRA_OF[name]) from e
