@@ -96,7 +96,7 @@ class Target(Protocol):
     ``env`` maps program value names to the target's value names; ``root`` is the context
     of the program's top graph (a subgraph's context has its own ``env`` and ``view``)."""
 
-    backend: str  # the registry's key: "onnx", "tflite"
+    backend: str  # the registry's key ("onnx": the TFLite target maps ONNX, it lowers no ATen node)
     view: GraphView
     root: "Target"
     env: dict[str, str]
