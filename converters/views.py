@@ -74,7 +74,9 @@ _RESHAPE_OR_COPY = frozenset({"aten.reshape.default", "aten.reshape_as.default",
                               "aten.contiguous.default"})
 _PERMUTE = frozenset({"aten.permute.default", "aten.transpose.int", "aten.t.default", "aten.mT.default",
                       "aten.numpy_T.default"})
-_PIECES = frozenset({"aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default", "aten.unbind.int"})
+# ops whose outputs are pieces of their input -> the argument that sizes the pieces (unbind: none)
+_PIECES = {"aten.split.Tensor": "split_size", "aten.split_with_sizes.default": "split_sizes",
+           "aten.chunk.default": "chunks", "aten.unbind.int": None}
 # write-backs that are views of the new value (``self``), not scatters into the old source
 _INVERSE_VIEWS = frozenset({"aten.view_as.default", "aten.permute.default", "aten.transpose.int", "aten.t.default"})
 _SCATTER_OF = {"aten.slice.Tensor": "aten.slice_scatter.default", "aten.narrow.default": "aten.slice_scatter.default",
@@ -203,9 +205,8 @@ def _narrow_as_slice(view: GraphView, node: d.Node) -> list:
 
 def _piece(view: GraphView, node: d.Node, target: str, i: int) -> tuple:
     """The scatter that puts piece ``i`` of a split/chunk/unbind back (static sizes only)."""
-    a = bind(node, "self", "split_size" if target == "aten.split.Tensor" else
-             "split_sizes" if target == "aten.split_with_sizes.default" else
-             "chunks" if target == "aten.chunk.default" else "dim", "dim", dim=0)
+    sized_by = _PIECES[target]
+    a = bind(node, *(("self", sized_by, "dim") if sized_by else ("self", "dim")), dim=0)
     shape = view.tensor(first_input(node)).shape
     dim = a.dim % len(shape)
     size = shape[dim]
