@@ -26,7 +26,7 @@ _BINARY = {
     "Div": ("DIV", "DivOptions"), "Pow": ("POW", None), "Equal": ("EQUAL", None), "Less": ("LESS", None),
     "Greater": ("GREATER", None), "LessOrEqual": ("LESS_EQUAL", None), "GreaterOrEqual": ("GREATER_EQUAL", None),
     "And": ("LOGICAL_AND", None), "Or": ("LOGICAL_OR", None), "Xor": ("NOT_EQUAL", None),
-    "PRelu": ("PRELU", None), "BitwiseXor": ("NOT_EQUAL", None),
+    "PRelu": ("PRELU", None),
 }
 # kernels with no integer version in TFLite's CPU op set
 _FLOAT_ONLY = {"LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "HARD_SWISH"}
@@ -104,6 +104,34 @@ def variadic(em: Emitter, node) -> None:
     for x in ins[1:-1]:
         acc = em.binary(code, acc, x, options=opt)
     em.op(code, [acc, ins[-1]], [em.out()], opt)
+
+
+# all ones in each integer type TFLite's BITWISE_XOR takes; int64 is computed in int32, whose
+# bits are the low 32 bits of the int64 result (exact within int32, see docs/tflite.md)
+_ALL_ONES = {T.INT32: np.int32(-1), T.INT16: np.int16(-1), T.INT8: np.int8(-1), T.UINT8: np.uint8(255)}
+
+
+def _bitwise_operand(em: Emitter, name: str) -> int:
+    x = em.t(name)
+    if em.dtype_of(x) not in _ALL_ONES:
+        raise Unsupported(f"TFLite's BITWISE_XOR takes int8/16/32 and uint8, not {name!r}'s type")
+    return x
+
+
+@maps("BitwiseXor")
+def bitwise_xor(em: Emitter, node) -> None:
+    em.op("BITWISE_XOR", [_bitwise_operand(em, node.input[0]), _bitwise_operand(em, node.input[1])], [em.out()])
+
+
+@maps("BitwiseNot")
+def bitwise_not(em: Emitter, node) -> None:
+    """~x as x XOR all-ones (LOGICAL_NOT for a bool, which ONNX leaves to Not but costs nothing)."""
+    x = em.t(node.input[0])
+    if em.dtype_of(x) == T.BOOL:
+        em.op("LOGICAL_NOT", [x], [em.out()])
+        return
+    x = _bitwise_operand(em, node.input[0])
+    em.op("BITWISE_XOR", [x, em.const(_ALL_ONES[em.dtype_of(x)])], [em.out()])
 
 
 @maps("Identity")

@@ -122,6 +122,7 @@ class BuiltinOperator(object):
     ATAN2 = 156
     SIGN = 158
     BITCAST = 159
+    BITWISE_XOR = 160
 
 
 class Padding(object):

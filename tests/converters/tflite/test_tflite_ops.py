@@ -218,3 +218,36 @@ def test_one_hot_and_non_zero():
                [("i", I64, ["n", 2]), ("x", F, ["n", 3])], [("y", F), ("z", I64)], [depth, values])
     x = np.array([[0, 1.5, 0], [2, 0, -1]], np.float32)
     _compare(m, [[np.array([[0, 4], [-1, 2]], np.int64), x], [np.array([[3, -5], [1, 1], [0, 0]], np.int64), x[:1]]])
+
+
+@pytest.mark.parametrize("elem,dtype", [(TensorProto.INT32, np.int32), (I64, np.int64), (TensorProto.INT16, np.int16),
+                                        (TensorProto.INT8, np.int8), (TensorProto.UINT8, np.uint8)],
+                         ids=["int32", "int64", "int16", "int8", "uint8"])
+def test_bitwise_not_and_xor(elem, dtype):
+    """BitwiseNot as BITWISE_XOR with all ones, BitwiseXor as BITWISE_XOR (it was NOT_EQUAL: a bool)."""
+    m = _model([helper.make_node("BitwiseNot", ["x"], ["n"]), helper.make_node("BitwiseXor", ["x", "y"], ["z"])],
+               [("x", elem, ["b", 4]), ("y", elem, [1, 4])], [("n", elem), ("z", elem)])
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -(2**31)), min(info.max, 2**31 - 1)
+    rng = np.random.default_rng(0)
+    feeds = [[rng.integers(lo, hi, (b, 4), endpoint=True).astype(dtype),
+              rng.integers(lo, hi, (1, 4), endpoint=True).astype(dtype)] for b in (2, 5)]
+    feeds[0][0][0] = [lo, hi, 0, -1 if lo < 0 else 1]
+    _compare(m, feeds)
+
+
+def test_torch_bitwise_not_pt2_matches_eager(tmp_path):
+    import torch
+
+    class Bits(torch.nn.Module):
+        def forward(self, a, b, m):
+            return ~a, ~b, ~m, a ^ a.flip(-1)
+
+    args = (torch.tensor([[0, 1, -1, 2**40]]), torch.tensor([[3, -7, 0, 127]], dtype=torch.int32),
+            torch.tensor([[True, False, True, True]]))
+    path = str(tmp_path / "bits.pt2")
+    torch.export.save(torch.export.export(Bits(), args), path)
+    args = (torch.tensor([[0, 1, -1, 2**20]]),) + args[1:]  # int64 values within int32 (docs/tflite.md)
+    got = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(path)), [a.numpy() for a in args])
+    for g, w in zip(got, Bits()(*args)):
+        assert g.dtype == w.numpy().dtype and np.array_equal(g, w.numpy()), (g, w)
