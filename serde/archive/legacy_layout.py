@@ -16,9 +16,9 @@ decides and downgrades) into the members of one of these layouts (facts from
   ``version`` (the target's schema: ``"8.2"`` for torch 2.6, ``"8.7"`` for 2.7),
   ``extra_files/<name>``.
 
-Weights are pickled by ``codec.pickle_writer`` from the raw storages (one storage per
-storage file, so tied weights stay tied); a source that already holds pickles keeps their
-bytes. ``legacy_findings`` lists what such a layout cannot hold (blockers).
+Weights are written as ``torch.save`` files (``torch_save``; the pickle is
+``codec.pickle_writer``'s) from the raw storages (one storage per storage file, so tied
+weights stay tied); a source that already holds pickles keeps their bytes. ``legacy_findings`` lists what such a layout cannot hold (blockers).
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...schema import dtypes
-from ..codec.pickle_writer import StoredTensor, torch_save_records
+from ..codec.pickle_writer import StoredTensor
 from ..errors import Pt2Error
 from ..findings import Finding
 from .package import ARCHIVE_FORMAT, ARCHIVE_VERSION, DATA_VERSION, with_serialization_id
+from .torch_save import torch_save_records
 from .zip_writer import to_bytes
 
 __all__ = ["PICKLED", "FLAT", "legacy_findings", "legacy_members"]

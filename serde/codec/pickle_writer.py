@@ -1,4 +1,4 @@
-"""Writes ``torch.save`` archives of tensors: a protocol-2 pickle plus storage records, torch-free.
+"""Writes the pickle of a ``torch.save`` archive of tensors (``data.pkl``), torch-free.
 
 Why: torch 2.6-2.8 read an exported program's weights and constants only as ``torch.save``
 archives (``serialized_state_dict.pt``, ``data/weights/<model>.pt``; 2.9 is the first to read
@@ -8,19 +8,14 @@ a newer archive holds.
 
 What is written follows what ``torch.save`` writes for a ``{name: tensor}`` dict (facts from
 ``torch/serialization.py`` and ``torch/_tensor.py``; checked against its bytes in the tests):
-
-* ``archive/data.pkl`` -- protocol 2: a dict whose values are
-  ``torch._utils._rebuild_tensor_v2(storage, offset, size, stride, requires_grad,
-  collections.OrderedDict())``, wrapped in ``torch._utils._rebuild_parameter(t, requires_grad,
-  OrderedDict())`` for parameters. Each storage is a persistent id
-  ``('storage', torch.<Legacy>Storage, key, location, numel)``; keys are ``"0"``, ``"1"``...
-  in first-use order. Memoization is the ``pickle`` module's: each string, tuple, global and
-  built object gets a ``BINPUT``, and a repeat (the same key, the same tied tensor) a ``BINGET``.
-* ``archive/data/<key>`` -- each storage's bytes, keys in sorted order;
-  ``archive/byteorder`` (``little``), ``archive/version`` (``3\\n``) and, as torch >= 2.8
-  writes them, ``archive/.format_version`` (``1``) and ``archive/.storage_alignment`` (``64``);
-  ``archive/.data/serialization_id`` last, a hash of the records before it. The zip around
-  the records (aligned, stored) is written by ``serde.archive``.
+protocol 2, a dict whose values are ``torch._utils._rebuild_tensor_v2(storage, offset, size,
+stride, requires_grad, collections.OrderedDict())``, wrapped in
+``torch._utils._rebuild_parameter(t, requires_grad, OrderedDict())`` for parameters. Each
+storage is a persistent id ``('storage', torch.<Legacy>Storage, key, location, numel)``; keys
+are ``"0"``, ``"1"``... in first-use order. Memoization is the ``pickle`` module's: each
+string, tuple, global and built object gets a ``BINPUT``, and a repeat (the same key, the
+same tied tensor) a ``BINGET``. The records around the pickle (each storage's bytes under
+its key, the bookkeeping members, the serialization id) are ``serde.archive.torch_save``'s.
 
 The only globals the stream names are the tensor-rebuild functions, the legacy storage
 classes and ``collections.OrderedDict``: what torch's ``weights_only`` unpickler allows.
@@ -29,15 +24,14 @@ Output is deterministic: equal entries give equal bytes.
 
 from __future__ import annotations
 
-import hashlib
 import struct
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Union
+from typing import Hashable, Union
 
 from ...schema import dtypes
 from ..errors import Pt2UsageError
 
-__all__ = ["StoredTensor", "ALLOWED_GLOBALS", "tensor_pickle", "torch_save_records", "storage_class"]
+__all__ = ["StoredTensor", "ALLOWED_GLOBALS", "tensor_pickle", "storage_class"]
 
 Bytes = Union[bytes, bytearray, memoryview]
 
@@ -239,28 +233,3 @@ def tensor_pickle(entries: dict[str, StoredTensor]) -> tuple[bytes, dict[str, St
     p = _TensorPickler()
     data = p.dict(entries)
     return data, p.storages
-
-
-def _records(entries: dict[str, StoredTensor], torch_2_8: bool) -> Iterable[tuple[str, Bytes]]:
-    data, storages = tensor_pickle(entries)
-    yield "archive/data.pkl", data
-    if torch_2_8:
-        yield "archive/.format_version", b"1"
-        yield "archive/.storage_alignment", b"64"
-    yield "archive/byteorder", b"little"
-    for key in sorted(storages):
-        yield f"archive/data/{key}", storages[key].storage
-    yield "archive/version", b"3\n"
-
-
-def torch_save_records(entries: dict[str, StoredTensor], *, torch_2_8: bool = True) -> list[tuple[str, Bytes]]:
-    """The records, in order, of what ``torch.save(entries_as_tensors, buffer)`` writes (as torch 2.8+
-    or as 2.6-2.7 write them); the zip around them is ``serde.archive``'s (``legacy_layout``)."""
-    records = list(_records(entries, torch_2_8))
-    h = hashlib.sha256()
-    for name, body in records:
-        h.update(name.encode("utf-8"))
-        h.update(len(body).to_bytes(8, "little"))
-        h.update(body)
-    records.append(("archive/.data/serialization_id", b"%040d" % (int.from_bytes(h.digest(), "big") % 10**40)))
-    return records

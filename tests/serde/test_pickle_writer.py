@@ -1,4 +1,4 @@
-"""pt2x's torch.save writer (serde/codec/pickle_writer.py): read back equal, only allowed globals,
+"""pt2x's torch.save writer (serde/codec/pickle_writer.py, serde/archive/torch_save.py): read back equal, only allowed globals,
 deterministic, the same data.pkl bytes torch.save writes, and loadable by torch.load(weights_only=True)."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import pytest
 
 from pt2x.serde.archive.zip_writer import to_bytes
 from pt2x.serde.codec.pickle_reader import read_torch_save
-from pt2x.serde.codec.pickle_writer import ALLOWED_GLOBALS, StoredTensor, tensor_pickle, torch_save_records
+from pt2x.serde.archive.torch_save import torch_save_records
+from pt2x.serde.codec.pickle_writer import ALLOWED_GLOBALS, StoredTensor, tensor_pickle
 from pt2x.serde.errors import Pt2UsageError
 from torchfree import run_torch_free
 
@@ -134,7 +135,8 @@ def test_writer_is_torch_free():
         import numpy as np
         from pt2x.serde.archive.zip_writer import to_bytes
         from pt2x.serde.codec.pickle_reader import read_torch_save
-        from pt2x.serde.codec.pickle_writer import StoredTensor, torch_save_records
+        from pt2x.serde.archive.torch_save import torch_save_records
+        from pt2x.serde.codec.pickle_writer import StoredTensor
         t = StoredTensor("k", np.arange(6, dtype=np.float32).tobytes(), "float32", (2, 3), (3, 1), 0, True, True)
         got = read_torch_save(to_bytes(torch_save_records({"w": t, "tied": t})))
         assert got["w"].tolist() == [[0, 1, 2], [3, 4, 5]] and np.shares_memory(got["w"], got["tied"])
