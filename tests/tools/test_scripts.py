@@ -14,6 +14,8 @@ import sys
 import pytest
 from scripts import TOOLS, tool_scripts
 
+from pt2x.tools.cli import COMMANDS
+
 SCRIPTS = tool_scripts()
 
 
@@ -38,7 +40,7 @@ def test_python_m_runs_the_command_line(module, tmp_path):
     r = _run([sys.executable, "-m", module, "--help"], cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.startswith("usage: pt2x ")
-    for command in ("inspect", "validate", "convert", "schema"):
+    for command in COMMANDS:
         assert command in r.stdout
 
 
