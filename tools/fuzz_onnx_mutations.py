@@ -576,7 +576,7 @@ def _many_nodes(rng, m):
     g = m.graph
     if not g.output:
         return None
-    n = rng.choice([1000, 20_000, 300_000])  # the last is over converters/limits.py MAX_ONNX_NODES
+    n = rng.choice([1000, 5000, 300_000])  # the last is over converters/limits.py MAX_ONNX_NODES
     out = g.output[0]
     prev = out.name
     op = rng.choice(["Identity", "Relu", "Neg"])
