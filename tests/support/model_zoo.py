@@ -256,9 +256,10 @@ def _compare(zm: ZooModel, model, model_bytes: bytes) -> dict:
 
 
 def _pt2x_convert(path: str) -> bytes:
-    from pt2x.converters import to_onnx
+    """pt2x's ONNX of the saved program, converted where ``import torch`` fails."""
+    from torchfree import convert_torch_free
 
-    return to_onnx(path).SerializeToString()
+    return convert_torch_free("to_onnx", path)
 
 
 def _torch_onnx_convert(ep) -> bytes:

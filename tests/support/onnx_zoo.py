@@ -1,7 +1,8 @@
 """ONNX-specific test programs and the parity harness shared by ``test_onnx_*.py``.
 
 Flow per program: export with torch (cached) -> ``torch.export.save`` to a session temp dir
--> ``pt2x.converters.to_onnx`` on the file -> ONNX Runtime -> compare with torch eager on
+-> ``pt2x.converters.to_onnx`` on the file, in a process where ``import torch`` fails
+(``torchfree.convert_torch_free``) -> ONNX Runtime -> compare with torch eager on
 the example inputs and on ``second_args`` (other dynamic sizes), tolerances from
 ``tolerances.py``. Tiny models only: the whole ONNX suite must run in minutes on 2 cores.
 """
@@ -20,6 +21,7 @@ import torch
 from torch.export import Dim
 
 import zoo
+from torchfree import convert_torch_free
 from zoo import Case, _seeded
 
 # ----------------------------------------------------------------------- modules
@@ -295,10 +297,9 @@ def saved(name: str, decomposed: bool = False) -> str:
 
 @functools.cache
 def converted(name: str, decomposed: bool = False, opset: int | None = None) -> bytes:
-    from pt2x.converters import to_onnx
-
+    """pt2x's ONNX of the saved program, converted where ``import torch`` fails."""
     kw = {} if opset is None else {"opset": opset}
-    return to_onnx(saved(name, decomposed), **kw).SerializeToString()
+    return convert_torch_free("to_onnx", saved(name, decomposed), **kw)
 
 
 def _leaves(x):

@@ -1,5 +1,5 @@
 """The TFLite parity harness: programs from ``onnx_zoo``/``zoo`` (exported and saved by torch at
-test time) -> ``pt2x.converters.to_tflite`` -> ``ai_edge_litert``'s Interpreter, resized to
+test time) -> ``pt2x.converters.to_tflite`` (in a process where ``import torch`` fails) -> ``ai_edge_litert``'s Interpreter, resized to
 each input set, compared with torch eager under ``tolerances.py``'s TFLite section."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import torch
 
 import onnx_zoo
 from tolerances import TFLITE_SCALE, assert_close
+from torchfree import convert_torch_free
 
 
 @functools.cache
 def converted(name: str, decomposed: bool = False) -> bytes:
-    from pt2x.converters import to_tflite
-
-    return to_tflite(onnx_zoo.saved(name, decomposed))
+    """The .tflite of the saved program, converted where ``import torch`` fails."""
+    return convert_torch_free("to_tflite", onnx_zoo.saved(name, decomposed))
 
 
 def interpreter(model: bytes, *, xnnpack: bool = True):
