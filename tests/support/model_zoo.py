@@ -3,7 +3,8 @@
 Shared by ``tests/converters/test_model_zoo.py`` (a CI subset) and ``tools/model_zoo.py`` (the
 whole list, each model/form in its own subprocess). Per model and form (``exported`` = the
 training IR ``torch.export.export`` gives, ``decomposed`` = after ``run_decompositions()``):
-export with a dynamic batch, ``torch.export.save``, ``pt2x.converters.to_onnx`` on the file,
+export with a dynamic batch, ``torch.export.save``, ``pt2x.converters.to_onnx`` on the file
+(where ``import torch`` fails: ``torchfree.convert_torch_free``),
 ONNX Runtime CPU on two batch sizes against torch eager. The outcome is ``match``, ``mismatch``
 (a failure: a silently wrong model), ``refused`` (pt2x raised, with its message) or ``error``.
 
