@@ -12,7 +12,7 @@ from ..errors import Unsupported
 from ..registry import lowering
 from .ops_nn import _ct
 from .ops_shape import _transpose
-from .shapes import INT64_MAX, axes_const, scalar_attr
+from .shapes import INT64_MAX, axes_const, diagonal_plane, scalar_attr
 
 
 def _index_plan(ctx, x, indices):
@@ -325,25 +325,18 @@ def diagonal_scatter(ctx, node):
     ``dim1``/``dim2`` sizes): the diagonal dims moved last, ``src`` gathered onto an
     ``[n1, n2]`` grid, a diagonal mask choosing it, the dims moved back."""
     a = bind(node, "self", "src", offset=0, dim1=0, dim2=1)
-    info = ctx.info(a.self)
-    r = info.rank
-    d1, d2 = a.dim1 % r, a.dim2 % r
-    n1, n2 = info.shape[d1], info.shape[d2]
-    if not (isinstance(n1, int) and isinstance(n2, int)):
-        raise Unsupported("diagonal_scatter of dynamic dims")
-    rows = [i for i in range(n1) if 0 <= i + a.offset < n2]
+    perm, n1, n2, rows = diagonal_plane(ctx, a, "diagonal_scatter")
     if not rows:
         return ctx.t(a.self)
     ctx.reserve_array([n1, n2], 9, "diagonal_scatter grid")
-    perm = [i for i in range(r) if i not in (d1, d2)] + [d1, d2]
-    moved = perm != list(range(r))
+    moved = perm != sorted(perm)
     x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if moved else ctx.t(a.self)
     pick = np.zeros((n1, n2), np.int64)
     for j, i in enumerate(rows):
         pick[i, i + a.offset] = j
-    grid = ctx.op("Gather", ctx.t(a.src, info.dtype), ctx.const_array(pick, "diagonal_pick"), axis=-1)
+    grid = ctx.op("Gather", ctx.t(a.src, ctx.info(a.self).dtype), ctx.const_array(pick, "diagonal_pick"), axis=-1)
     y = ctx.op("Where", ctx.const(np.eye(n1, n2, k=a.offset, dtype=bool), ST.BOOL), grid, x)
-    return ctx.op("Transpose", y, perm=[perm.index(i) for i in range(r)]) if moved else y
+    return ctx.op("Transpose", y, perm=[perm.index(i) for i in range(len(perm))]) if moved else y
 
 
 @lowering("onnx", "aten.as_strided.default", "aten.as_strided_copy.default")

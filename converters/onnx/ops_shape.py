@@ -11,7 +11,7 @@ from ..args import TensorRef, bind
 from ..dtypes import ST
 from ..errors import Unsupported
 from ..registry import lowering
-from .shapes import INT64_MAX, axes_const, reshape_target, scalar_attr
+from .shapes import INT64_MAX, axes_const, diagonal_plane, reshape_target, scalar_attr
 
 
 def _fold(ctx, x, fn):
@@ -440,19 +440,12 @@ for _d in ("1d", "2d", "3d"):
 @lowering("onnx", "aten.diagonal.default", "aten.diagonal_copy.default")
 def diagonal(ctx, node):
     a = bind(node, "self", offset=0, dim1=0, dim2=1)
-    info = ctx.info(a.self)
-    r = info.rank
-    d1, d2 = a.dim1 % r, a.dim2 % r
-    n1, n2 = info.shape[d1], info.shape[d2]
-    if not (isinstance(n1, int) and isinstance(n2, int)):
-        raise Unsupported("diagonal of dynamic dims")
+    perm, n1, n2, rows = diagonal_plane(ctx, a, "diagonal")
     # move d1, d2 last, gather the (i, i + offset) pairs with a one-hot mask, reduce
-    perm = [i for i in range(r) if i not in (d1, d2)] + [d1, d2]
-    x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if perm != list(range(r)) else ctx.t(a.self)
+    x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if perm != sorted(perm) else ctx.t(a.self)
     ctx.reserve_array([n1, n2], 1, "diagonal mask")
     mask = np.eye(n1, n2, k=a.offset, dtype=bool)
-    rows = [i for i in range(n1) if 0 <= i + a.offset < n2]
-    out_dtype = info.dtype
+    out_dtype = ctx.info(a.self).dtype
     cst = ctx.compute_type(out_dtype) if out_dtype != ST.BOOL else ST.INT
     xm = ctx.op("Where", ctx.const(mask, ST.BOOL), ctx.cast(x, out_dtype, cst), ctx.const(0, cst))
     s = ctx.op("ReduceSum", xm, axes_const(ctx, [-1]), keepdims=0)
