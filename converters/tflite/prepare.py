@@ -101,11 +101,11 @@ def _load_external_data(m: onnx.ModelProto, folder: str) -> None:
         path = os.path.realpath(os.path.join(root, loc))
         if not loc or os.path.isabs(loc) or os.path.commonpath([root, path]) != root:
             raise ConversionError(f"initializer {t.name!r} keeps its data at {loc!r}, outside the model's folder")
-    if tensors:
+    for t in tensors:
         try:
-            ext.load_external_data_for_model(m, root)
-        except (OSError, ValueError) as e:
-            raise ConversionError(f"cannot read the model's external weights: {e}") from e
+            ext.load_external_data_for_tensor(t, root)
+        except (OSError, ValueError, onnx.checker.ValidationError) as e:
+            raise ConversionError(f"initializer {t.name!r}: cannot read its external weights: {e}") from e
 
 
 def _constants(g: onnx.GraphProto) -> dict[str, np.ndarray]:
