@@ -103,6 +103,8 @@ def _args(module):
         return (torch.rand(4, 6), torch.tensor([0, 2]))
     if isinstance(module, InputWrites):
         return (torch.randn(4, 6), torch.randn(4, 6))
+    if isinstance(module, DiagonalPlanes):
+        return (torch.randn(4, 3, 5),)
     return (torch.randn(4, 6),)
 
 
@@ -155,6 +157,22 @@ def test_write_through_each_view_kind(module, mutated, decomposed):
 @FORMS
 def test_chained_views_copy_index_put_masked_fill(decomposed):
     _check(ChainedAndIndexed(), "chained", decomposed)
+
+
+class DiagonalPlanes(torch.nn.Module):
+    """Diagonals of a 3-D value across its first and last dims, with offsets: the lowerings move
+    the two dims last and back (the write-back is a ``diagonal_scatter`` in both forms)."""
+
+    def forward(self, x):
+        y = x * 1.0
+        before = y.diagonal(1, 0, 2)  # taken before the write, read after it
+        y.diagonal(-1, 2, 0).add_(5.0)  # dims 2, 0: the permutation is not its own inverse
+        return y, before * 2.0
+
+
+@FORMS
+def test_write_through_a_diagonal_of_moved_dims(decomposed):
+    _check(DiagonalPlanes(), "diagonal_planes", decomposed)
 
 
 def test_exported_program_keeps_the_writes_through_views():
