@@ -73,6 +73,7 @@ def reshape(em: Emitter, node) -> None:
     if xs is None or len(xs) <= int(np.nonzero(s == 0)[0].max()):
         raise Unsupported("Reshape copying a dim (a 0 in the shape) of a value of unknown or smaller rank")
     s = np.where((s == 0) & (np.asarray(xs + [0] * len(s))[: len(s)] >= 0), np.asarray(xs + [0] * len(s))[: len(s)], s)
+    s = _one_inferred_dim(s, xs)
     if not (s == 0).any():
         em.op("RESHAPE", [x, em.const(s.astype(np.int32))], [em.out()])
         return
@@ -81,6 +82,29 @@ def reshape(em: Emitter, node) -> None:
     target = em.tmp(T.INT32, [len(s)], "shape")
     em.op("CONCATENATION", pieces, [target], ("ConcatenationOptions", {"axis": 0}))
     em.op("RESHAPE", [x, target], [em.out()])
+
+
+def _one_inferred_dim(s: np.ndarray, xs: list[int]) -> np.ndarray:
+    """A constant target whose 0s copy run-time dims, as a constant RESHAPE needs no SHAPE chain:
+    when exactly one 0 is left, it copies the input's only run-time dim, and the other target
+    dims (a -1 among them computed from the input's static dims) multiply to the product of the
+    input's static dims, that 0 is written -1 (TFLite infers it: the same value, for every size).
+    Else ``s`` unchanged. A constant RESHAPE is what XNNPACK delegates."""
+    copies = [i for i, v in enumerate(s) if v == 0]
+    if len(copies) != 1 or any(d < 0 for j, d in enumerate(xs) if j != copies[0]):
+        return s
+    static_in = int(np.prod([d for j, d in enumerate(xs) if j != copies[0]]))
+    rest = [int(v) for i, v in enumerate(s) if i != copies[0]]
+    if rest.count(-1) > 1 or static_in == 0:
+        return s
+    known = int(np.prod([v for v in rest if v != -1]))
+    if -1 in rest:
+        if known == 0 or static_in % known:
+            return s
+        rest[rest.index(-1)] = static_in // known
+    elif known != static_in:
+        return s
+    return np.asarray(rest[:copies[0]] + [-1] + rest[copies[0]:], np.int64)
 
 
 def _copy_zero_dims(em: Emitter, node, x: int) -> int:

@@ -251,3 +251,24 @@ def test_torch_bitwise_not_pt2_matches_eager(tmp_path):
     got = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(path)), [a.numpy() for a in args])
     for g, w in zip(got, Bits()(*args)):
         assert g.dtype == w.numpy().dtype and np.array_equal(g, w.numpy()), (g, w)
+
+
+@pytest.mark.parametrize("dims,target,chain", [
+    (["b", 4, 6], [0, 4, -1, 2], False),  # one run-time dim copied: a constant [-1, 4, 3, 2]
+    (["b", 4, 6], [0, 24], False),
+    (["b", "s", 6], [0, 0, 3, 2], True),  # two run-time dims: their sizes come from SHAPE
+    (["b", 4, 6], [0, 5, -1], True),  # 24 is not a multiple of 5: left to run time (as ONNX)
+], ids=["copy-and-infer", "copy-and-merge", "two-run-time-dims", "not-divisible"])
+def test_reshape_copying_one_run_time_dim_is_a_constant_reshape(dims, target, chain):
+    """A Reshape whose 0 copies the input's only run-time dim becomes a constant RESHAPE with -1
+    there (no SHAPE/STRIDED_SLICE/CONCATENATION chain, which XNNPACK does not take); same values."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    shape = helper.make_tensor("s", I64, [len(target)], target)
+    m = _model([helper.make_node("Reshape", ["x", "s"], ["y"])], [("x", F, dims)], [("y", F)], [shape])
+    it = Interpreter(model_content=to_tflite(m), experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    assert ("SHAPE" in [o["op_name"] for o in it._get_ops_details()]) == chain
+    if target == [0, 5, -1]:
+        return  # ONNX Runtime refuses these sizes too
+    rng = np.random.default_rng(0)
+    _compare(m, [[rng.standard_normal([b if d in ("b", "s") else d for d in dims]).astype(np.float32)] for b in (1, 3)])
