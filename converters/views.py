@@ -329,16 +329,24 @@ def write_plan(view: GraphView, node: d.Node, *, top: bool) -> WritePlan | None:
     if into_input and not top:
         raise Unprovable(f"a write through a view of {base!r}, a value from outside this subgraph")
     chain = tuple(link(view, p, v) for p, v in steps)
+    return WritePlan(written, base, chain, _rederive(view, live - chain_values, producers, chain_values, here))
+
+
+def _rederive(view: GraphView, live: set[str], producers: dict[str, d.Node], chain_values: set[str],
+              here: int) -> tuple[d.Node, ...]:
+    """The aliasing nodes before position ``here`` that make the ``live`` aliases from the
+    chain (``producers``: each alias's node), in program order: lowered again after the write.
+    A reshape among them whose recorded layout leaves view-or-copy open is ``Unprovable``."""
+    idx = _index(view)
     needed = set()
-    for o in live - chain_values:
+    for o in live:
         while o in producers and o not in chain_values and o not in needed:
             needed.add(o)
             o = first_input(producers[o])
-    rederive = sorted({id(producers[o]): producers[o] for o in needed if idx.pos.get(id(producers[o]), here) < here}
-                      .values(), key=lambda n: idx.pos[id(n)])
-    for n in rederive:
-        t = registry.canonical(n.target)
-        if t in _RESHAPE_OR_COPY and reshape_is_view(view, n) is None:
+    nodes = sorted({id(producers[o]): producers[o] for o in needed if idx.pos.get(id(producers[o]), here) < here}
+                   .values(), key=lambda n: idx.pos[id(n)])
+    for n in nodes:
+        if registry.canonical(n.target) in _RESHAPE_OR_COPY and reshape_is_view(view, n) is None:
             raise Unprovable(f"{_where(n)} of a value with symbolic strides may have copied it "
                              f"(it is read after the write)")
-    return WritePlan(written, base, chain, tuple(rederive))
+    return tuple(nodes)
