@@ -272,3 +272,17 @@ def test_reshape_copying_one_run_time_dim_is_a_constant_reshape(dims, target, ch
         return  # ONNX Runtime refuses these sizes too
     rng = np.random.default_rng(0)
     _compare(m, [[rng.standard_normal([b if d in ("b", "s") else d for d in dims]).astype(np.float32)] for b in (1, 3)])
+
+
+def test_erf_special_values_without_sign():
+    """Erf's sign comes from clip(x * 2^100, -1, 1) (XNNPACK has no SIGN): zeros, subnormals,
+    huge values, infinities keep the 1.5e-7 bound, NaN stays NaN, XNNPACK on and off."""
+    import math
+
+    m = _model([helper.make_node("Erf", ["x"], ["y"])], [("x", F, ["n"])], [("y", F)])
+    x = np.array([0, 1e-45, -1e-45, 1e-31, -1e-30, 1e-8, -3, 4e9, -np.inf, np.inf, np.nan], np.float32)
+    want = np.array([math.erf(v) for v in x.astype(np.float64)])
+    for xnnpack in (True, False):
+        (y,) = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m), xnnpack=xnnpack), [x])
+        np.testing.assert_allclose(y[:-1], want[:-1], rtol=0, atol=1.5e-7)
+        assert np.isnan(y[-1])
