@@ -52,9 +52,9 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
     they came from), ``ConversionError`` for a model that cannot be read."""
     with stage(None, "reading the ONNX model", passthrough=(Pt2Error,)):
         prepared = prepare(load_onnx(src, model))
-    with stage(prepared.member, "converting to TFLite", passthrough=(Pt2Error,)):
+    with stage(prepared.member, "converting to TFLite"):  # a ConversionError gains the archive member
         program = convert_prepared(prepared, nhwc_io=nhwc_io)
-    with stage(prepared.member, "writing the TFLite flatbuffer", passthrough=(Pt2Error,)):
+    with stage(prepared.member, "writing the TFLite flatbuffer"):
         data = write(program)
     if dst is not None:
         with open(os.fspath(dst), "wb") as f:
