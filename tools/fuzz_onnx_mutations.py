@@ -338,7 +338,7 @@ def _attr_add(rng, m):
     name = rng.choice(_ATTR_NAMES + ("unknown_attr",))
     v = rng.choice([rng.choice(_ODD_INTS), [rng.choice(_ODD_INTS) for _ in range(rng.randrange(0, 5))], "SAME_UPPER",
                     "NOTSET", 1.5])
-    n.attribute.append(helper.make_attribute(name, v))
+    n.attribute.append(helper.make_attribute(name, v, attr_type=AttributeProto.INTS if v == [] else None))
     return f"attribute {name}={v!r} added to {_node_label(n)}"[:200]
 
 

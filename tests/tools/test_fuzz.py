@@ -1,11 +1,14 @@
 """The structure-aware fuzzer (``tools/fuzz.py``) run on every committed fixture.
 
 * A fixed budget of mutated archives through load (every array summed), validate,
-  to_onnx and the command line (inspect, validate, convert --to pt2): nothing may escape pt2x's exception family, run past the time limit, blow the
-  memory limit, crash the worker, or execute a payload. The seed is fixed under ``CI=true``
-  and random otherwise; a failure prints it with one replay command per site.
-* Every reproducer saved in ``tests/fuzz_regressions/`` (found by earlier runs) ends in
-  ``ok`` or a ``Pt2Error`` at every stage.
+  to_onnx, to_tflite and the command line (inspect, validate, convert --to pt2 for a release
+  and for the torch 2.8 and 2.6 layouts): nothing may escape pt2x's exception family, run past
+  the time limit, blow the memory limit, crash the worker, or execute a payload. The seed is
+  fixed under ``CI=true`` and random otherwise; a failure prints it with one replay command per site.
+* A smaller budget of mutated ONNX models (``--onnx``) through to_tflite and
+  ``pt2x convert --to tflite``, under the same rules.
+* Every reproducer saved in ``tests/tools/fuzz_regressions/`` (found by earlier runs; ``.pt2``
+  and ``.onnx``) ends in ``ok`` or a ``Pt2Error`` at every stage.
 * The fuzzer's own machinery: cases are reproducible from (seed, index), its payloads really
   do run when unpickled / evaluated, and its verdicts (timeout, memory, crash, escape,
   marker) are what happened.
@@ -29,6 +32,7 @@ from pt2x.tools import fuzz_mutations as fm
 REPO = Path(paths.REPO)
 REGRESSIONS = Path(__file__).resolve().parent / "fuzz_regressions"
 BUDGET = 300
+ONNX_BUDGET = 100
 CI_SEED = 20261123
 CASE_TIMEOUT = 30
 """Seconds per case here. The 10 s bound is what the long runs in the README check on a quiet
@@ -58,19 +62,36 @@ def test_fuzz_budget_finds_nothing():
     )
 
 
+def test_onnx_budget_finds_nothing():
+    seed = _seed()
+    config = fuzz.FuzzConfig(n=ONNX_BUDGET, seed=seed, timeout=CASE_TIMEOUT, memory_mib=2048, max_failures=10,
+                             stages=fuzz.ONNX_STAGES, onnx=True)
+    report = fuzz.fuzz(config)
+    assert len(report.results) == ONNX_BUDGET or report.bad
+    assert all(r.stages for r in report.results)
+    bad = len(report.bad) + len(report.late_marker)
+    assert bad == 0, (
+        f"fuzz --onnx seed {seed} (rerun: PT2X_FUZZ_SEED={seed} pytest tests/tools/test_fuzz.py, "
+        f"or python tools/fuzz.py --onnx --n {ONNX_BUDGET} --seed {seed}):\n{report.summary()}"
+    )
+
+
 def _regressions() -> list[Path]:
-    return sorted(REGRESSIONS.glob("*.pt2"))
+    return sorted([*REGRESSIONS.glob("*.pt2"), *REGRESSIONS.glob("*.onnx")])
 
 
 @pytest.fixture(scope="module")
 def regression_results():
-    files = _regressions()
-    results = fuzz.run_files([str(f) for f in files], timeout=CASE_TIMEOUT, memory_mib=2048)
-    return dict(zip(files, results))
+    out = {}
+    for suffix in (".pt2", ".onnx"):  # run_files takes one kind at a time
+        files = [f for f in _regressions() if f.suffix == suffix]
+        out.update(zip(files, fuzz.run_files([str(f) for f in files], timeout=CASE_TIMEOUT, memory_mib=2048)))
+    return out
 
 
 def test_regressions_are_present():
-    assert _regressions(), "tests/fuzz_regressions/ holds the reproducers of earlier fuzz runs"
+    assert _regressions(), "tests/tools/fuzz_regressions/ holds the reproducers of earlier fuzz runs"
+    assert any(f.suffix == ".onnx" for f in _regressions()), "and some are ONNX models (fuzz.py --onnx)"
     for f in _regressions():
         assert f.with_suffix(".json").is_file(), f"{f.name} has no .json record"
         assert f.stat().st_size < 50_000
@@ -79,7 +100,7 @@ def test_regressions_are_present():
 @pytest.mark.parametrize("path", _regressions(), ids=lambda p: p.stem)
 def test_regression_ends_in_ok_or_pt2error(path, regression_results):
     r = regression_results[path]
-    assert r.stages and r.stages[0].stage == "load"
+    assert r.stages and r.stages[0].stage == ("tflite-onnx" if path.suffix == ".onnx" else "load")
     bad = "; ".join(f"{s.stage}: {s.outcome} {s.exception or ''} at {s.site}: {s.message}" for s in r.stages
                     if s.kind not in ("ok", "pt2error"))
     marker = ", ".join(r.marker)
