@@ -23,10 +23,10 @@ is here and knows nothing of the target's format:
   (``m[:, 0:2].fill_(1)``) or whose base has other views read later is followed by its
   write-back: the new view value is put back into its base link by link through the scatter
   and inverse-view lowerings the registry has (``slice_scatter``, ``select_scatter``,
-  ``diagonal_scatter``, ``permute``, ``view_as``), built as synthetic nodes, so every target
-  gets the same semantics; a written input or buffer becomes a mutation output, and the other
-  views of the base read afterwards are lowered again from the new base. Aliasing the pass
-  cannot prove is refused naming the node and the link.
+  ``diagonal_scatter``, ``as_strided_scatter``, ``permute``, ``transpose``, ``view_as``), built
+  as synthetic nodes, so every target gets the same semantics; a written input or buffer
+  becomes a mutation output, and the other views of the base read afterwards are lowered again
+  from the new base. Aliasing the pass cannot prove is refused naming the node and the link.
 * ``Names``: unique value names across a program and all its subgraphs;
   ``program_names`` is what they must not reuse; ``all_graphs`` yields a graph and its
   subgraphs.
