@@ -1,5 +1,5 @@
 """ONNX LSTM and GRU over a sequence length known only at run time: per direction, one WHILE
-whose body is one step of the same cell ``ops_rnn`` unrolls (``lstm_cell``/``gru_cell``).
+whose body is one step of the same cell ``ops_rnn`` unrolls (``rnn_cells.lstm_cell``/``gru_cell``).
 
 Per direction: the input is made time-major ([S, B, I]), its projection for every step is
 one FULLY_CONNECTED before the loop, and the loop state is [t, S, projection, h, (c), Y]:
@@ -16,7 +16,7 @@ import onnx
 from .emit import Emitter
 from .model import Subgraph, Tensor
 from .model import TensorType as T
-from .ops_rnn import _emit_outputs, directions, fc, gru_cell, initial_state, lstm_cell
+from .rnn_cells import directions, emit_outputs, fc, gru_cell, initial_state, lstm_cell
 
 __all__ = ["lstm_over_dynamic_sequence", "gru_over_dynamic_sequence"]
 
@@ -119,7 +119,7 @@ def _outputs(em: Emitter, node, layout: int, ys: list[int], finals: list[list[in
         if layout:  # [B, S, dirs, H]: each direction batch-major first
             ys = [_batch_major(em, y) for y in ys]
         em.op("PACK", ys, [em.out(0)], ("PackOptions", {"values_count": len(ys), "axis": 2 if layout else 1}))
-    _emit_outputs(em, _without_y(node), layout, [], finals)
+    emit_outputs(em, _without_y(node), layout, [], finals)
 
 
 def _batch_major(em: Emitter, y: int) -> int:
