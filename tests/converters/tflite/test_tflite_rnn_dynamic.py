@@ -104,3 +104,34 @@ def test_onnx_rnn_node_over_a_dynamic_sequence_matches_onnxruntime(op, direction
         for k, (g, w) in enumerate(zip(got, want)):
             assert g.shape == w.shape, (k, g.shape, w.shape)
             assert_close(g, w, "float32", what=f"{op} {direction} seq {s} output {k}")
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_onnx_rnn_node_batch_major_layout_matches_onnx_reference(op):
+    """layout=1 ([batch, seq, ...] input, initial state and outputs), bidirectional, with h0,
+    against onnx's ReferenceEvaluator: ONNX Runtime's CPU kernels do not implement layout=1."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(0)
+    hidden, n_in, gates = 5, 4, 4 if op == "LSTM" else 3
+    inits = [helper.make_tensor(n, TensorProto.FLOAT, s, rng.standard_normal(s).astype(np.float32).ravel())
+             for n, s in (("W", (2, gates * hidden, n_in)), ("R", (2, gates * hidden, hidden)),
+                          ("B", (2, 2 * gates * hidden)))]
+    outs = ["y", "yh"] + (["yc"] if op == "LSTM" else [])
+    node = helper.make_node(op, ["x", "W", "R", "B", "", "h0"], outs, hidden_size=hidden, layout=1,
+                            direction="bidirectional")
+    graph = helper.make_graph(
+        [node], "rnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", n_in]),
+                        helper.make_tensor_value_info("h0", TensorProto.FLOAT, ["batch", 2, hidden])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 2, hidden])]
+        + [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["batch", 2, hidden]) for o in outs[1:]],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    it = tflite_zoo.interpreter(to_tflite(model))
+    for b, s in ((2, 3), (3, 6)):
+        x = rng.standard_normal((b, s, n_in)).astype(np.float32)
+        h0 = rng.standard_normal((b, 2, hidden)).astype(np.float32)
+        want = ReferenceEvaluator(model).run(None, {"x": x, "h0": h0})
+        got = tflite_zoo.run(it, [x, h0])
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_close(g, w, "float32", what=f"{op} layout=1 batch {b} seq {s} output {k}")
