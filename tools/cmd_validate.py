@@ -42,12 +42,12 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
             findings = validate_archive(archive, check_crc=not args.no_crc)
             writable = None
             if target:
-                from ..serde.compat.plan import check_target, plan_for_target
+                from ..serde.compat.plan import check_target, writable_for_target
                 from ..serde.compat.releases import parse_target
 
                 version = parse_target(target)
                 findings += check_target(archive, version)
-                writable = plan_for_target(archive, version).writable
+                writable = writable_for_target(archive, version)
     except Pt2Error as e:
         return {"file": path, "valid": False, "readable": False, "target": target, "error": str(e), "findings": []}
     valid = not any(f.severity == "error" for f in findings)

@@ -12,6 +12,8 @@ every JSON document (model programs, payload configs) against the release's sche
   documents rewritten with ``downgrade``, every other member byte for byte, or the whole
   archive in the older layout the release reads: ``archive.legacy_layout``) and the
   findings; any error is a blocker and then nothing may be written.
+* ``writable_for_target(archive, target)`` -- whether the plan has no blocker, without its
+  members (what ``validate --target`` and ``pt2x scan`` report as ``writable``).
 * ``write_for_target(src, dst, target)`` -- load, plan, write; ``TargetNotWritable`` (with
   the plan's findings) when blocked, in which case ``dst`` is not touched.
 
@@ -39,6 +41,7 @@ __all__ = [
     "TargetNotWritable",
     "check_target",
     "plan_for_target",
+    "writable_for_target",
     "write_for_target",
     "layout_findings",
     "target_layout",
@@ -154,6 +157,25 @@ def plan_for_target(archive, target) -> TargetPlan:
     the JSON documents are rewritten (``downgrade``), so weights, pickles and extra files stay
     byte for byte; else the archive is written in the layout the release reads (``target_layout``).
     """
+    version, label, layout, findings, documents = _rewrite(archive, target)
+    if any(f.severity == "error" for f in findings):
+        return TargetPlan(version, label, findings, [])
+    if layout is not None:
+        return TargetPlan(version, label, findings, legacy_members(archive, layout, documents, version))
+    zr = archive.zip
+    members = [(name, documents[name] if name in documents else _body(zr, name)) for name in zr.names]
+    return TargetPlan(version, label, findings, members)
+
+
+def writable_for_target(archive, target) -> bool:
+    """``plan_for_target(archive, target).writable`` without building the members, at the cost
+    of the JSON documents only (an older layout's members re-pickle every weight)."""
+    return not any(f.severity == "error" for f in _rewrite(archive, target)[3])
+
+
+def _rewrite(archive, target) -> tuple[tuple[int, int], str, str | None, list[Finding], dict[str, bytes]]:
+    """The plan up to its members: (schema version, release label, the older layout to write or
+    None, findings, each JSON document rewritten for the target by member)."""
     version, label, snap = target_snapshot(target)
     layout = target_layout(archive, version)
     findings = [] if layout is None else legacy_findings(archive, layout, label)
@@ -162,13 +184,7 @@ def plan_for_target(archive, target) -> TargetPlan:
         new, found = downgrade(doc, version, root=root, member=member)
         findings.extend(found)
         documents[member] = _dump(new)
-    if any(f.severity == "error" for f in findings):
-        return TargetPlan(version, label, findings, [])
-    if layout is not None:
-        return TargetPlan(version, label, findings, legacy_members(archive, layout, documents, version))
-    zr = archive.zip
-    members = [(name, documents[name] if name in documents else _body(zr, name)) for name in zr.names]
-    return TargetPlan(version, label, findings, members)
+    return version, label, layout, findings, documents
 
 
 def write_for_target(src, dst, target) -> TargetPlan:

@@ -416,6 +416,21 @@ def test_validate_verdict_is_what_convert_writes(tmp_path, capsys, release, targ
                 assert compat_plan.check_target(a, target) == [], (release, case, target, a.layout)
 
 
+@pytest.mark.parametrize("target", ["8.2", "8.8", "8.14", "8.20"])
+def test_writable_for_target_is_the_plans_verdict(tmp_path, target):
+    # validate --target and pt2x scan ask writable_for_target, which skips building the members
+    # (an older layout re-pickles every weight): it must say what the full plan says
+    sources = [fixture("2.14.1", "mlp_dynamic"), fixture("2.8.0", "cond"), fixture("2.6.0", "tied_weights"),
+               with_native_code(tmp_path, fixture("2.14.1", "cond"))]
+    verdicts = []
+    for src in sources:
+        with serde.load(src) as a:
+            verdicts.append(compat_plan.writable_for_target(a, target))
+            assert verdicts[-1] == compat_plan.plan_for_target(a, target).writable, (src, target)
+    # the older layouts have no place for the AOTInductor member: blocked there, kept as is after
+    assert verdicts[:3] == [True] * 3 and verdicts[3] == (target in ("8.14", "8.20")), verdicts
+
+
 def test_plan_writes_the_layout_older_releases_read():
     # the layout step is the planner's: raw weights are read as is by 2.9+ only, so for 8.8
     # every path writes pickled data/weights/<m>.pt, and for 8.2 the flat zip

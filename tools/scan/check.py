@@ -97,13 +97,13 @@ def _validate_keys(archive, options: ScanOptions) -> dict:
     findings = validate_archive(archive)
     out: dict = {"readable": True, "target": options.target}
     if options.target:
-        from ...serde.compat.plan import check_target, plan_for_target
+        from ...serde.compat.plan import check_target, writable_for_target
         from ...serde.compat.releases import parse_target
 
         version = parse_target(options.target)
         target_findings = check_target(archive, version)
         findings += target_findings
-        out["writable"] = plan_for_target(archive, version).writable
+        out["writable"] = writable_for_target(archive, version)
         out["blockers"] = dict(sorted(Counter(f.code for f in target_findings if f.severity == "error").items()))
     out["valid"] = not any(f.severity == "error" for f in findings)
     out["findings"] = [f.as_dict() for f in findings[:MAX_FINDINGS]]
