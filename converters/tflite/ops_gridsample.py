@@ -7,7 +7,8 @@ input made NHWC and summed with weights ((x0 + 1) - x, x - x0, as torch), a corn
 input weighing 0 for "zeros" padding (its index clamped so the gather stays in bounds). Nearest:
 ROUND (half to even, as torch's nearbyint), then one gather, zeros outside for "zeros".
 Coordinates are clamped to [-1, size] in float before the int32 CAST, so huge grid values cannot
-overflow. Refused: bicubic, reflection padding, other ranks, a run-time input height or width.
+overflow. A run-time input height or width is read with SHAPE. Refused: bicubic, reflection
+padding, other ranks.
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ def _mode(node) -> tuple[str, str, bool]:
 class _Sampler:
     def __init__(self, em: Emitter, x: int, grid: int, h: int, w: int, pad: str, align: bool):
         self.em, self.pad, self.align = em, pad, align
-        self.h, self.w = h, w
+        self.shape = None
+        self.h, self.w = self._size(x, 2, h), self._size(x, 3, w)
         self.nhwc = self._nhwc(x)
         gx = em.tmp(T.FLOAT32, None, "gx")
         gy = em.tmp(T.FLOAT32, None, "gy")
         em.op("UNPACK", [grid], [gx, gy], ("UnpackOptions", {"num": 2, "axis": 3}))
-        self.ix, self.iy = self._unnormalise(gx, w), self._unnormalise(gy, h)
+        self.ix, self.iy = self._unnormalise(gx, self.w), self._unnormalise(gy, self.h)
         self.batch = self._batch_index(x, gx)
 
     def f(self, v) -> int:
@@ -54,20 +56,33 @@ class _Sampler:
         opts = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions"}.get(code)
         return self.em.binary(code, a, b, dtype=dtype, options=(opts, _NO_ACT) if opts else None)
 
+    def _size(self, x: int, axis: int, n: int) -> tuple[int, int, int]:
+        """(size, size - 1) as float32 and size - 1 as int32: constants, or from SHAPE at run time."""
+        if n >= 0:
+            return self.f(n), self.f(n - 1), self.em.const(np.array(n - 1, np.int32))
+        if self.shape is None:
+            self.shape = self.em.tmp(T.INT32, [4], "shape")
+            self.em.op("SHAPE", [x], [self.shape], ("ShapeOptions", {"out_type": T.INT32}))
+        d = self.em.tmp(T.INT32, [], "size")
+        self.em.op("GATHER", [self.shape, self.em.const(np.array(axis, np.int32))], [d], ("GatherOptions", {"axis": 0}))
+        last = self.bin("SUB", d, self.em.const(np.array(1, np.int32)))
+        return self.em.cast(d, T.FLOAT32), self.em.cast(last, T.FLOAT32), last
+
     def _nhwc(self, x: int) -> int:
         s = self.em.shape_of(x)
         y = self.em.tmp(T.FLOAT32, None if s is None else [s[0], s[2], s[3], s[1]], "nhwc")
         self.em.op("TRANSPOSE", [x, self.em.const(np.array([0, 2, 3, 1], np.int32))], [y])
         return y
 
-    def _unnormalise(self, g: int, size: int) -> int:
+    def _unnormalise(self, g: int, size) -> int:
+        n, last, _ = size
         g1 = self.bin("ADD", g, self.f(1))
         if self.align:
-            c = self.bin("MUL", self.bin("MUL", g1, self.f(0.5)), self.f(size - 1))
+            c = self.bin("MUL", self.bin("MUL", g1, self.f(0.5)), last)
         else:
-            c = self.bin("MUL", self.bin("SUB", self.bin("MUL", g1, self.f(size)), self.f(1)), self.f(0.5))
+            c = self.bin("MUL", self.bin("SUB", self.bin("MUL", g1, n), self.f(1)), self.f(0.5))
         if self.pad == "border":
-            c = self.bin("MINIMUM", self.bin("MAXIMUM", c, self.f(0)), self.f(size - 1))
+            c = self.bin("MINIMUM", self.bin("MAXIMUM", c, self.f(0)), last)
         return c
 
     def _batch_index(self, x: int, like: int) -> int:
@@ -83,17 +98,15 @@ class _Sampler:
         zeros = self.em.cast(self.em.unary("ZEROS_LIKE", like, hint="z"), T.INT32)
         return self.bin("ADD", col, zeros)
 
-    def index(self, coord_f: int, size: int) -> tuple[int, int]:
+    def index(self, coord_f: int, size) -> tuple[int, int]:
         """An integral float coordinate -> (index clamped into [0, size-1], inside as bool)."""
-        safe = self.bin("MINIMUM", self.bin("MAXIMUM", coord_f, self.f(-1)), self.f(size))
+        n, _, last = size
+        safe = self.bin("MINIMUM", self.bin("MAXIMUM", coord_f, self.f(-1)), n)
         i = self.em.cast(safe, T.INT32)
-        inside = self.em.binary("LOGICAL_AND", self.em.binary("GREATER_EQUAL", i, self.em.const(np.array(0, np.int32)),
-                                                              dtype=T.BOOL),
-                                self.em.binary("LESS_EQUAL", i, self.em.const(np.array(size - 1, np.int32)), dtype=T.BOOL),
-                                dtype=T.BOOL)
-        clamped = self.bin("MINIMUM", self.bin("MAXIMUM", i, self.em.const(np.array(0, np.int32))),
-                           self.em.const(np.array(size - 1, np.int32)))
-        return clamped, inside
+        zero = self.em.const(np.array(0, np.int32))
+        inside = self.em.binary("LOGICAL_AND", self.em.binary("GREATER_EQUAL", i, zero, dtype=T.BOOL),
+                                self.em.binary("LESS_EQUAL", i, last, dtype=T.BOOL), dtype=T.BOOL)
+        return self.bin("MINIMUM", self.bin("MAXIMUM", i, zero), last), inside
 
     def gather(self, yi: int, xi: int) -> int:
         """[N, Ho, Wo, C] values at (n, yi, xi)."""
@@ -148,8 +161,6 @@ def grid_sample(em: Emitter, node) -> None:
     if xs is None or len(xs) != 4 or gs is None or len(gs) != 4:
         raise Unsupported("GridSample other than 4-D (N, C, H, W)")
     h, w = xs[2], xs[3]
-    if h < 0 or w < 0:
-        raise Unsupported("GridSample over an input whose height or width is known only at run time")
     x, grid = em.t(node.input[0]), em.t(node.input[1])
     if em.dtype_of(x) != T.FLOAT32:
         raise Unsupported("GridSample of a non-float input")

@@ -1,5 +1,5 @@
 """GridSample (torch's grid_sample) as GATHER_ND (ops_gridsample.py): every mapped mode in one
-.pt2 with a dynamic batch and output size, vs torch eager, grid values reaching outside
+.pt2 with a dynamic batch, input height/width and output size, vs torch eager, grid values reaching outside
 [-1, 1]; the refused modes name themselves."""
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ class _Sample(torch.nn.Module):
 def _export(modes, tmp_path):
     batch = Dim("batch", min=1, max=8)
     args = (torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2) * 2.6 - 1.3)
-    ep = torch.export.export(_Sample(modes), args, dynamic_shapes=({0: batch}, {0: batch, 1: Dim("ho", max=32)}))
+    x_dims = {0: batch, 2: Dim("h", min=2, max=32), 3: Dim("w", min=2, max=32)}
+    ep = torch.export.export(_Sample(modes), args, dynamic_shapes=(x_dims, {0: batch, 1: Dim("ho", max=32)}))
     path = str(tmp_path / "gs.pt2")
     torch.export.save(ep, path)
     return path
@@ -44,7 +45,8 @@ def test_grid_sample_modes_match_eager(tmp_path):
     grid2 = torch.stack(torch.meshgrid(ties, ties, indexing="xy"), -1).expand(3, 6, 6, 2).contiguous()
     for xnnpack in (True, False):
         it = tflite_zoo.interpreter(data, xnnpack=xnnpack)
-        for x, grid in ((torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2) * 2.6 - 1.3), (torch.randn(3, 3, 5, 7), grid2)):
+        for x, grid in ((torch.randn(2, 3, 5, 7), torch.rand(2, 4, 6, 2) * 2.6 - 1.3), (torch.randn(3, 3, 5, 7), grid2),
+                        (torch.randn(1, 3, 9, 4), torch.rand(1, 5, 6, 2) * 2.6 - 1.3)):
             got = tflite_zoo.run(it, [x.numpy(), grid.numpy()])
             for (mode, pad, align), g, w in zip(MODES, got, m(x, grid)):
                 assert_close(g, w.numpy(), torch.float32, what=f"grid_sample {mode} {pad} align_corners={align}")
