@@ -46,3 +46,10 @@ as int32, and a larger dim could never be allocated by its runtime anyway."""
 MAX_ONNX_SUBGRAPH_DEPTH = 16
 """How deep ``If``/``Loop``/``Scan`` bodies may nest in an ONNX model (the loader's
 ``MAX_SUBGRAPH_DEPTH`` for a program): each level is a recursion of the converter's own."""
+
+MAX_LAYOUT_WORK = 5_000_000
+"""Op visits the TFLite layout pass (``converters/tflite/layout.py``) may spend. Each rewrite
+(a transpose sunk one op down, a pair cancelled) rescans the subgraph, so a transpose sinking
+down a chain of n elementwise ops costs n^2 (a 5,000-op chain: minutes). Real models need a
+few hundred thousand (BERT: ~1,500 ops, ~100 rewrites); past the bound the pass stops where
+it is, which leaves transposes in place: the model stays exact, only slower."""

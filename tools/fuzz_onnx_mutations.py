@@ -85,7 +85,7 @@ def outside_locations(data: bytes, folder: str) -> list[str]:
             if t.data_location != TensorProto.EXTERNAL:
                 continue
             loc = next((e.value for e in t.external_data if e.key == "location"), "")
-            if not loc or "\x00" in loc:
+            if not loc or not isinstance(loc, str) or "\x00" in loc:  # not a file name: nothing is read
                 continue
             path = os.path.realpath(os.path.join(root, loc))
             if os.path.commonpath([root, path]) != root:

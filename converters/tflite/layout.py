@@ -2,12 +2,14 @@
 TRANSPOSEs). Here transposes sink through layout-agnostic elementwise ops (the op then runs
 in NHWC) and pairs that undo each other cancel, so transposes remain only at the edges of
 NHWC regions. A transpose whose result is a graph output, or read by more than one op, stays.
+The pass spends at most ``MAX_LAYOUT_WORK`` op visits (``converters/limits.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..limits import MAX_LAYOUT_WORK
 from .model import Op, Subgraph, Tensor, TensorType
 
 __all__ = ["optimize_layout"]
@@ -200,7 +202,9 @@ def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
     """``nhwc_io``: the main subgraph's 4-D inputs and outputs become channels-last first."""
     if nhwc_io:
         nhwc_edges(sub)
+    work = 0
     for _ in range(10 * len(sub.ops) + 10):
-        if not (_cancel_pairs(sub) or _sink(sub) or _split_fan_out(sub)):
+        work += 3 * len(sub.ops)  # each step below rebuilds its maps over every op
+        if work > MAX_LAYOUT_WORK or not (_cancel_pairs(sub) or _sink(sub) or _split_fan_out(sub)):
             break
     _merge_duplicates(sub)

@@ -98,6 +98,8 @@ def _load_external_data(m: onnx.ModelProto, folder: str) -> None:
     root = os.path.realpath(folder)
     for t in tensors:
         loc = next((e.value for e in t.external_data if e.key == "location"), "")
+        if not isinstance(loc, str) or "\x00" in loc:  # protobuf hands over invalid UTF-8 as bytes
+            raise ConversionError(f"initializer {t.name!r}: its external data location {loc!r} is not a file name")
         path = os.path.realpath(os.path.join(root, loc))
         if not loc or os.path.isabs(loc) or os.path.commonpath([root, path]) != root:
             raise ConversionError(f"initializer {t.name!r} keeps its data at {loc!r}, outside the model's folder")
