@@ -211,3 +211,36 @@ def test_hostile_onnx_is_refused_where_torch_cannot_be_imported(tmp_path):
     out = run_torch_free(code, str(path))
     assert out.returncode == 0, out.stderr
     assert "refused:" in out.stdout and "initializer 'w'" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize("work", [None, 200])
+def test_the_layout_pass_stopped_by_its_work_bound_leaves_an_exact_model(monkeypatch, work):
+    """A convolution (NHWC in TFLite, so wrapped in transposes) then 40 elementwise ops: the
+    pass sinks the transpose down the chain; with the bound at 200 op visits it stops part
+    way, and the model still equals ONNX Runtime's output (only transposes are left)."""
+    import onnxruntime as ort
+
+    from pt2x.converters.tflite import layout
+
+    if work is not None:
+        monkeypatch.setattr(layout, "MAX_LAYOUT_WORK", work)
+    rng = np.random.default_rng(1)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["t0"], name="conv", pads=[1, 1, 1, 1])]
+    nodes += [helper.make_node("Neg" if i % 2 else "Relu", [f"t{i}"], [f"t{i + 1}"], name=f"e{i}") for i in range(40)]
+    g = helper.make_graph(nodes, "g", [_vi("x", [1, 3, 6, 6])], [_vi("t40", [1, 4, 6, 6])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    x = rng.standard_normal((1, 3, 6, 6)).astype(np.float32)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    data = to_tflite(m)
+    np.testing.assert_allclose(_run_litert(data, x), want, rtol=1e-5, atol=1e-5)
+    from pt2x.converters.tflite import schema_generated as fb
+
+    sub = fb.Model.GetRootAs(data, 0).Subgraphs(0)
+    codes = fb.Model.GetRootAs(data, 0)
+    ops = [codes.OperatorCodes(sub.Operators(i).OpcodeIndex()).BuiltinCode() for i in range(sub.OperatorsLength())]
+    last = max(i for i, c in enumerate(ops) if c == fb.BuiltinOperator.TRANSPOSE)
+    if work is None:  # sunk to the end of the chain
+        assert last == len(ops) - 1, ops
+    else:  # stopped part way: elementwise ops after it still run in NCHW
+        assert last < len(ops) - 1, ops
