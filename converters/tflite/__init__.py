@@ -1,11 +1,13 @@
 """The TFLite (LiteRT) target: ONNX (pt2x's own, built in memory, or any ONNX file) ->
 TFLite builtins, written as a TFL3 flatbuffer with the ``flatbuffers`` package.
 
-Modules, in the order a conversion uses them: ``prepare`` (the ONNX model, shape-inferred
-and folded), ``emit`` (the mapping state and the node loop), ``mappers`` (the ONNX op ->
-mapper table) filled by ``ops_elementwise``, ``ops_linalg``, ``ops_shape``, ``ops_index``,
-``ops_reduce``, ``ops_nn``, ``ops_blocks``, ``ops_attention``, ``ops_rnn`` and
-``ops_control`` (IF/WHILE subgraphs), ``layout`` (the NCHW -> NHWC pass), ``shapes``
+Modules, in the order a conversion uses them: ``onnx_check`` (an ONNX model from outside
+pt2x checked before it is read), ``prepare`` (the ONNX model, shape-inferred and folded),
+``emit`` (the mapping state and the node loop), ``mappers`` (the ONNX op -> mapper table)
+filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape``, ``ops_index``,
+``ops_gridsample``, ``ops_reduce``, ``ops_nn``, ``ops_blocks``, ``ops_attention``, ``ops_rnn``
+(unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
+``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``layout`` (the NCHW -> NHWC pass), ``shapes``
 (static shapes for XNNPACK), ``model`` (the TFLite model as plain data), ``writer``
 (serialisation) with ``schema_generated`` (flatc's output for ``tflite_subset.fbs``), and
 ``converter`` (``to_tflite``). docs/tflite.md says what is supported and why the rest is not.
