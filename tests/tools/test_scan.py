@@ -117,6 +117,8 @@ def test_jobs2_gives_the_same_records(jobs1, fleet, tmp_path):
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
+    # CI has no network beyond the package registries: Ray must not try to report usage
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
         yield ray
