@@ -7,6 +7,9 @@ catch ``Pt2Error``; nothing from ``zipfile``, ``json``, ``pickle`` or numpy leak
 
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 __all__ = [
     "Pt2Error",
     "Pt2FormatError",
@@ -19,6 +22,7 @@ __all__ = [
     "TensorDataError",
     "Pt2UsageError",
     "MissingExtraError",
+    "extra_required",
 ]
 
 
@@ -45,6 +49,19 @@ class MissingExtraError(Pt2UsageError, ImportError):
 
     def __reduce__(self):
         return type(self), (self.feature, self.name, self.extra)
+
+
+@contextlib.contextmanager
+def extra_required(feature: str, module: str, extra: str) -> Iterator[None]:
+    """Around an optional ``import module``: its absence becomes a ``MissingExtraError`` naming
+    ``pt2x[extra]``; a module missing *inside* it (a broken installation) stays what it is.
+    The import statement stays at the call site, where the import contracts can see it."""
+    try:
+        yield
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        raise MissingExtraError(feature, module, extra) from e
 
 
 class Pt2FormatError(Pt2Error):

@@ -15,19 +15,15 @@ import os
 import tempfile
 from typing import Any
 
-from ..errors import MissingExtraError, Pt2UsageError
+from ..errors import Pt2UsageError, extra_required
 
 __all__ = ["save", "to_schema", "load_exported_program", "from_schema"]
 
 
 def _import_torch(feature: str):
     """``torch``, for ``feature``; when it is not installed, a ``MissingExtraError`` naming ``pt2x[torch]``."""
-    try:
+    with extra_required(feature, "torch", "torch"):
         import torch
-    except ModuleNotFoundError as e:
-        if e.name != "torch":
-            raise
-        raise MissingExtraError(feature, "torch", "torch") from e
     return torch
 
 

@@ -16,7 +16,7 @@ import os
 import stat
 from typing import Iterator, NamedTuple
 
-from ...serde.errors import MissingExtraError, Pt2UsageError
+from ...serde.errors import Pt2UsageError, extra_required
 
 __all__ = ["Artifact", "discover", "is_url", "open_url"]
 
@@ -35,12 +35,8 @@ class Artifact(NamedTuple):
 
 
 def _fsspec():
-    try:
+    with extra_required("pt2x scan of a URL", "fsspec", "fsspec"):
         import fsspec
-    except ModuleNotFoundError as e:
-        if e.name != "fsspec":
-            raise
-        raise MissingExtraError("pt2x scan of a URL", "fsspec", "fsspec") from None
     return fsspec
 
 

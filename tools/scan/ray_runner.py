@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator
 
-from ...serde.errors import MissingExtraError, Pt2UsageError
+from ...serde.errors import Pt2UsageError, extra_required
 from .check import error_dict
 from .discover import Artifact
 from .options import ScanOptions
@@ -29,12 +29,8 @@ _TASK = None
 
 
 def _ray():
-    try:
+    with extra_required("pt2x scan --ray", "ray", "ray"):
         import ray
-    except ModuleNotFoundError as e:
-        if e.name != "ray":
-            raise
-        raise MissingExtraError("pt2x scan --ray", "ray", "ray") from None
     return ray
 
 
