@@ -549,14 +549,6 @@ class _Proto:
         self.f.flush()
 
 
-def _vm_size() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def _warm_up(fixtures: list[str], scratch: str, onnx_mode: bool) -> None:
     """Clean cases through every stage, so lazy imports happen before the limits start (and,
     for ``--onnx``, the base models are made)."""
@@ -580,7 +572,6 @@ def _warm_up(fixtures: list[str], scratch: str, onnx_mode: bool) -> None:
 def worker_main() -> None:
     """Worker process: read requests (one JSON per line) and run them, reporting each step."""
     import faulthandler
-    import resource
     import warnings
 
     global _NOTE
@@ -594,15 +585,12 @@ def worker_main() -> None:
     import pt2x.serde.compat.target  # noqa: F401
     import pt2x.serde.validate  # noqa: F401
     from pt2x.tools import fuzz_mutations as fm
+    from pt2x.tools.process_limits import limit_address_space, vm_size
 
     _warm_up(fixtures, os.path.dirname(init["case_file"]), bool(init.get("onnx")))
     if init.get("memory_mib"):
-        limit = _vm_size() + int(init["memory_mib"]) * (1 << 20)
-        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    proto.send(event="ready", pid=os.getpid(), vm=_vm_size())
+        limit_address_space(int(init["memory_mib"]))
+    proto.send(event="ready", pid=os.getpid(), vm=vm_size())
     for line in sys.stdin:
         req = json.loads(line)
         restart = _serve(req, fixtures, fm, proto, init["case_file"])

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 
+from ..process_limits import limit_address_space
 from .check import MAX_MESSAGE, converter
 from .options import ScanOptions
 
@@ -43,24 +44,6 @@ class WorkerStartError(RuntimeError):
 
 
 # ------------------------------------------------------------------------------ child side
-
-
-def _vm_size() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def _limit_memory(memory_mb: int) -> None:
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = _vm_size() + memory_mb * (1 << 20)
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
 def _import_checks(options: ScanOptions) -> None:
@@ -104,7 +87,7 @@ def main() -> None:
     from .check import OutOfMemory, check_artifact, error_dict
 
     if options.memory_mb:
-        _limit_memory(options.memory_mb)
+        limit_address_space(options.memory_mb)
     channel.write('{"ready": true}\n')
     for line in sys.stdin:
         location = json.loads(line)["location"]
