@@ -148,6 +148,18 @@ def _scalar(em: Emitter, k: int) -> int:
     return s
 
 
+def _normalized(em: Emitter, x: int, axes: list[int], eps: float) -> int:
+    """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance), as Layer- and
+    InstanceNormalization define it; the scale and bias are the caller's."""
+    mean = em.tmp(T.FLOAT32, None, "mean")
+    _reduce(em, "MEAN", x, axes, True, mean)
+    d = em.binary("SUB", x, mean, options=("SubOptions", {"fused_activation_function": 0}))
+    var = em.tmp(T.FLOAT32, None, "var")
+    _reduce(em, "MEAN", em.binary("MUL", d, d, options=_MUL), axes, True, var)
+    inv = em.unary("RSQRT", em.binary("ADD", var, em.const(np.float32(eps)), options=_ADD))
+    return em.binary("MUL", d, inv, options=_MUL)
+
+
 @maps("LayerNormalization")
 def layer_norm(em: Emitter, node) -> None:
     if any(o for o in node.output[1:]):
@@ -156,14 +168,7 @@ def layer_norm(em: Emitter, node) -> None:
     rank = em.rank(node.input[0])
     axes = list(range(_axis(int(a.get("axis", -1)), rank), rank))
     eps = float(a.get("epsilon", 1e-5))
-    x = em.t(node.input[0])
-    mean = em.tmp(T.FLOAT32, None, "mean")
-    _reduce(em, "MEAN", x, axes, True, mean)
-    d = em.binary("SUB", x, mean, options=("SubOptions", {"fused_activation_function": 0}))
-    var = em.tmp(T.FLOAT32, None, "var")
-    _reduce(em, "MEAN", em.binary("MUL", d, d, options=_MUL), axes, True, var)
-    inv = em.unary("RSQRT", em.binary("ADD", var, em.const(np.float32(eps)), options=_ADD))
-    y = em.binary("MUL", d, inv, options=_MUL)
+    y = _normalized(em, em.t(node.input[0]), axes, eps)
     has_bias = len(node.input) > 2 and node.input[2]
     y_out = em.out() if not has_bias else em.tmp(T.FLOAT32, em.shape(node.output[0]), "scaled")
     em.op("MUL", [y, em.t(node.input[1])], [y_out], _MUL)
@@ -197,13 +202,7 @@ def instance_norm(em: Emitter, node) -> None:
     rank = em.rank(node.input[0])
     axes = list(range(2, rank))
     eps = float(attrs(node).get("epsilon", 1e-5))
-    x = em.t(node.input[0])
-    mean = em.tmp(T.FLOAT32, None, "mean")
-    _reduce(em, "MEAN", x, axes, True, mean)
-    d = em.binary("SUB", x, mean, options=("SubOptions", {"fused_activation_function": 0}))
-    var = em.tmp(T.FLOAT32, None, "var")
-    _reduce(em, "MEAN", em.binary("MUL", d, d, options=_MUL), axes, True, var)
-    y = em.binary("MUL", d, em.unary("RSQRT", em.binary("ADD", var, em.const(np.float32(eps)), options=_ADD)), options=_MUL)
+    y = _normalized(em, em.t(node.input[0]), axes, eps)
     shape = _channel_shape(rank)
     scale, bias = em.const_value(node.input[1]), em.const_value(node.input[2])
     if scale is None or bias is None:
