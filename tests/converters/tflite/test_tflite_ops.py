@@ -202,6 +202,22 @@ def test_rms_normalization_opset_23():
     _compare(m, [[rng.standard_normal((2, 3, 8)).astype(np.float32)], [rng.standard_normal((1, 5, 8)).astype(np.float32)]])
 
 
+def test_instance_and_layer_normalization():
+    """Both normalise over their axes with one shared decomposition: each against ONNX Runtime,
+    dynamic batch and sizes, inputs far from zero mean and unit variance."""
+    rng = np.random.default_rng(0)
+    scale = helper.make_tensor("s", F, [3], rng.standard_normal(3).astype(np.float32))
+    bias = helper.make_tensor("b", F, [3], rng.standard_normal(3).astype(np.float32))
+    m = _model([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-5)],
+               [("x", F, ["n", 3, "h", "w"])], [("y", F)], [scale, bias])
+    _compare(m, [[rng.standard_normal((2, 3, 5, 4)).astype(np.float32) * 3 + 1],
+                 [rng.standard_normal((1, 3, 7, 6)).astype(np.float32) * 3 + 1]])
+    m = _model([helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-5)],
+               [("x", F, ["n", "t", 3])], [("y", F)], [scale, bias])
+    _compare(m, [[rng.standard_normal((2, 4, 3)).astype(np.float32) * 3 + 1],
+                 [rng.standard_normal((1, 6, 3)).astype(np.float32) * 3 + 1]])
+
+
 @pytest.mark.parametrize("op,mode,c", [("DepthToSpace", "DCR", 8), ("DepthToSpace", "CRD", 8), ("SpaceToDepth", None, 2)])
 def test_depth_space_blocks(op, mode, c):
     """pixel_shuffle / pixel_unshuffle: both ONNX modes, run-time N, H, W."""
