@@ -35,6 +35,12 @@ def matmul(em: Emitter, node) -> None:
     em.op("BATCH_MATMUL", [a, b], [em.out()], ("BatchMatMulOptions", {"adj_x": False, "adj_y": False}))
 
 
+def _per_column(c_shape: tuple, n: int) -> bool:
+    """Whether Gemm's C (broadcast to [M, N]) is one bias per output column: every dim but the
+    last is 1 and the last is 1 or N. A C of [M, 1] is one value per row, even when M == N."""
+    return all(d == 1 for d in c_shape[:-1]) and (not c_shape or c_shape[-1] in (1, n))
+
+
 @maps("Gemm")
 def gemm(em: Emitter, node) -> None:
     at = attrs(node)
@@ -50,7 +56,7 @@ def gemm(em: Emitter, node) -> None:
         bias = None
         if has_c:
             c = np.asarray(cv, np.float32) * np.float32(beta)
-            if c.size == n or c.size == 1:
+            if _per_column(c.shape, n):
                 bias = np.broadcast_to(c.reshape(-1), (n,)).copy()
         if not has_c or bias is not None:
             _fully_connected(em, a, w, bias, em.out())

@@ -12,50 +12,147 @@ from ..errors import Unsupported
 from .emit import Emitter, attrs
 from .mappers import maps
 from .model import TensorType as T
-from .ops_shape import _axis, axes_of
+from .ops_shape import _axis, axes_of, shape_tensor
 
-_REDUCE = {"ReduceSum": "SUM", "ReduceMean": "MEAN", "ReduceMax": "REDUCE_MAX", "ReduceMin": "REDUCE_MIN",
-           "ReduceProd": "REDUCE_PROD", "ReduceSumSquare": "SUM", "ReduceL2": "SUM", "ReduceLogSumExp": "SUM"}
+# ONNX Reduce* = post(REDUCER(pre(x), axes)): the reducer builtin and the elementwise steps
+# around it. With noop_with_empty_axes and no axes, only pre and post run (what ONNX Runtime and
+# onnx's reference compute: ReduceSumSquare is then x*x, ReduceL2 sqrt(x*x)).
+_REDUCE = {"ReduceSum": (None, "SUM", None), "ReduceMean": (None, "MEAN", None),
+           "ReduceMax": (None, "REDUCE_MAX", None), "ReduceMin": (None, "REDUCE_MIN", None),
+           "ReduceProd": (None, "REDUCE_PROD", None), "ReduceSumSquare": ("SQUARE", "SUM", None),
+           "ReduceL1": ("ABS", "SUM", None), "ReduceL2": ("SQUARE", "SUM", "SQRT"),
+           "ReduceLogSum": (None, "SUM", "LOG")}
 _MUL = ("MulOptions", {"fused_activation_function": 0})
 _ADD = ("AddOptions", {"fused_activation_function": 0})
+_SUB = ("SubOptions", {"fused_activation_function": 0})
 
 
-def _reduce_axes(em: Emitter, node) -> list[int] | None:
-    """The axes to reduce (normalised); None for "no reduction" (noop_with_empty_axes)."""
+def _reduce_axes(em: Emitter, node) -> int | None:
+    """The axes to reduce as an int32 tensor; None for "no reduction" (noop_with_empty_axes and
+    no axes). Axes given at run time are passed to the reducer as they are (TFLite's reducers
+    take negative axes); their count must be known, as an empty list means "all axes"."""
     rank = em.rank(node.input[0])
-    axes = axes_of(em, node, 1)
+    a = attrs(node)
+    name = node.input[1] if "axes" not in a and len(node.input) > 1 and node.input[1] else ""
+    if name and em.const_value(name) is None:
+        n = em.shape(name)
+        if n is None or len(n) != 1 or n[0] < 0:
+            raise Unsupported(f"{node.op_type} with axes computed at run time whose count is unknown "
+                              "(an empty list would mean all axes or none)")
+        if n[0] > 0:
+            return em.cast(em.t(name), T.INT32)
+        axes = []
+    else:
+        axes = axes_of(em, node, 1) or []
     if not axes:
-        if attrs(node).get("noop_with_empty_axes", 0):
+        if a.get("noop_with_empty_axes", 0):
             return None
-        return list(range(rank))
-    return sorted({_axis(a, rank) for a in axes})
+        axes = list(range(rank))
+    return em.const(np.asarray(sorted({_axis(v, rank) for v in axes}), np.int32))
 
 
-def _reduce(em: Emitter, code: str, x: int, axes: list[int], keep: bool, out: int) -> None:
-    em.op(code, [x, em.const(np.asarray(axes, np.int32))], [out], ("ReducerOptions", {"keep_dims": keep}))
+def _reduce(em: Emitter, code: str, x: int, axes, keep: bool, out: int) -> None:
+    """``code`` over ``axes`` (a list of ints, or an int32 tensor)."""
+    if not isinstance(axes, (int, np.integer)):
+        axes = em.const(np.asarray(axes, np.int32))
+    em.op(code, [x, int(axes)], [out], ("ReducerOptions", {"keep_dims": keep}))
+
+
+def _step(em: Emitter, code: str | None, x: int) -> int:
+    if code is None:
+        return x
+    if code == "SQUARE":
+        return em.binary("MUL", x, x, options=_MUL)
+    if em.dtype_of(x) != T.FLOAT32 and code in ("SQRT", "LOG"):
+        raise Unsupported(f"TFLite's {code} computes float32 only")
+    return em.unary(code, x)
 
 
 @maps(*_REDUCE)
 def reduce(em: Emitter, node) -> None:
     x = em.t(node.input[0])
+    if em.dtype_of(x) == T.BOOL:
+        if node.op_type not in ("ReduceMax", "ReduceMin"):
+            raise Unsupported(f"{node.op_type} of booleans")
+        _bool_any_all(em, node, x)
+        return
+    pre, code, post = _REDUCE[node.op_type]
+    axes = _reduce_axes(em, node)
+    keep = bool(attrs(node).get("keepdims", 1))
+    y = _step(em, pre, x)
+    if axes is not None:
+        fill = _EMPTY_FILL.get(code) if em.dtype_of(y) == T.FLOAT32 else None
+        r = em.tmp(em.dtype_of(y), em.shape(node.output[0]), "reduced") if post or fill else em.out()
+        _reduce(em, code, y, axes, keep, r)
+        y = r if fill is None else _fill_if_empty(em, node, x, axes, r, fill, post is None)
+    elif post is None:
+        em.bind(node.output[0], y)
+        return
+    if post is not None:
+        em.op(post, [y], [em.out()])
+
+
+def _bool_any_all(em: Emitter, node, x: int) -> None:
+    """ReduceMax/Min of booleans (any/all) over 0/1 in int32."""
+    axes = _reduce_axes(em, node)
+    if axes is None:
+        em.bind(node.output[0], x)
+        return
+    r = em.tmp(T.INT32, em.shape(node.output[0]), "reduced")
+    _reduce(em, _REDUCE[node.op_type][1], em.cast(x, T.INT32), axes, bool(attrs(node).get("keepdims", 1)), r)
+    em.op("CAST", [r], [em.out()], ("CastOptions", {"in_data_type": T.INT32, "out_data_type": T.BOOL}))
+
+
+# ONNX's max of no elements is -inf (min: +inf); TFLite's REDUCE_MAX gives float32's lowest
+_EMPTY_FILL = {"REDUCE_MAX": -np.inf, "REDUCE_MIN": np.inf}
+
+
+def _fill_if_empty(em: Emitter, node, x: int, axes: int, r: int, value: float, last: bool) -> int:
+    """``r`` where the reduced axes hold elements, else ``value``: the element count over the
+    axes (a constant when those dims are static, from SHAPE at run time otherwise)."""
+    shape = em.shape(node.input[0])
+    fixed = len(node.input) < 2 or not node.input[1] or em.const_value(node.input[1]) is not None
+    if fixed and all(d >= 0 for d in shape):
+        if all(shape[i] > 0 for i in np.asarray(em.sub.tensors[axes].data).reshape(-1)):
+            if last:
+                em.bind(node.output[0], r)
+            return r
+    rank = len(shape)
+    idx = em.binary("FLOOR_MOD", axes, em.const(np.array(rank, np.int32)))
+    dims = em.tmp(T.INT32, None, "dims")
+    em.op("GATHER", [shape_tensor(em, x), idx], [dims], ("GatherOptions", {"axis": 0}))
+    count = em.tmp(T.INT32, [], "count")
+    _reduce(em, "REDUCE_PROD", dims, em.const(np.array([0], np.int32)), False, count)
+    empty = em.binary("EQUAL", count, em.const(np.array(0, np.int32)), dtype=T.BOOL)
+    out = em.out() if last else em.tmp(T.FLOAT32, em.shape(node.output[0]), "filled")
+    em.op("SELECT_V2", [empty, em.const(np.float32(value)), r], [out])
+    return out
+
+
+@maps("ReduceLogSumExp")
+def reduce_log_sum_exp(em: Emitter, node) -> None:
+    """m + LOG(SUM(EXP(x - m))) with m the max over the axes (0 where it is not finite): no
+    overflow for large x, and +-inf maxima come out as ONNX Runtime's (inf, -inf)."""
+    x = em.t(node.input[0])
+    if em.dtype_of(x) != T.FLOAT32:
+        raise Unsupported("ReduceLogSumExp of integers (TFLite's EXP and LOG compute float32 only)")
     axes = _reduce_axes(em, node)
     if axes is None:
         em.bind(node.output[0], x)
         return
     keep = bool(attrs(node).get("keepdims", 1))
-    if em.dtype_of(x) == T.BOOL:
-        raise Unsupported(f"{node.op_type} of booleans")
-    op = node.op_type
-    if op in ("ReduceSumSquare", "ReduceL2"):
-        x = em.binary("MUL", x, x, options=_MUL)
-    elif op == "ReduceLogSumExp":
-        x = em.unary("EXP", x)
-    if op in ("ReduceL2", "ReduceLogSumExp"):
-        s = em.tmp(em.dtype_of(x), em.shape(node.output[0]), "sum")
-        _reduce(em, "SUM", x, axes, keep, s)
-        em.op("SQRT" if op == "ReduceL2" else "LOG", [s], [em.out()])
-        return
-    _reduce(em, _REDUCE[op], x, axes, keep, em.out())
+    m = em.tmp(T.FLOAT32, None, "max")
+    _reduce(em, "REDUCE_MAX", x, axes, True, m)
+    finite = em.binary("EQUAL", em.binary("SUB", m, m, options=_SUB), em.const(np.float32(0)), dtype=T.BOOL)
+    shift = em.tmp(T.FLOAT32, None, "shift")
+    em.op("SELECT_V2", [finite, m, em.const(np.float32(0))], [shift])
+    s = em.tmp(T.FLOAT32, None, "sum")
+    _reduce(em, "SUM", em.unary("EXP", em.binary("SUB", x, shift, options=_SUB)), axes, keep, s)
+    if not keep:
+        shift_r = em.tmp(T.FLOAT32, None, "shift")
+        _reduce(em, "REDUCE_MAX", shift, axes, False, shift_r)  # drops the kept axes (all size 1)
+        shift = shift_r
+    em.op("ADD", [em.unary("LOG", s), shift], [em.out()], _ADD)
 
 
 def _last_axis(em: Emitter, node, code: str, options) -> None:

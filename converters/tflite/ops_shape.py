@@ -138,17 +138,32 @@ def flatten(em: Emitter, node) -> None:
         raise Unsupported("Flatten of a value of unknown rank")
     axis = _axis(int(attrs(node).get("axis", 1)), len(shape))
     head, tail = shape[:axis], shape[axis:]
-    if all(d >= 0 for d in head):
-        s = em.const(np.array([int(np.prod(head)), -1], np.int32))
-    elif all(d >= 0 for d in tail):
-        s = em.const(np.array([-1, int(np.prod(tail))], np.int32))
-    else:
-        prod = em.tmp(T.INT32, [1], "prod")
-        em.op("REDUCE_PROD", [dims_tensor(em, x, shape, 0, axis), em.const(np.array([0], np.int32))], [prod],
-              ("ReducerOptions", {"keep_dims": True}))
+    hp, tp = _static_prod(head), _static_prod(tail)
+    if hp is not None and tp is not None:
+        s = em.const(np.array([hp, tp], np.int32))
+    elif hp:  # a -1 is inferable only next to a non-zero product
+        s = em.const(np.array([hp, -1], np.int32))
+    elif tp:
+        s = em.const(np.array([-1, tp], np.int32))
+    else:  # both products at run time (either may be 0)
         s = em.tmp(T.INT32, [2], "shape")
-        em.op("CONCATENATION", [prod, em.const(np.array([-1], np.int32))], [s], ("ConcatenationOptions", {"axis": 0}))
+        em.op("CONCATENATION", [_prod_of_dims(em, x, shape, 0, axis), _prod_of_dims(em, x, shape, axis, len(shape))],
+              [s], ("ConcatenationOptions", {"axis": 0}))
     em.op("RESHAPE", [x, s], [em.out()])
+
+
+def _static_prod(dims: list[int]) -> int | None:
+    return int(np.prod(dims)) if all(d >= 0 for d in dims) else None
+
+
+def _prod_of_dims(em: Emitter, x: int, shape: list[int], start: int, stop: int) -> int:
+    """The product of x's dims [start:stop] as a 1-element int32 tensor (1 for none)."""
+    if start == stop:
+        return em.const(np.array([1], np.int32))
+    prod = em.tmp(T.INT32, [1], "prod")
+    em.op("REDUCE_PROD", [dims_tensor(em, x, shape, start, stop), em.const(np.array([0], np.int32))], [prod],
+          ("ReducerOptions", {"keep_dims": True}))
+    return prod
 
 
 @maps("Transpose")
