@@ -5,10 +5,16 @@ cheap and needs no target's package. When the target's extra is not installed, g
 ``to_onnx`` raises ``MissingExtraError`` (an ``ImportError``) naming ``pt2x[onnx]``.
 ``to_tflite`` needs ``pt2x[tflite]`` (onnx, flatbuffers) the same way.
 
-Shared by every target: ``graph`` (the read-only view of a program), ``lower`` (the driver),
-``registry`` (lowerings by ATen overload), ``args`` (argument binding), ``signatures`` and
-``precheck`` (what each operator takes, checked before lowering), ``dtypes``, ``report``,
-``errors``, ``limits`` and ``guard``. Each target is a subpackage: ``onnx/``, ``tflite/``.
+The rooms, in the order data flows:
+
+* ``aten/``: the ATen front end: the read-only view of a program, its prechecks, the
+  lowering registry and driver, the view-mutation pass (see its ``__init__``). It imports
+  no target.
+* ``onnx/``: ATen -> ONNX, lowerings registered in ``aten.registry``.
+* ``tflite/``: ONNX -> TFLite: the ONNX that ``onnx/`` builds, or an ONNX file.
+
+At the root, what every target shares: ``errors``, ``limits``, ``guard`` (a failed step
+named with its archive member) and ``report`` (the one unsupported-operator report).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
-"""The unsupported-operator report: one error naming every operator a backend cannot
+"""The unsupported-operator report: one error naming every operator a target cannot
 convert, with counts and an example node each, instead of the first failure.
 
-A converter calls ``missing_lowerings(view, backend)`` before it starts (targets with no
-lowering at all), collects ``Unsupported`` raised by lowerings while converting
-(``Problems.add``, done by the driver in ``lower.py``) and values the target cannot hold
-(a graph input or output of a dtype it lacks, a script object: ``Problems.add_value``),
+``Problems`` takes plain descriptions (the operator, the node's name, the reason, where the
+node came from), so every target reports into it alike: the ATen front end describes its
+nodes (``aten/failures.py``: ``report_node``, ``missing_lowerings``), the TFLite target its
+ONNX nodes. A converter collects what its lowerings refuse (``Unsupported``) and the values
+the target cannot hold (a graph input or output of a dtype it lacks: ``Problems.add_value``),
 and ends with ``Problems.raise_if_any()``.
 """
 
@@ -12,40 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..schema import definitions as d
-from . import registry
 from .errors import UnsupportedOpsError
 
-__all__ = ["OpProblem", "Problems", "missing_lowerings", "is_custom_op"]
+__all__ = ["OpProblem", "Problems", "is_custom_op"]
 
 _BUILTIN_NAMESPACES = ("aten.", "prims.", "higher_order.", "_operator.", "math.", "builtins.", "torch.")
+_MAX_EXAMPLE_CHARS = 200  # the example node, printed
+_MAX_REASONS = 3  # distinct reasons kept per operator
 
 
-def is_custom_op(target: str) -> bool:
-    """A target outside torch's own namespaces (``my_lib.my_op.default``): the user registers
+def is_custom_op(op: str) -> bool:
+    """An operator outside torch's own namespaces (``my_lib.my_op.default``): the user registers
     its lowering. Values reported with ``add_value`` ("tensor input") are not operators."""
-    key = registry.canonical(target)
-    return not key.startswith(_BUILTIN_NAMESPACES) and " " not in key
-
-
-def _describe(node: d.Node) -> str:
-    args = []
-    for na in node.inputs:
-        a = na.arg
-        v = a.value
-        if a.type == "as_tensor":
-            s = v.name
-        elif a.type == "as_tensors":
-            s = "[" + ", ".join(t.name for t in v) + "]"
-        elif a.type == "as_graph":
-            s = f"<graph {v.name}>"
-        elif a.type in ("as_sym_int", "as_sym_bool", "as_sym_float"):
-            s = str(v.value)
-        else:
-            s = repr(v)
-        args.append(f"{na.name}={s}" if na.name else s)
-    name = node.name or "?"
-    return f"{name} = {registry.canonical(node.target)}({', '.join(args)})"[:200]
+    return not op.startswith(_BUILTIN_NAMESPACES) and " " not in op
 
 
 @dataclass
@@ -64,19 +44,25 @@ class Problems:
         self.member = member  # the archive member holding the program, named in the error
         self.ops: dict[str, OpProblem] = {}
 
-    def add(self, node: d.Node, reason: str | None = None) -> None:
-        key = registry.canonical(node.target)
-        p = self.ops.get(key)
+    def add(self, op: str, node: str, reason: str | None = None, *, call: str | None = None,
+            origin: str | None = None) -> None:
+        """One unsupported node: ``op`` (its operator as the report lists it, ``aten.add.Tensor``,
+        ``ONNX Conv``), ``node`` (its name), ``reason`` (why it was refused), ``call`` (the node
+        printed with its arguments, the operator's example; default ``node = op()``) and
+        ``origin`` (the node it was made from, e.g. ``ATen node 'conv2d'``, added to the reason)."""
+        p = self.ops.get(op)
         if p is None:
-            p = self.ops[key] = OpProblem(key, example=_describe(node))
+            p = self.ops[op] = OpProblem(op, example=(call or f"{node} = {op}()")[:_MAX_EXAMPLE_CHARS])
         p.count += 1
-        if reason and reason not in p.reasons and len(p.reasons) < 3:
+        if reason and origin:
+            reason = f"{reason} (from {origin})"
+        if reason and reason not in p.reasons and len(p.reasons) < _MAX_REASONS:
             p.reasons.append(reason)
 
     def add_value(self, what: str, name: str, reason: str) -> None:
         """A value the target cannot hold (``what``: "tensor input", "graph output", ...),
         reported like an unsupported operator."""
-        self.add(d.Node(target=what, inputs=[], outputs=[], metadata={}, name=name), reason)
+        self.add(what, name, reason)
 
     def __bool__(self) -> bool:
         return bool(self.ops)
@@ -92,7 +78,7 @@ class Problems:
         custom = [p.target for p in ops if is_custom_op(p.target)]
         if custom:
             lines.append("Custom operators need a lowering registered before converting, e.g.:")
-            lines.append("    from pt2x.converters.registry import lowering")
+            lines.append("    from pt2x.converters.aten.registry import lowering")
             lines.append(f"    @lowering({self.backend!r}, {custom[0]!r})")
             lines.append("    def my_op(ctx, node): ...   # see pt2x/converters/README.md")
         return "\n".join(lines)
@@ -101,12 +87,3 @@ class Problems:
         if self.ops:
             raise UnsupportedOpsError(self.message(), list(self.ops.values()), member=self.member)
 
-
-def missing_lowerings(view, backend: str, problems: Problems | None = None, *, known=None) -> Problems:
-    """Every node (subgraphs included) whose target has no lowering for ``backend``.
-    ``known(target)`` may accept targets the backend handles outside the registry."""
-    problems = problems or Problems(backend, getattr(view, "member", None))
-    for n in view.walk():
-        if registry.get(backend, n.target) is None and not (known and known(n.target)):
-            problems.add(n, "no lowering registered")
-    return problems

@@ -1,6 +1,6 @@
-"""Write ``converters/_signature_table.py``: torch's schema of every ATen target a converter lowers.
+"""Write ``converters/aten/_signature_table.py``: torch's schema of every ATen target a converter lowers.
 
-``converters/signatures.py`` reads the table (torch-free) so that ``precheck`` can compare every
+``converters/aten/signatures.py`` reads the table (torch-free) so that ``precheck`` can compare every
 node with the signature of its target. This script is the torch side: it asks torch for
 ``torch.ops.aten.<op>.<overload>._schema`` of each registered target and writes one signature
 line per target, in ``signatures.py``'s spelling. Run ``python tools/gen_signature_table.py``
@@ -13,9 +13,9 @@ import argparse
 import os
 import sys
 
-import pt2x.converters
+import pt2x.converters.aten
 
-TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(pt2x.converters.__file__)), "_signature_table.py")
+TABLE_PATH = os.path.join(os.path.dirname(os.path.abspath(pt2x.converters.aten.__file__)), "_signature_table.py")
 """Where the table lives."""
 
 
@@ -146,7 +146,7 @@ def render(table: dict[str, str], torch_version: str, inplace: dict[str, str] | 
 
 def lowered_targets() -> list[str]:
     """Every target registered by the converters shipped with pt2x (not the derived in-place ones)."""
-    from pt2x.converters import registry
+    from pt2x.converters.aten import registry
     from pt2x.converters.onnx.converter import _load_lowerings
 
     _load_lowerings()

@@ -3,7 +3,7 @@
 Invariant: every program tensor value lives in ONNX with exactly its metadata dtype and
 is reached through ``ctx.t(ref)``; symbolic ints are 0-d int64 tensors. Lowerings build
 nodes with ``ctx.op`` and return the ONNX name(s) of the node's outputs; the shared driver
-(``converters/lower.py``) then renames the values they made after the program's values so
+(``converters/aten/lower.py``) then renames the values they made after the program's values so
 graphs stay readable.
 bfloat16/float16 arithmetic is computed in float32 and rounded back per op (ONNX Runtime
 CPU lacks most bf16 kernels; torch CPU also accumulates these in float32).
@@ -15,12 +15,13 @@ import numpy as np
 
 from onnx import TensorProto, helper
 
-from .. import dtypes, limits
-from ..args import SymRef, TensorRef
-from ..dtypes import ST
+from .. import limits
+from ..aten import dtypes
+from ..aten.args import SymRef, TensorRef
+from ..aten.dtypes import ST
+from ..aten.graph import GraphView, TensorInfo
+from ..aten.lower import LoweringState, Names
 from ..errors import ConversionError, NotConverted, Unsupported
-from ..graph import GraphView, TensorInfo
-from ..lower import LoweringState, Names
 
 __all__ = ["Ctx", "ONNX_TYPE", "onnx_type"]
 
@@ -111,7 +112,7 @@ class Ctx:
         return self.info(ref).rank
 
     def out_info(self, i: int = 0) -> TensorInfo:
-        from ..graph import output_names
+        from ..aten.graph import output_names
 
         return self.view.tensor(output_names(self.node)[i])
 

@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 
-from ..args import bind
-from ..dtypes import ST
+from ..aten.args import bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 from .ops_nn import _ct
 from .shapes import axes_const, scalar_attr
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from onnx import helper
 
-from ..args import TensorRef, bind
-from ..dtypes import ST
+from ..aten.args import TensorRef, bind
+from ..aten.dtypes import ST
+from ..aten.graph import output_names
+from ..aten.lower import lower_graph
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..graph import output_names
-from ..lower import lower_graph
-from ..registry import lowering
 from .context import onnx_type
 
 

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 
-from .. import dtypes
-from ..args import SymRef, TensorRef, bind
-from ..dtypes import ST
+from ..aten import dtypes
+from ..aten.args import SymRef, TensorRef, bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 from .shapes import scalar_attr
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import layouts
-from ..args import TensorRef, bind
-from ..dtypes import ST
+from ..aten import layouts
+from ..aten.args import TensorRef, bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 from .ops_nn import _ct
 from .ops_shape import _transpose
 from .shapes import INT64_MAX, axes_const, diagonal_plane, scalar_attr

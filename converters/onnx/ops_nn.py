@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..args import bind
-from ..dtypes import ST
+from ..aten import dtypes
+from ..aten.args import bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 from .shapes import axes_const
 
 

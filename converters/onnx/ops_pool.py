@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
+from ..aten import dtypes
 
-from ..args import bind
-from ..dtypes import ST
+from ..aten.args import bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 from .ops_nn import _ct, _rep
 from .shapes import axes_const
 

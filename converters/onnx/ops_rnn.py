@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..args import bind
+from ..aten import dtypes
+from ..aten.args import bind
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 from .shapes import axes_const
 
 

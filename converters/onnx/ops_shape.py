@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..args import TensorRef, bind
-from ..dtypes import ST
+from ..aten import dtypes
+from ..aten.args import TensorRef, bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 from .shapes import INT64_MAX, axes_const, diagonal_plane, reshape_target, scalar_attr
 
 
@@ -178,7 +178,7 @@ def stack(ctx, node):
 
 def _split_by_sizes(ctx, x, dim, n_out):
     """Split into the node's outputs along ``dim`` using their metadata sizes."""
-    from ..graph import output_names
+    from ..aten.graph import output_names
 
     outs = output_names(ctx.node)
     sizes = [ctx.view.tensor(o).shape[dim] for o in outs]
@@ -214,7 +214,7 @@ def split(ctx, node):
 
 
 def _flat(node):
-    from ..graph import output_names
+    from ..aten.graph import output_names
 
     return output_names(node)
 

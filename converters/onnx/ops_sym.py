@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..args import SymRef, TensorRef, bind
-from ..dtypes import ST
+from ..aten.args import SymRef, TensorRef, bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
 from ..errors import Unsupported
-from ..registry import lowering
 
 
 def _sym_type(ctx, x) -> ST:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes
-from ..dtypes import ST
+from ..aten import dtypes
+from ..aten.dtypes import ST
 from ..errors import Unsupported
 
 INT64_MAX = 2**63 - 1

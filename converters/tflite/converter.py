@@ -16,7 +16,6 @@ import os
 import onnx
 from onnx import TensorProto
 
-from ...schema import definitions as d
 from ...serde.errors import Pt2Error
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
@@ -76,7 +75,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     problems = Problems("tflite", p.member)
     _declare_inputs(em, g, problems)
     load_mappers()
-    em.map_nodes(lambda node, e: problems.add(_report_node(node, p.origin), _reason(e, node, p.origin)))
+    em.map_nodes(lambda node, e: _report_node(problems, node, e, p.origin))
     problems.raise_if_any()
     names = _declare_outputs(em, g)
     for s_ in em.subgraphs:
@@ -100,13 +99,11 @@ def _input_names(g) -> list[str]:
     return [i.name for i in g.input if i.name not in inits]
 
 
-def _report_node(node, origin: dict) -> d.Node:
-    return d.Node(target=f"ONNX {node.op_type}", inputs=[], outputs=[], metadata={}, name=node.name or node.output[0])
-
-
-def _reason(e: Unsupported, node, origin: dict) -> str:
+def _report_node(problems: Problems, node, e: Unsupported, origin: dict) -> None:
+    """An ONNX node the mappers refused, with the ATen node it was made from when known."""
     aten = next((origin[o] for o in node.output if o in origin), None) or origin.get(node.name)
-    return f"{e.reason} (from ATen node {aten})" if aten else e.reason
+    problems.add(f"ONNX {node.op_type}", node.name or node.output[0], e.reason,
+                 origin=f"ATen node {aten}" if aten else None)
 
 
 def _declare_inputs(em: Emitter, g, problems: Problems) -> None:
@@ -117,7 +114,7 @@ def _declare_inputs(em: Emitter, g, problems: Problems) -> None:
         try:
             dtype = compute_type(elem, f"graph input {name!r}")
         except Unsupported as e:
-            problems.add(d.Node(target="tensor input", inputs=[], outputs=[], metadata={}, name=name), e.reason)
+            problems.add_value("tensor input", name, e.reason)
             continue
         io = _IO_TYPE.get(elem, dtype)
         idx = em.sub.add(Tensor(name, io, shape))

@@ -73,7 +73,7 @@ def load_onnx(src, model: str = "model") -> Prepared:
             raise ConversionError(f"{os.fspath(src)}: not a readable ONNX model ({type(e).__name__}: {e})") from e
         _load_external_data(m, os.path.dirname(os.path.abspath(os.fspath(src))))
         return Prepared(m, "onnx")
-    from ..graph import open_program, output_names
+    from ..aten.graph import open_program, output_names
     from ..onnx.converter import convert_view
 
     view, keep = open_program(src, model)

@@ -15,11 +15,12 @@ import pytest
 import torch
 
 import onnx_zoo
-from pt2x.converters import registry, to_onnx
-from pt2x.converters.args import bind
-from pt2x.converters.dtypes import ST
+from pt2x.converters import to_onnx
+from pt2x.converters.aten import registry
+from pt2x.converters.aten.args import bind
+from pt2x.converters.aten.dtypes import ST
 from pt2x.converters.errors import ConversionError, UnsupportedOpsError
-from pt2x.converters.graph import open_program
+from pt2x.converters.aten.graph import open_program
 from torchfree import run_cli_torch_free, run_torch_free
 
 

@@ -19,7 +19,7 @@ from torchfree import run_torch_free
 from pt2x.converters import to_onnx
 from pt2x.converters.errors import ConversionError, UnsupportedOpsError
 from pt2x.converters.limits import MAX_CONSTANT_BYTES
-from pt2x.converters.precheck import ProgramCheckError
+from pt2x.converters.aten.precheck import ProgramCheckError
 from pt2x.serde import limits
 from pt2x.serde.errors import Pt2Error, SymbolicExprError
 
@@ -282,7 +282,7 @@ def test_protobuf_refusal_inside_a_lowering():
 def custom_op():
     """``relu`` of mlp_dynamic retargeted to ``pt2x_test.boom.default``; yields a function that
     registers the lowering to run for it (unregistered afterwards)."""
-    from pt2x.converters import registry
+    from pt2x.converters.aten import registry
 
     target = "pt2x_test.boom.default"
 
@@ -379,7 +379,7 @@ def test_stored_bytes_of_an_expanded_view():
 
 def test_bad_expression_names_the_member_when_unchecked():
     """Even with the prechecks off, the converter's own parse names member and field."""
-    from pt2x.converters.graph import open_program
+    from pt2x.converters.aten.graph import open_program
     from pt2x.serde import load
 
     def edit(j):
@@ -395,7 +395,7 @@ def test_bad_expression_names_the_member_when_unchecked():
 def test_bad_expression_in_a_branch_names_member_and_field():
     """Subgraph shapes are parsed by the converter itself (with the prechecks off): the error
     keeps its class and names the member and the field inside the branch."""
-    from pt2x.converters.graph import open_program
+    from pt2x.converters.aten.graph import open_program
     from pt2x.converters.onnx import convert_view
     from pt2x.serde import load
 
@@ -446,7 +446,7 @@ def test_hostile_program_refused_without_torch(tmp_path):
 
 
 def test_fixtures_still_pass_the_prechecks():
-    from pt2x.converters.precheck import check_model
+    from pt2x.converters.aten.precheck import check_model
     from pt2x.serde import load
 
     for name in ("mlp_dynamic", "cond", "conv_bn_pool", "tied_weights", "buffer_mutation", "bf16_linear"):

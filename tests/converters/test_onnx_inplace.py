@@ -22,7 +22,8 @@ torch = pytest.importorskip("torch")
 import onnx_zoo  # noqa: E402
 from tolerances import assert_close  # noqa: E402
 
-from pt2x.converters import registry, to_onnx  # noqa: E402
+from pt2x.converters import to_onnx  # noqa: E402
+from pt2x.converters.aten import registry  # noqa: E402
 from pt2x.converters.onnx.converter import _load_lowerings  # noqa: E402
 
 _TMP = tempfile.mkdtemp(prefix="pt2x-onnx-inplace-")

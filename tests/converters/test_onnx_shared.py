@@ -9,10 +9,10 @@ import pytest
 import torch
 
 import onnx_zoo
-from pt2x.converters import registry
-from pt2x.converters.args import SymRef, TensorRef, bind
-from pt2x.converters.dtypes import ST, from_numpy, promote_types, result_type, to_numpy
-from pt2x.converters.graph import open_program
+from pt2x.converters.aten import registry
+from pt2x.converters.aten.args import SymRef, TensorRef, bind
+from pt2x.converters.aten.dtypes import ST, from_numpy, promote_types, result_type, to_numpy
+from pt2x.converters.aten.graph import open_program
 
 TORCH = {
     ST.BOOL: torch.bool, ST.BYTE: torch.uint8, ST.CHAR: torch.int8, ST.SHORT: torch.int16, ST.INT: torch.int32,

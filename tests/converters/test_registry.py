@@ -28,7 +28,7 @@ from collections import defaultdict
 
 import pytest
 
-from pt2x.converters import registry, signatures
+from pt2x.converters.aten import registry, signatures
 from pt2x.converters.onnx.converter import _load_lowerings
 
 torch = pytest.importorskip("torch")
@@ -240,7 +240,7 @@ def test_the_bind_check_catches_a_wrong_default_and_a_wrong_name(monkeypatch):
     """The check really checks: a lowering with ``alpha=2`` or a misspelt argument fails it."""
     import types
 
-    src = ("from pt2x.converters.args import bind\n"
+    src = ("from pt2x.converters.aten.args import bind\n"
            "def lower(ctx, node):\n"
            "    return bind(node, 'self', 'other', alpha=2, alfa=1)\n")
     mod = types.ModuleType("pt2x_test_fake_lowering")

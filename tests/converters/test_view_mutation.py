@@ -1,4 +1,4 @@
-"""The view-mutation pass (``converters/views.py``): in-place writes through views reach their
+"""The view-mutation pass (``converters/aten/views.py``): in-place writes through views reach their
 base and every other view of it, in ONNX Runtime, against torch eager.
 
 Programs are exported by torch at test time, as exported (training IR: the in-place ops and

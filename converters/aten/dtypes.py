@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..schema import dtypes
-from ..schema.definitions import ScalarType as ST
+from ...schema import dtypes
+from ...schema.definitions import ScalarType as ST
 
 __all__ = [
     "ST", "to_numpy", "from_numpy", "category", "is_floating", "is_integral", "is_complex",

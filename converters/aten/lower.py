@@ -11,7 +11,7 @@ is here and knows nothing of the target's format:
   silently: the first node's report says why). An ``Unsupported`` raised by a lowering is
   recorded in the ``report.Problems`` of the conversion and poisons the node's outputs; a
   ``NotConverted`` skips the node without a report; any other exception leaves as
-  ``guard.lowering_failure``'s ``ConversionError`` naming the node and the lowering.
+  ``failures.lowering_failure``'s ``ConversionError`` naming the node and the lowering.
 * Binding outputs: a lowering returns the target name of the node's output, or a list in
   the order of ``output_slots(node)``, or None; values it made are renamed after the
   program's value (``Names.claim``) so models stay readable.
@@ -37,13 +37,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Protocol
 
-from ..schema import definitions as d
-from ..schema.walk import subgraphs
+from ...schema import definitions as d
+from ...schema.walk import subgraphs
+from ..errors import NotConverted, Unsupported
+from ..report import Problems
 from . import registry, views
-from .errors import NotConverted, Unsupported
+from .failures import lowering_failure, report_node
 from .graph import GraphView, ProgramView, first_input, input_names, output_names
-from .guard import lowering_failure
-from .report import Problems
 
 __all__ = ["Names", "LoweringState", "Target", "MutatedOutput", "lower_graph", "lower_node", "output_slots",
            "all_graphs", "program_names", "mutations"]
@@ -155,7 +155,7 @@ def lower_node(ctx: Target, node: d.Node, fn) -> None:
             ctx.state.mutated.clear()
             ctx.state.mutated.update(saved[1])
         if not isinstance(e, NotConverted):
-            ctx.state.problems.add(node, e.reason)
+            report_node(ctx.state.problems, node, e.reason)
         ctx.discard_since(mark)
         ctx.state.poisoned.update(output_names(node))
     except Exception as e:  # not KeyboardInterrupt/SystemExit; MemoryError and RecursionError are

@@ -13,8 +13,8 @@ and storage offset (``TensorMeta``), read by the view-mutation pass (``views.py`
 
 from __future__ import annotations
 
-from ..schema import definitions as d
-from ..serde.codec.symbolic import Add, Expr, Integer, Mul, Pow, Symbol
+from ...schema import definitions as d
+from ...serde.codec.symbolic import Add, Expr, Integer, Mul, Pow, Symbol
 from . import registry
 from .args import SymRef, bind
 from .graph import Dim, GraphView, first_input, output_names, sym_dim

@@ -21,7 +21,7 @@ node's output dtype (the in-place one: ``self``'s). An explicit registration win
 Each backend decides the signature of its lowerings (ONNX: ``fn(ctx, node)``; see the
 backend's README section). Register your own for a custom operator::
 
-    from pt2x.converters.registry import lowering
+    from pt2x.converters.aten.registry import lowering
 
     @lowering("onnx", "my_lib.my_op.default")
     def _(ctx, node):

@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..schema import definitions as d
-from .errors import Unsupported
+from ...schema import definitions as d
+from ..errors import Unsupported
 
 __all__ = ["TensorRef", "SymRef", "decode", "bind", "Bound", "MISSING"]
 

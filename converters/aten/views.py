@@ -42,8 +42,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from ..schema import definitions as d
-from ..schema.walk import value_refs
+from ...schema import definitions as d
+from ...schema.walk import value_refs
 from . import registry
 from .args import bind
 from .graph import GraphView, first_input, input_names, output_names

@@ -18,11 +18,11 @@ from typing import Iterator, Union
 
 import numpy as np
 
-from ..schema import definitions as d
-from ..schema.walk import input_spec_parts, node_inputs, node_outputs, output_spec_parts, subgraphs, value_refs
-from ..serde.errors import Pt2FormatError
-from ..serde.codec.symbolic import Expr, Integer, Symbol, parse_cached
-from .errors import ConversionError
+from ...schema import definitions as d
+from ...schema.walk import input_spec_parts, node_inputs, node_outputs, output_spec_parts, subgraphs, value_refs
+from ...serde.codec.symbolic import Expr, Integer, Symbol, parse_cached
+from ...serde.errors import Pt2FormatError
+from ..errors import ConversionError
 
 __all__ = [
     "Dim", "TensorInfo", "GraphView", "ProgramView", "UserInput", "Weight", "Mutation",
@@ -268,7 +268,7 @@ def open_program(src, model: str | None = "model", *, check: bool = True):
     With ``check`` (the default) the program first passes ``precheck.check_model``: a
     program that breaks what lowerings rely on is refused with a ``ConversionError``
     naming the member and every field at fault."""
-    from ..serde.archive.loader import Pt2Archive, Pt2Model, load
+    from ...serde.archive.loader import Pt2Archive, Pt2Model, load
 
     if isinstance(src, Pt2Model):
         archive, m = None, src
@@ -277,7 +277,7 @@ def open_program(src, model: str | None = "model", *, check: bool = True):
         if model not in archive.models and len(archive.models) == 1 and model == "model":
             model = None
         m = archive.model(model)
-    from .guard import stage
+    from ..guard import stage
 
     if check:
         from .precheck import check_model

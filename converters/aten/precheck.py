@@ -26,13 +26,13 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from ..schema import definitions as d
-from ..serde import limits
-from ..schema.walk import value_refs
+from ...schema import definitions as d
+from ...schema.walk import value_refs
+from ...serde import limits
+from ..errors import ConversionError
 from . import registry
 from .dtypes import to_numpy
-from .errors import ConversionError
-from .guard import describe_node
+from .failures import describe_node
 from .signatures import OpSignature, signature
 
 __all__ = ["ProgramCheckError", "check_model", "check_program", "INT64_MIN", "INT64_MAX", "MAX_LISTED"]
@@ -123,7 +123,7 @@ def check_model(model) -> None:
 
 
 def _validator_errors(model) -> Iterator[tuple[str, str]]:
-    from ..serde.validate import validate_model
+    from ...serde.validate import validate_model
 
     for f in validate_model(model):
         if f.severity == "error":
