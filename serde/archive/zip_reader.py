@@ -220,7 +220,7 @@ def open_buffer(src: str | os.PathLike | BinaryIO | bytes | bytearray | memoryvi
         except OSError as e:
             from ..errors import Pt2UsageError
 
-            raise Pt2UsageError(f"cannot open {path}: {e.strerror}") from None
+            raise Pt2UsageError(f"cannot open {path}: {e.strerror}") from e  # ENOMEM: a caller's oom
         return memoryview(mm), os.path.basename(path), mm
     # A binary file object: memory-map it when it has a real descriptor, else read it.
     label = _file_label(src)

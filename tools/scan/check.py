@@ -26,6 +26,7 @@ result depends only on the artifact's bytes and the options, so every runner giv
 
 from __future__ import annotations
 
+import errno
 import time
 from collections import Counter
 
@@ -59,10 +60,11 @@ def error_dict(e: BaseException) -> dict:
 
 def caused_by_memory(e: BaseException) -> bool:
     """Whether ``e`` is, or was raised while handling, a ``MemoryError`` (the converters and the
-    decoder wrap it in a ``Pt2Error`` naming where it happened)."""
+    decoder wrap it in a ``Pt2Error`` naming where it happened) or an ``OSError`` ENOMEM (memory-
+    mapping a file larger than the worker's limit)."""
     seen = set()
     while e is not None and id(e) not in seen:
-        if isinstance(e, MemoryError):
+        if isinstance(e, MemoryError) or (isinstance(e, OSError) and e.errno == errno.ENOMEM):  # ENOMEM: a map past the limit
             return True
         seen.add(id(e))
         e = e.__cause__ or e.__context__
