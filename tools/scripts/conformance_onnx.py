@@ -329,6 +329,9 @@ def _with_constants(model: bytes, const: list[bytes]):
         t.ParseFromString(data)
         t.name = vi.name
         m.graph.initializer.append(t)
+    keep = [vi for vi in m.graph.input if vi.name not in {t.name for t in m.graph.initializer}]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)  # a constant, not an overridable default
     return m
 
 
@@ -611,13 +614,19 @@ def _snake_ops() -> dict[str, str]:
 _OPS_BY_KEY: dict[str, str] | None = None
 
 
+_ALIASES = {"sce": "SoftmaxCrossEntropyLoss", "nllloss": "NegativeLogLikelihoodLoss", "mvn": "MeanVarianceNormalization",
+            "greaterequal": "GreaterOrEqual", "lessequal": "LessOrEqual"}  # case names that abbreviate the op
+
+
 def family_of(case: str, ops: list[str]) -> str:
-    """The op a case tests: its single node's op type, else the op its name starts with."""
+    """The op a case tests: its single node's op type, or (an expanded function, several nodes) the
+    op its name starts with."""
     global _OPS_BY_KEY
-    if len(set(ops)) == 1:
+    expanded = re.search(r"_expanded(_ver\d+)?$", case) is not None
+    if len(set(ops)) == 1 and not expanded:
         return ops[0]
     if _OPS_BY_KEY is None:
-        _OPS_BY_KEY = _snake_ops()
+        _OPS_BY_KEY = {**_snake_ops(), **{k: v for k, v in _ALIASES.items()}}
     key = case.removeprefix("test_").replace("_", "").lower()
     best = max((k for k in _OPS_BY_KEY if key.startswith(k)), key=len, default=None)
     if best:
@@ -738,6 +747,49 @@ def format_table(results: list[CaseResult], *, title: str = "") -> str:
     return "\n".join(out) + "\n"
 
 
+# ---------------------------------------------------------------------------- the CI subset
+
+
+def refusal_kind(r: dict) -> str:
+    """A refusal's kind: its exception and the first words of its first reason, names and numbers blanked."""
+    ref = r["refusal"]
+    ops = ref["ops"]
+    reason = ops[0]["reasons"][0] if ops and ops[0]["reasons"] else ref["message"]
+    shape = re.sub(r"'[^']*'|\"[^\"]*\"|\d+|\[[^\]]*\]|\([^)]*\)", "_", reason)
+    return f"{ref['kind']}: {' '.join(shape.split()[:5])}"
+
+
+def select_subset(results: list[dict], sizes: dict[str, int]) -> list[str]:
+    """The stratified subset CI runs, from the JSONL of full runs (plain and --const-inputs):
+    every case that is not match or refused in some run, and the smallest case of each op family
+    that matches, of each op family that is refused, and of each refusal kind."""
+    chosen = {r["case"] for r in results
+              if r["cls"] not in ("match", "refused") or r["cls_builtin"] not in ("", "match", "refused")}
+    best: dict[tuple, str] = {}
+    for r in results:
+        keys = [("family", r["family"], r["cls"])] if r["cls"] in ("match", "refused") else []
+        if r["refusal"]:
+            keys.append(("refusal", refusal_kind(r)))
+        for k in keys:
+            if k not in best or (sizes[r["case"]], r["case"]) < (sizes[best[k]], best[k]):
+                best[k] = r["case"]
+    return sorted(chosen | set(best.values()))
+
+
+def write_subset(source: WheelCases, names: list[str], dst: str) -> int:
+    """Copy the named case folders out of the wheel into ``dst``; the bytes written."""
+    total = 0
+    for name in names:
+        for rel in source.files[name]:
+            data = source.read(rel)
+            path = os.path.join(dst, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+            total += len(data)
+    return total
+
+
 def _parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wheel", help=f"the onnx {ONNX_WHEEL_VERSION} wheel (default: found in --cache, else pip download)")
@@ -753,6 +805,10 @@ def _parse_args(argv):
     p.add_argument("--out", help="write one JSON object per case here (JSONL)")
     p.add_argument("--table", help="write the table here as well as printing it")
     p.add_argument("--verbose", action="store_true", help="one line per case as it finishes")
+    p.add_argument("--write-subset", metavar="DIR", help="copy the stratified CI subset chosen from the --from "
+                                                         "JSONL files out of the wheel into DIR, and stop")
+    p.add_argument("--from", dest="from_", action="append", default=[], metavar="JSONL",
+                   help="results of full runs (plain and --const-inputs) for --write-subset")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -763,6 +819,8 @@ def main(argv=None) -> int:
         worker_main()
         return 0
     source = DirCases(args.cases) if args.cases else WheelCases(args.wheel or find_wheel(args.cache))
+    if args.write_subset:
+        return _write_subset_command(source, args)
     names = [n for n in source.names() if not args.filter or any(f in n for f in args.filter)]
     variants = ("xnnpack",) if args.no_builtin else VARIANTS
     t0 = time.monotonic()
@@ -791,6 +849,18 @@ def main(argv=None) -> int:
             for r in results:
                 f.write(json.dumps(asdict(r), sort_keys=True) + "\n")
     return 1 if any(r.cls in BAD_CLASSES for r in results) else 0
+
+
+def _write_subset_command(source: WheelCases, args) -> int:
+    results = []
+    for path in args.from_:
+        with open(path, encoding="utf-8") as f:
+            results += [json.loads(line) for line in f if line.strip()]
+    sizes = {n: sum(source.zip.getinfo(NODE_DIR + rel).file_size for rel in rels) for n, rels in source.files.items()}
+    names = select_subset(results, sizes)
+    total = write_subset(source, names, args.write_subset)
+    print(f"{len(names)} cases, {total / 1e6:.2f} MB, in {args.write_subset}")
+    return 0
 
 
 if __name__ == "__main__":
