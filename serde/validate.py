@@ -4,7 +4,8 @@ What a reader downstream relies on: every value a node reads is produced exactly
 and before use; signature specs name real graph inputs/outputs; every parameter,
 buffer and constant has its bytes, with the shape and dtype the graph says; every
 symbol in a shape has a range constraint; subgraphs obey the same rules; member
-CRCs match. Returns findings; never raises for a bad program (only for unreadable files,
+CRCs match; nothing torch would execute (``code_bearing``: pickles outside torch's
+``weights_only`` allow-list, shape expressions outside pt2x's grammar). Returns findings; never raises for a bad program (only for unreadable files,
 which ``load`` already refused).
 """
 
@@ -16,6 +17,7 @@ from ..schema import definitions as d
 from ..schema.walk import input_spec_parts, output_spec_parts, subgraphs, value_refs
 from .archive.loader import Pt2Archive, Pt2Model
 from .archive.tensor_data import numpy_dtype
+from .code_bearing import expression_findings, expression_sites, pickle_findings
 from .errors import Pt2FormatError
 from .findings import Finding
 
@@ -32,6 +34,7 @@ def validate_archive(archive: Pt2Archive, *, check_crc: bool = True) -> list[Fin
                 out.append(Finding("error", "crc-mismatch", "member bytes do not match their CRC-32 (corrupt file)", name))
     for model in archive.models.values():
         out.extend(validate_model(model))
+    out.extend(pickle_findings(archive))
     return out
 
 
@@ -45,6 +48,7 @@ def validate_model(model: Pt2Model) -> list[Finding]:
     _check_signature(model, out)
     _check_weights(model, out)
     _check_symbols(model, out)
+    out.extend(expression_findings(model))
     return out
 
 
@@ -168,33 +172,20 @@ def _check_weights(model: Pt2Model, out: list[Finding]) -> None:
 
 
 def _check_symbols(model: Pt2Model, out: list[Finding]) -> None:
-    try:
-        from .codec.symbolic import parse_cached
-    except ImportError:  # parser not available: nothing to check against
-        return
+    """Every symbol a parseable shape expression uses has a range constraint (text the parser
+    refuses is ``bad-expression``, from ``code_bearing``)."""
+    from .codec.symbolic import parse_cached
+
     member = model.json_member
     ranges = model.program.range_constraints
     missing: dict[str, str] = {}
-
-    def visit(graph: d.Graph, where: str) -> None:
-        for name, meta in graph.tensor_values.items():
-            for k, s in enumerate(meta.sizes):
-                if s.type != "as_expr":
-                    continue
-                path = f"{where}.tensor_values[{name!r}].sizes[{k}]"
-                try:
-                    expr = parse_cached(s.value.expr_str)
-                except Pt2FormatError as e:
-                    out.append(Finding("error", "bad-expression", e.reason, member, path))
-                    continue
-                for sym in expr.free_symbols:
-                    if sym not in ranges:
-                        missing.setdefault(sym, path)
-        for n, node in enumerate(graph.nodes):
-            for a, named in enumerate(node.inputs):
-                for sub in subgraphs(named.arg):
-                    visit(sub.graph, f"{where}.nodes[{n}].inputs[{a}].arg.as_graph.graph")
-
-    visit(model.program.graph_module.graph, "graph_module.graph")
+    for path, text in expression_sites(model):
+        try:
+            expr = parse_cached(text)
+        except Pt2FormatError:
+            continue
+        for sym in expr.free_symbols:
+            if sym not in ranges:
+                missing.setdefault(sym, path)
     for sym, path in missing.items():
         out.append(Finding("error", "unranged-symbol", f"symbol {sym!r} has no range constraint", member, path))

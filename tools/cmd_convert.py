@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the converter's)")
     p.add_argument("--target-schema", default=None, help="pt2 only: schema version or torch release to write for, e.g. 8.15, torch==2.8, 2.6")
     p.add_argument("--nhwc-io", action="store_true", help="tflite only: every 4-D input and output channels-last (NHWC)")
+    p.add_argument("--drop-sample-inputs", action="store_true",
+                   help="pt2 only: write the sample inputs empty (torch 2.9+ layouts), e.g. when they are an unsafe pickle")
     p.set_defaults(func=run)
 
 
@@ -53,12 +55,12 @@ def _converter(to: str):
     else:
 
         def convert(src, dst, args):
-            return _write_pt2_for_target(src, dst, args.target_schema)
+            return _write_pt2_for_target(src, dst, args.target_schema, args.drop_sample_inputs)
 
     return convert
 
 
-def _write_pt2_for_target(src: str, dst: str, target_schema: str | None) -> int:
+def _write_pt2_for_target(src: str, dst: str, target_schema: str | None, drop_sample_inputs: bool = False) -> int:
     """``--to pt2``: ``src`` rewritten for ``--target-schema`` (``serde.compat.plan``). 0 written, 1 blocked.
 
     Findings (blockers and warnings) go to stderr; on a blocker no file is written.
@@ -70,7 +72,7 @@ def _write_pt2_for_target(src: str, dst: str, target_schema: str | None) -> int:
         raise Pt2UsageError("--target-schema is required with --to pt2 (e.g. 8.15 or torch==2.10)")
     version = parse_target(target_schema)
     try:
-        plan = write_for_target(src, dst, version)
+        plan = write_for_target(src, dst, version, drop_sample_inputs=drop_sample_inputs)
     except TargetNotWritable as e:
         for f in e.findings:
             say(str(f), file=sys.stderr)

@@ -1,7 +1,9 @@
 """``pt2x inspect FILE [--json]``: what is in a .pt2, read without torch.
 
-Exit 0; 1 when a shape expression is not one the restricted parser accepts (shown as
-invalid, never evaluated: ``pt2x validate`` reports it as ``bad-expression``); 2 unreadable.
+Exit 0; 1 when the file holds what torch would execute: a shape expression the restricted
+parser does not accept (shown as invalid, never evaluated: ``pt2x validate`` reports it as
+``bad-expression``) or a pickle naming globals outside torch's ``weights_only`` allow-list
+(``unsafe_pickles``; ``unsafe-pickle`` in ``validate``); 2 unreadable.
 """
 
 from __future__ import annotations
@@ -46,14 +48,16 @@ def run(args: argparse.Namespace) -> int:
     with load(args.file) as archive:
         s = archive_summary(archive)
     invalid = sum(len(m["invalid_expressions"]) for m in s["models"].values())
+    unsafe = len(s["unsafe_pickles"])
     if args.json:
         print(json.dumps(s, indent=2))
-        return 1 if invalid else 0
+        return 1 if invalid or unsafe else 0
     _print_text(s)
     if invalid:
         say(f"INVALID: {invalid} shape expression(s) pt2x cannot parse (shown as <invalid>, never evaluated)")
-        return 1
-    return 0
+    if unsafe:
+        say(f"UNSAFE: {unsafe} pickle(s) torch would run code from (never loaded by pt2x)")
+    return 1 if invalid or unsafe else 0
 
 
 def _print_text(s: dict) -> None:
@@ -89,3 +93,5 @@ def _print_text(s: dict) -> None:
         say(f"unrecognized member (kept, not interpreted): {n}")
     if s["extra_files"]:
         say(f"extra files: {', '.join(s['extra_files'])}")
+    for x in s["unsafe_pickles"]:
+        say(f"unsafe pickle: {ascii(x['member'])}: {x['error']}")

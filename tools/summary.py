@@ -14,6 +14,7 @@ from ..schema import definitions as d
 from ..serde.archive.loader import Pt2Archive, Pt2Model
 from ..serde.errors import Pt2FormatError
 from ..schema.walk import input_spec_parts, output_spec_parts, subgraphs
+from ..serde.code_bearing import pickle_findings, expression_sites
 from ..serde.codec.symbolic import parse_cached, to_infix
 
 
@@ -30,23 +31,15 @@ def dim_text(s: d.SymInt) -> int | str | dict:
 
 
 def invalid_expressions(model: Pt2Model) -> list[dict]:
-    """Every tensor size expression in the model (subgraphs too) the parser refuses, as
-    ``{"member", "path", "text", "error"}``: the ones ``validate`` reports as ``bad-expression``."""
+    """Every shape expression in the model (tensor sizes, strides, offsets, ``sym_*_values``;
+    subgraphs too) the parser refuses, as ``{"member", "path", "text", "error"}``: the ones
+    ``validate`` reports as ``bad-expression`` (torch's loader would ``eval`` them)."""
     out: list[dict] = []
-
-    def visit(graph: d.Graph, where: str) -> None:
-        for name, meta in graph.tensor_values.items():
-            for k, s in enumerate(meta.sizes):
-                dim = dim_text(s)
-                if isinstance(dim, dict):
-                    path = f"{where}.tensor_values[{name!r}].sizes[{k}]"
-                    out.append({"member": model.json_member, "path": path, "text": dim["invalid"], "error": dim["error"]})
-        for n, node in enumerate(graph.nodes):
-            for a, named in enumerate(node.inputs):
-                for sub in subgraphs(named.arg):
-                    visit(sub.graph, f"{where}.nodes[{n}].inputs[{a}].arg.as_graph.graph")
-
-    visit(model.program.graph_module.graph, "graph_module.graph")
+    for path, text in expression_sites(model):
+        try:
+            parse_cached(text)
+        except Pt2FormatError as e:
+            out.append({"member": model.json_member, "path": path, "text": text, "error": e.reason})
     return out
 
 
@@ -120,4 +113,5 @@ def archive_summary(archive: Pt2Archive) -> dict:
         "extra_files": sorted(archive.extra),
         "not_loaded": [x.as_dict() for x in archive.unloaded],
         "unrecognized_members": list(archive.unrecognized),
+        "unsafe_pickles": [{"member": f.member, "error": f.message} for f in pickle_findings(archive)],
     }

@@ -20,7 +20,7 @@ from ..codec.tensor_view import ViewBudget
 from .tensor_data import fake_zeros, numpy_dtype, strided_view
 from .zip_reader import ZipReader
 
-__all__ = ["NotLoaded", "read_payloads"]
+__all__ = ["NotLoaded", "read_payloads", "describe_member", "pickle_bytes"]
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
 
@@ -40,16 +40,24 @@ class NotLoaded:
 
 def describe_member(zr: ZipReader, member: str) -> str:
     """What a pickled member would import if torch loaded it (opcodes scanned, never run)."""
-    from ..codec.pickle_reader import describe_pickle, find_data_pkl
+    from ..codec.pickle_reader import describe_pickle
 
     try:
-        data = zr.view(member)
-        if bytes(data[:4]) == b"PK\x03\x04":  # a torch.save zip: describe its data.pkl
-            inner = ZipReader(data, label=member)
-            data = inner.view(find_data_pkl(inner.names))
-        return describe_pickle(data)
+        return describe_pickle(pickle_bytes(zr, member))
     except Pt2FormatError as e:
         return f"unreadable ({e.reason})"
+
+
+def pickle_bytes(zr: ZipReader, member: str) -> memoryview:
+    """The pickle torch would unpickle for ``member``: its ``data.pkl`` when the member is a
+    ``torch.save`` zip, else the member's bytes. Raises ``Pt2FormatError`` when unreadable."""
+    from ..codec.pickle_reader import find_data_pkl
+
+    data = zr.view(member)
+    if bytes(data[:4]) == b"PK\x03\x04":
+        inner = ZipReader(data, label=member)
+        data = inner.view(find_data_pkl(inner.names))
+    return data
 
 
 def _concrete(values: list[d.SymInt], *, what: str, member: str, path: str) -> list[int]:

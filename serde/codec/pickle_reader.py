@@ -872,43 +872,60 @@ def read_torch_save(data: bytes | memoryview, *, where: str | None = None, writa
     return fn(open_member, pkl, where=where, writable=writable)
 
 
-def pickle_globals(data: bytes | memoryview) -> list[str]:
+def pickle_globals(data: bytes | memoryview, *, every_pickle: bool = False) -> list[str]:
     """``module.name`` of every global a pickle references, in first-use order, found by
     scanning opcodes (nothing is executed). STACK_GLOBAL names are recovered from the
-    string opcodes and memo that precede it. Raises ``TensorDataError`` on a bad stream."""
+    string opcodes and memo that precede it. Raises ``TensorDataError`` on a bad stream.
+
+    ``every_pickle``: read pickles one after another to the end of ``data``, as torch's
+    legacy (non-zip) ``torch.load`` does; bytes after a STOP that are not a pickle are then
+    a bad stream, so whatever a loader would unpickle there is never left unscanned."""
     seen: dict[str, None] = {}
-    strings: list[Any] = []  # recent string pushes, for STACK_GLOBAL
-    memo: dict[Any, Any] = {}
+    stream = io.BytesIO(bytes(data))
+    size = len(stream.getbuffer())
+    ops = 0
     try:
-        for n, (op, arg, pos) in enumerate(pickletools.genops(bytes(data))):
-            if n > limits.MAX_PICKLE_OPS:
-                raise LimitExceededError("pickle has more than MAX_PICKLE_OPS opcodes")
-            name = op.name
-            if name in ("GLOBAL", "INST"):
-                seen[arg.replace(" ", ".", 1)] = None
-            elif name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
-                          "BINSTRING", "SHORT_BINSTRING"):
-                strings.append(arg)
-            elif name in ("BINGET", "LONG_BINGET", "GET"):
-                strings.append(memo.get(arg))
-            elif name in ("BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"):
-                key = len(memo) if name == "MEMOIZE" else arg
-                memo[key] = strings[-1] if strings else None
-                continue
-            elif name == "STACK_GLOBAL":
-                mod, qual = (strings[-2], strings[-1]) if len(strings) >= 2 else (None, None)
-                seen[f"{mod}.{qual}" if isinstance(mod, str) and isinstance(qual, str) else "<dynamic>"] = None
-            elif name in ("EXT1", "EXT2", "EXT4"):
-                seen[f"<extension code {arg}>"] = None
-            if name not in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
-                            "BINSTRING", "SHORT_BINSTRING", "BINGET", "LONG_BINGET", "GET", "MEMOIZE"):
-                strings.append(None)
-            del strings[:-2]
+        while True:
+            ops = _scan_globals(stream, seen, ops)
+            if not every_pickle or stream.tell() >= size:
+                break
     except Pt2Error:
         raise
     except Exception as e:
-        raise TensorDataError(f"malformed pickle: {e}") from None
+        raise TensorDataError(f"malformed pickle at byte {stream.tell()}: {e}") from None
     return list(seen)
+
+
+def _scan_globals(stream: io.BytesIO, seen: dict[str, None], ops: int) -> int:
+    """One pickle of ``stream`` (up to its STOP): its globals added to ``seen``; the opcode count."""
+    strings: list[Any] = []  # recent string pushes, for STACK_GLOBAL
+    memo: dict[Any, Any] = {}
+    for op, arg, pos in pickletools.genops(stream):
+        ops += 1
+        if ops > limits.MAX_PICKLE_OPS:
+            raise LimitExceededError("pickle has more than MAX_PICKLE_OPS opcodes")
+        name = op.name
+        if name in ("GLOBAL", "INST"):
+            seen[arg.replace(" ", ".", 1)] = None
+        elif name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
+                      "BINSTRING", "SHORT_BINSTRING"):
+            strings.append(arg)
+        elif name in ("BINGET", "LONG_BINGET", "GET"):
+            strings.append(memo.get(arg))
+        elif name in ("BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"):
+            key = len(memo) if name == "MEMOIZE" else arg
+            memo[key] = strings[-1] if strings else None
+            continue
+        elif name == "STACK_GLOBAL":
+            mod, qual = (strings[-2], strings[-1]) if len(strings) >= 2 else (None, None)
+            seen[f"{mod}.{qual}" if isinstance(mod, str) and isinstance(qual, str) else "<dynamic>"] = None
+        elif name in ("EXT1", "EXT2", "EXT4"):
+            seen[f"<extension code {arg}>"] = None
+        if name not in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
+                        "BINSTRING", "SHORT_BINSTRING", "BINGET", "LONG_BINGET", "GET", "MEMOIZE"):
+            strings.append(None)
+        del strings[:-2]
+    return ops
 
 
 def describe_pickle(data: bytes | memoryview) -> str:

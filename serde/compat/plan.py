@@ -11,7 +11,12 @@ every JSON document (model programs, payload configs) against the release's sche
 * ``plan_for_target(archive, target)`` -- a ``TargetPlan``: the members to write (JSON
   documents rewritten with ``downgrade``, every other member byte for byte, or the whole
   archive in the older layout the release reads: ``archive.legacy_layout``) and the
-  findings; any error is a blocker and then nothing may be written.
+  findings; any error is a blocker and then nothing may be written. Content torch would
+  execute (``serde.code_bearing``: a pickle outside torch's ``weights_only`` allow-list, a
+  shape expression outside pt2x's grammar) is always a blocker: pt2x never passes it on.
+  ``drop_sample_inputs=True`` writes the sample inputs of a PT2-archive write (torch 2.9+) empty,
+  as ``torch.export.save`` does for a program without example inputs (torch reads that as none);
+  the older layouts are written with the source's sample inputs, so there it changes nothing.
 * ``writable_for_target(archive, target)`` -- whether the plan has no blocker, without its
   members (what ``validate --target`` and ``pt2x scan`` report as ``writable``).
 * ``write_for_target(src, dst, target)`` -- load, plan, write; ``TargetNotWritable`` (with
@@ -31,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..errors import Pt2UsageError
+from ..code_bearing import SAMPLE_INPUTS, code_findings
 from ..findings import Finding
 from ..archive.legacy_layout import FLAT, PICKLED, legacy_findings, legacy_members
 from .releases import PT2_ARCHIVE_SINCE, RAW_WEIGHTS_SINCE, target_snapshot
@@ -150,35 +156,46 @@ def check_target(archive, target) -> list[Finding]:
     return findings
 
 
-def plan_for_target(archive, target) -> TargetPlan:
+def plan_for_target(archive, target, *, drop_sample_inputs: bool = False) -> TargetPlan:
     """The members that make ``archive`` readable by ``target``, and the findings (errors block).
 
     Where the archive's layout is read as is, every member keeps its name and place and only
     the JSON documents are rewritten (``downgrade``), so weights, pickles and extra files stay
     byte for byte; else the archive is written in the layout the release reads (``target_layout``).
     """
-    version, label, layout, findings, documents = _rewrite(archive, target)
+    version, label, layout, findings, documents = _rewrite(archive, target, drop_sample_inputs)
     if any(f.severity == "error" for f in findings):
         return TargetPlan(version, label, findings, [])
     if layout is not None:
         return TargetPlan(version, label, findings, legacy_members(archive, layout, documents, version))
     zr = archive.zip
+    for name in _sample_inputs(archive) if drop_sample_inputs else ():
+        documents[name] = b""  # what torch.export.save writes for a program without example inputs
     members = [(name, documents[name] if name in documents else _body(zr, name)) for name in zr.names]
     return TargetPlan(version, label, findings, members)
 
 
-def writable_for_target(archive, target) -> bool:
+def _sample_inputs(archive) -> set[str]:
+    """The sample-input members of ``archive`` (what ``drop_sample_inputs`` writes empty)."""
+    items = (*(p for m in archive.models.values() for p in m.pickled), *archive.unloaded)
+    return {item.member for item in items if item.kind == SAMPLE_INPUTS}
+
+
+def writable_for_target(archive, target, *, drop_sample_inputs: bool = False) -> bool:
     """``plan_for_target(archive, target).writable`` without building the members, at the cost
     of the JSON documents only (an older layout's members re-pickle every weight)."""
-    return not any(f.severity == "error" for f in _rewrite(archive, target)[3])
+    return not any(f.severity == "error" for f in _rewrite(archive, target, drop_sample_inputs)[3])
 
 
-def _rewrite(archive, target) -> tuple[tuple[int, int], str, str | None, list[Finding], dict[str, bytes]]:
+def _rewrite(archive, target, drop_sample_inputs: bool = False) -> tuple[tuple[int, int], str, str | None, list[Finding], dict[str, bytes]]:
     """The plan up to its members: (schema version, release label, the older layout to write or
     None, findings, each JSON document rewritten for the target by member)."""
     version, label, snap = target_snapshot(target)
     layout = target_layout(archive, version)
-    findings = [] if layout is None else legacy_findings(archive, layout, label)
+    # the older layouts carry the sample inputs whatever is asked (their readers need them)
+    findings = code_findings(archive, drop_sample_inputs=drop_sample_inputs and layout is None)
+    if layout is not None:
+        findings += legacy_findings(archive, layout, label)
     documents: dict[str, bytes] = {}
     for root, member, doc in _target_documents(archive, snap):
         new, found = downgrade(doc, version, root=root, member=member)
@@ -187,7 +204,7 @@ def _rewrite(archive, target) -> tuple[tuple[int, int], str, str | None, list[Fi
     return version, label, layout, findings, documents
 
 
-def write_for_target(src, dst, target) -> TargetPlan:
+def write_for_target(src, dst, target, *, drop_sample_inputs: bool = False) -> TargetPlan:
     """Write ``dst``: ``src`` (a .pt2 path, file or bytes) made readable by ``target``; the plan.
 
     Raises ``TargetNotWritable`` (nothing written) when the plan has a blocker.
@@ -196,7 +213,7 @@ def write_for_target(src, dst, target) -> TargetPlan:
     from ..archive.zip_writer import write_archive
 
     with load(src) as archive:
-        plan = plan_for_target(archive, target)
+        plan = plan_for_target(archive, target, drop_sample_inputs=drop_sample_inputs)
         if not plan.writable:
             raise TargetNotWritable(plan)
         write_archive(dst, plan.members)

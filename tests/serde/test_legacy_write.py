@@ -169,7 +169,8 @@ def test_what_the_old_layouts_cannot_hold_blocks(tmp_path):
     with serde.load(_edited(tmp_path, src, pickled_payload)) as a:
         for target in ("8.8", "8.2"):
             codes = {f.code for f in compat_plan.plan_for_target(a, target).blockers}
-            assert codes == {"target-pickled-payload"}
+            # the member's bytes are raw floats: torch would torch.load them, so they are also not provably data
+            assert codes == {"target-pickled-payload", "unsafe-pickle"}
     with serde.load(_edited(tmp_path, src, two_models)) as a:
         assert compat_plan.plan_for_target(a, "8.8").writable
         blockers = compat_plan.plan_for_target(a, "8.2").blockers
