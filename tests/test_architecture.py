@@ -7,7 +7,9 @@ cycles inside any package). ``lint-imports`` checks them over every import state
 package, lazy ones inside functions included.
 
 From the same import graph: every dependency a user installs (base or extra) is imported by the
-library, and every third-party module the library imports is declared.
+library, and every third-party module the library imports is declared. The project's scripts
+(tools/scripts/: benchmarks, fuzzers, generators) are outside the package, so outside the graph
+and the wheel.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 
 import pytest
 from paths import REPO
-from scripts import tool_scripts
+from scripts import SCRIPTS, tool_scripts
 
 LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
@@ -47,21 +49,31 @@ COMES_WITH = {"sympy": "torch"}  # torch's symbolic shapes, used only under pt2x
 
 
 @functools.lru_cache(maxsize=None)
-def _library_imports() -> dict[str, set[str]]:
-    """Third-party top-level module -> the pt2x modules that import it (lazily or not), leaving out
-    the project's scripts in tools/ (benchmarks, fuzzer, generators) unless the library itself
-    imports them: users install extras for the library, not for the scripts."""
+def _graph():
     import grimp
 
-    graph = grimp.build_graph("pt2x", include_external_packages=True)
-    scripts = {f"pt2x.tools.{os.path.splitext(name)[0]}" for name in tool_scripts()}
-    scripts.add("pt2x.tools.fuzz_mutations")  # the fuzzer's mutations, a part of the script
-    ours = {m for m in graph.modules if m == "pt2x" or m.startswith("pt2x.")}
-    library = ours - scripts
-    for module in list(library):
-        library |= graph.find_upstream_modules(module) & ours
+    return grimp.build_graph("pt2x", include_external_packages=True)
+
+
+def test_the_scripts_are_outside_the_package():
+    """tools/scripts/ is a plain folder (no ``__init__.py``), not a package of the wheel: no module
+    of the package's import graph is a script, and no script module sits in tools/ itself."""
+    assert tool_scripts(), "no script found in tools/scripts/"
+    assert not os.path.exists(os.path.join(SCRIPTS, "__init__.py"))
+    names = {os.path.splitext(f)[0] for f in os.listdir(SCRIPTS) if f.endswith(".py")}
+    in_package = {m for m in _graph().modules if m.startswith("pt2x.") and m.rsplit(".", 1)[-1] in names}
+    assert not in_package, f"scripts inside the package: {sorted(in_package)}"
+
+
+@functools.lru_cache(maxsize=None)
+def _library_imports() -> dict[str, set[str]]:
+    """Third-party top-level module -> the pt2x modules that import it (lazily or not). The
+    scripts are not in the package (``test_the_scripts_are_outside_the_package``): users install
+    extras for the library, not for the scripts."""
+    graph = _graph()
+    library = {m for m in graph.modules if m == "pt2x" or m.startswith("pt2x.")}
     found: dict[str, set[str]] = {}
-    for module in graph.modules - ours:
+    for module in graph.modules - library:
         if module in sys.stdlib_module_names or module == "__future__":
             continue
         users = graph.find_modules_that_directly_import(module) & library

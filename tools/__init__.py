@@ -1,8 +1,13 @@
-"""pt2x.tools: the ``pt2x`` command line and the project's scripts.
+"""pt2x.tools: the ``pt2x`` command line.
 
-The command: ``cli`` (``pt2x``, also ``python -m pt2x``) with one ``cmd_*`` module per
-subcommand, and its helpers ``summary``, ``terminal`` and ``snapshot_sources``. The scripts run
-as files (``python tools/bench_load.py --help``): ``bench_*`` (benchmarks against torch),
-``fuzz`` (with ``fuzz_mutations``), ``gen_*`` (generated files: the schema snapshot, the
-operator signature table) and ``import_torch_schemas``.
+``cli`` (``pt2x``, also ``python -m pt2x``) with one ``cmd_*`` module per subcommand, and its
+helpers ``summary``, ``terminal``, ``snapshot_sources`` and ``process_limits``; ``scan/`` is
+``pt2x scan``.
+
+The project's scripts are in ``tools/scripts/``, a plain folder outside the package and the
+wheel: they run as files (``python tools/scripts/bench_load.py --help``), import pt2x as the
+installed package and each other as plain modules. ``bench_*`` (benchmarks against torch),
+``fuzz`` (with ``fuzz_mutations`` and ``fuzz_onnx_mutations``), ``gen_*`` (generated files: the
+schema snapshot, the operator signature table, the TFLite schema module),
+``import_torch_schemas``, ``model_zoo`` and ``check_old_torch``.
 """

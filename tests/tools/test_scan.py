@@ -1,7 +1,7 @@
 """``pt2x scan`` over a generated fleet: the runners agree, bad artifacts are recorded, resume.
 
-The fleet (``tools/bench_scan.make_fleet``) is 500 artifacts made from the committed fixtures
-of every torch release: hard links, files cut short, junk named ``*.pt2`` and hostile archives
+The fleet (``make_fleet`` of ``tools/scripts/bench_scan.py``) is 500 artifacts made from the
+committed fixtures of every torch release: hard links, files cut short, junk named ``*.pt2`` and hostile archives
 from the fuzzer's mutations, plus one real program torch exports here whose ONNX conversion
 needs more than the scans' ``--memory 64``: it must end as ``oom`` and nothing else may.
 
@@ -25,8 +25,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
-from pt2x.tools.bench_scan import make_fleet
 from pt2x.tools.scan.driver import scan
 from pt2x.tools.scan.options import ScanOptions
 
@@ -50,7 +50,7 @@ def _big_program(path: Path) -> None:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("fleet")
-    kinds = make_fleet(root, FLEET - 1, seed=14)
+    kinds = load_script("bench_scan").make_fleet(root, FLEET - 1, seed=14)
     assert kinds["fixture"] == 54 and kinds["hostile"] > 100 and kinds["truncated"] and kinds["junk"]
     _big_program(root / BIG)
     return root

@@ -1,5 +1,5 @@
-"""Every script in tools/ runs as a file (``python tools/bench_load.py --help``), and
-``python -m pt2x`` runs the command line.
+"""Every script in tools/scripts/ runs as a file (``python tools/scripts/bench_load.py --help``),
+and ``python -m pt2x`` runs the command line.
 
 The scripts are found by ``support/scripts.py``. Each is run from another folder, so nothing
 depends on the working directory.
@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from scripts import TOOLS, tool_scripts
+from scripts import SCRIPTS as SCRIPTS_DIR, tool_scripts
 
 from pt2x.tools.cli import COMMANDS
 
@@ -30,7 +30,7 @@ def test_the_scripts_are_found():
 
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_script_runs_as_a_file(script, tmp_path):
-    r = _run([sys.executable, os.path.join(TOOLS, script), "--help"], cwd=tmp_path)
+    r = _run([sys.executable, os.path.join(SCRIPTS_DIR, script), "--help"], cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "usage:" in r.stdout
 
@@ -47,7 +47,7 @@ def test_python_m_runs_the_command_line(module, tmp_path):
 def test_bench_tflite_refuses_an_unknown_model_before_any_work(tmp_path):
     # argument parsing only: no export, no litert-torch venv made (the venv path stays absent)
     venv = tmp_path / "venv"
-    r = _run([sys.executable, os.path.join(TOOLS, "bench_tflite.py"), "--models", "convbn,nosuch",
+    r = _run([sys.executable, os.path.join(SCRIPTS_DIR, "bench_tflite.py"), "--models", "convbn,nosuch",
               "--litert-torch-venv", str(venv), "--out", str(tmp_path / "out")], cwd=tmp_path)
     assert r.returncode == 2, r.stdout + r.stderr
     assert "unknown model(s): nosuch" in r.stderr

@@ -3,7 +3,7 @@ ends in a ``ConversionError`` (a ``Pt2Error``) naming the graph, node, initializ
 the field, before anything is allocated from a stated size (``converters/tflite/onnx_check.py``,
 ``converters/limits.py``). The models are built with ``onnx.helper`` the way exporters write
 them, then broken one way each; the good ones run in LiteRT. The fuzzer's ``--onnx`` mode
-(``tools/fuzz.py``) covers the combinations; these pin one case per check."""
+(``tools/scripts/fuzz.py``) covers the combinations; these pin one case per check."""
 
 from __future__ import annotations
 

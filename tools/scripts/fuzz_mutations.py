@@ -1,4 +1,4 @@
-"""Structure-aware mutations of ``.pt2`` archives, for ``tools/fuzz.py``.
+"""Structure-aware mutations of ``.pt2`` archives, for ``tools/scripts/fuzz.py``.
 
 A case is made from a committed fixture and ``random.Random(f"{seed}:{index}")`` only, so
 ``make_case(seed, index, fixtures)`` gives the same bytes every time (``--replay``).

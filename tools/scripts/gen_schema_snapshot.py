@@ -1,6 +1,6 @@
 """Write the canonical schema snapshot, ``schema/snapshots/pt2x.json``, from the definitions.
 
-Run ``python tools/gen_schema_snapshot.py`` (or ``python -m pt2x.tools.gen_schema_snapshot``)
+Run ``python tools/scripts/gen_schema_snapshot.py`` (or ``python tools/scripts/gen_schema_snapshot.py``)
 after changing ``schema/definitions.py``;
 ``--check`` only reports staleness (a test runs it). The format lives in
 ``pt2x.schema.snapshot``.
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     current = out.read_text() if out.exists() else None
     if args.check:
         if current != text:
-            print(f"{out} is stale: run python -m pt2x.tools.gen_schema_snapshot", file=sys.stderr)
+            print(f"{out} is stale: run python tools/scripts/gen_schema_snapshot.py", file=sys.stderr)
             return 1
         print(f"{out} is current")
         return 0

@@ -1,7 +1,7 @@
 """Benchmark: ``pt2x scan`` over a generated fleet with ``--jobs 1``, ``--jobs 2`` and a local Ray.
 
-    python tools/bench_scan.py [--count 2000] [--convert onnx] [--target torch==2.10] [--keep DIR]
-    python tools/bench_scan.py --fleet registry-sample/ --sides jobs1      # a fleet of your own
+    python tools/scripts/bench_scan.py [--count 2000] [--convert onnx] [--target torch==2.10] [--keep DIR]
+    python tools/scripts/bench_scan.py --fleet registry-sample/ --sides jobs1      # a fleet of your own
 
 The fleet (``make_fleet``, also the tests' fleet) is copies and variants of the committed
 fixtures of every torch release: hard links, files cut short, junk named ``*.pt2`` and
@@ -17,22 +17,17 @@ the figure least disturbed by them.
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
+import random
+import shutil
+import subprocess
 import sys
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
-    del sys.path[0]  # run as a file: don't let tools/*.py shadow top-level modules; pt2x is installed
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections import Counter  # noqa: E402
-from pathlib import Path  # noqa: E402
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
 
 __all__ = ["make_fleet", "main"]
 
@@ -40,7 +35,7 @@ FOLDERS = 8
 
 
 def _fixtures() -> list[str]:
-    from pt2x.tools.fuzz import default_fixtures
+    from fuzz import default_fixtures
 
     return default_fixtures()
 
@@ -62,7 +57,7 @@ def make_fleet(folder: str | os.PathLike, count: int, seed: int = 0) -> Counter:
     of each kind: ``fixture`` (every committed fixture once, hard-linked), ``copy`` (hard links
     of a random fixture), ``truncated`` (a fixture cut at a random byte), ``junk`` (not an
     archive), ``hostile`` (a fuzzer mutation). Deterministic in ``(count, seed)``."""
-    from pt2x.tools import fuzz_mutations as fm
+    import fuzz_mutations as fm
 
     fixtures, rng, kinds = _fixtures(), random.Random(f"pt2x-fleet:{seed}"), Counter()
     root = Path(folder)

@@ -8,7 +8,7 @@ the same for ``torch.onnx.export(ep, dynamo=True)`` as a report column; needs th
 extra). The models and the check live in tests/support/model_zoo.py. Prints a table and
 writes JSON.
 
-    python tools/model_zoo.py [--models a,b] [--forms exported,decomposed] [--torch-onnx]
+    python tools/scripts/model_zoo.py [--models a,b] [--forms exported,decomposed] [--torch-onnx]
                               [--timeout 600] [--out model-zoo.json]
 """
 
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 WORKER = os.path.join(ROOT, "tests", "support", "model_zoo.py")
 FORMS = ("exported", "decomposed")
 

@@ -3,7 +3,7 @@
 Why: compatibility checks (``validate --target``, ``convert --target-schema``,
 ``schema diff torch==2.10 pt2x``) need each release's schema without that release
 installed. Each release's ``torch/_export/serde/schema.yaml`` is flattened into the
-same canonical snapshot format as pt2x's own (``tools/gen_schema_snapshot.py``), and
+same canonical snapshot format as pt2x's own (``tools/scripts/gen_schema_snapshot.py``), and
 ``releases.json`` maps release -> schema version. Rerun it when torch releases.
 
 Sources (any mix, later ones win for the same release):
@@ -114,7 +114,7 @@ def write_all(found: dict[str, dict], out_dir: Path = TORCH_DIR) -> list[Path]:
             "origins": {p: entry["origins"][p] for p in entry["patches"]},
         }
     ordered = {k: index[k] for k in sorted(index, key=_key)}
-    about = "torch release -> export schema version (SCHEMA_VERSION in torch/_export/serde/schema.yaml); tools/import_torch_schemas.py"
+    about = "torch release -> export schema version (SCHEMA_VERSION in torch/_export/serde/schema.yaml); tools/scripts/import_torch_schemas.py"
     lines = ["{", f'  "about": {json.dumps(about)},', '  "releases": {']
     for i, rel in enumerate(ordered):
         sep = "," if i < len(ordered) - 1 else ""

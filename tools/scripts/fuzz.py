@@ -1,4 +1,4 @@
-"""Structure-aware fuzzer for pt2x's readers: ``python tools/fuzz.py --n 2000``.
+"""Structure-aware fuzzer for pt2x's readers: ``python tools/scripts/fuzz.py --n 2000``.
 
 Each case is a committed fixture (``tests/fixtures/pt2/torch-*/``, every torch release)
 with one to four mutations from ``fuzz_mutations.py`` (JSON fields, zip members, weight
@@ -41,36 +41,30 @@ replay command; ``--out DIR`` keeps the smallest reproducer per site (the .pt2 a
 JSON with seed, index, mutations, stage, outcome, exception and frame). Exit status 1
 when any escape, timeout, memory blow-up, crash or marker happened, else 0.
 
-    python tools/fuzz.py --n 2000 --seed 1 --out fuzz-out
-    python tools/fuzz.py --replay 1:417            # one case again, with its traceback
-    python tools/fuzz.py --replay fuzz-out/s1-i417.pt2
+    python tools/scripts/fuzz.py --n 2000 --seed 1 --out fuzz-out
+    python tools/scripts/fuzz.py --replay 1:417            # one case again, with its traceback
+    python tools/scripts/fuzz.py --replay fuzz-out/s1-i417.pt2
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import io
+import json
 import os
+import re
+import select
+import shutil
+import signal
+import subprocess
 import sys
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
-    # run as a file: don't let tools/*.py shadow top-level modules; pt2x is installed
-    del sys.path[0]
-
-import argparse  # noqa: E402
-import hashlib  # noqa: E402
-import io  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import select  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-from collections import Counter, defaultdict, deque  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
+import tempfile
+import time
+import traceback
+from collections import Counter, defaultdict, deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 __all__ = [
     "STAGES",
@@ -92,7 +86,8 @@ ONNX_STAGES = ("tflite-onnx", "cli-onnx")
 _SELFTEST = ("selftest-sleep", "selftest-alloc", "selftest-crash", "selftest-escape", "selftest-marker")
 """Stages that misbehave on purpose, so tests can check the fuzzer's own verdicts."""
 
-_PKG = Path(_HERE).parent  # the repository root is the pt2x package
+_HERE = os.path.dirname(os.path.abspath(__file__))  # tools/scripts/: the fuzzer and its mutation modules
+_PKG = Path(_HERE).parent.parent  # the repository root is the pt2x package
 _TARGETS = ("torch==2.6", "torch==2.8", "torch==2.10", "8.20")
 _OLD_LAYOUTS = ("8.8", "8.2")  # cli: convert --to pt2 for these too (torch 2.8's and 2.6's layouts)
 _BAD = ("escape", "timeout", "memory", "crash", "generror")
@@ -177,7 +172,7 @@ class CaseResult:
         return self.file if self.file else f"{self.seed}:{self.index}"
 
     def replay_command(self) -> str:
-        return f"python tools/fuzz.py --replay {self.label}" + (" --onnx" if self.onnx and not self.file else "")
+        return f"python tools/scripts/fuzz.py --replay {self.label}" + (" --onnx" if self.onnx and not self.file else "")
 
 
 @dataclass
@@ -318,7 +313,7 @@ def _check_tflite(data: bytes, what: str) -> None:
 
 def _onnx_case_file(ctx: _Ctx) -> tuple[str, list[str]]:
     """The case as ``model.onnx`` in its laid-out folder, and the locations it reads from outside it."""
-    from pt2x.tools import fuzz_onnx_mutations as fom
+    import fuzz_onnx_mutations as fom
 
     folder = fom.case_folder(ctx.scratch)
     path = os.path.join(folder, fom.MODEL_NAME)
@@ -331,7 +326,7 @@ def _stage_tflite_onnx(ctx: _Ctx) -> None:
     """``to_tflite`` of the ``.onnx`` file, then of the parsed ``ModelProto`` (when it parses)."""
     from pt2x.converters import to_tflite
     from pt2x.serde.errors import Pt2Error
-    from pt2x.tools import fuzz_onnx_mutations as fom
+    import fuzz_onnx_mutations as fom
 
     path, outside = _onnx_case_file(ctx)
     refused: Pt2Error | None = None
@@ -395,7 +390,7 @@ def _selftest(ctx: _Ctx, what: str) -> None:
     elif what == "selftest-escape":
         {}["selftest"]
     elif what == "selftest-marker":
-        from pt2x.tools.fuzz_mutations import MARKER
+        from fuzz_mutations import MARKER
 
         Path(MARKER).touch()
 
@@ -553,7 +548,7 @@ def _warm_up(fixtures: list[str], scratch: str, onnx_mode: bool) -> None:
     """Clean cases through every stage, so lazy imports happen before the limits start (and,
     for ``--onnx``, the base models are made)."""
     if onnx_mode:
-        from pt2x.tools import fuzz_onnx_mutations as fom
+        import fuzz_onnx_mutations as fom
 
         for _, data in fom.base_models(fixtures)[:3]:
             ctx = _Ctx(data, 0, "", scratch)
@@ -584,7 +579,7 @@ def worker_main() -> None:
     import pt2x.converters.onnx  # noqa: F401  (imported before the memory limit)
     import pt2x.serde.compat.target  # noqa: F401
     import pt2x.serde.validate  # noqa: F401
-    from pt2x.tools import fuzz_mutations as fm
+    import fuzz_mutations as fm
     from pt2x.tools.process_limits import limit_address_space, vm_size
 
     _warm_up(fixtures, os.path.dirname(init["case_file"]), bool(init.get("onnx")))
@@ -609,7 +604,7 @@ def _serve(req: dict, fixtures: list[str], fm, proto: _Proto, case_file: str) ->
             proto.send(event="case", fixture=None, steps=[], size=len(data), sha256=hashlib.sha256(data).hexdigest())
         else:
             if req.get("onnx"):
-                from pt2x.tools import fuzz_onnx_mutations as fom
+                import fuzz_onnx_mutations as fom
 
                 case = fom.make_case(req["seed"], req["index"], fixtures)
                 fixture = case.fixture
@@ -677,7 +672,7 @@ class _Worker:
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-c",
-             "from pt2x.tools.fuzz import worker_main; worker_main()"],
+             f"import sys; sys.path.insert(0, {_HERE!r}); from fuzz import worker_main; worker_main()"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=self.rundir, env=env,
             start_new_session=True,
         )
@@ -796,7 +791,7 @@ def _site_from_dump(text: str) -> tuple[str | None, str | None]:
 def _touch_site(w: "_Worker", site: str | None, message: str | None) -> tuple[str | None, str | None]:
     """Where a worker stopped, in words: the array it was summing (outside pt2x), the command."""
     if site is None and w.note:
-        return "summing an array that load returned (tools/fuzz.py _touch)", w.note
+        return "summing an array that load returned (tools/scripts/fuzz.py _touch)", w.note
     if w.command:
         message = f"in {w.command}: {message}" if message else f"in {w.command}"
     return site, message
@@ -1181,7 +1176,7 @@ def _summary(rep: FuzzReport) -> str:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python tools/fuzz.py", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python tools/scripts/fuzz.py", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     p.add_argument("--n", type=int, default=1000, help="number of cases (default 1000)")
@@ -1244,9 +1239,9 @@ def _replay_cli(args: argparse.Namespace) -> int:
                    stages=args.stage_list, timeout=args.timeout, memory_mib=args.memory, onnx=args.onnx)
         if args.save_case:
             if args.onnx:
-                from pt2x.tools import fuzz_onnx_mutations as fm
+                import fuzz_onnx_mutations as fm
             else:
-                from pt2x.tools import fuzz_mutations as fm
+                import fuzz_mutations as fm
 
             Path(args.save_case).write_bytes(fm.make_case(seed, index, _fixture_files(args.fixtures)).data)
     else:

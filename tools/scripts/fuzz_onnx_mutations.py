@@ -1,4 +1,4 @@
-"""Mutations of ONNX models, for ``tools/fuzz.py --onnx`` (the TFLite target's ONNX input).
+"""Mutations of ONNX models, for ``tools/scripts/fuzz.py --onnx`` (the TFLite target's ONNX input).
 
 A case is one of the base models (``base_models``: pt2x's own ``to_onnx`` output of committed
 fixtures at two opsets, and small graphs built here with ``onnx.helper`` the way exporters write

@@ -5,7 +5,7 @@ dynamic batch), as exported and after ``run_decompositions()``. Each operation r
 ``--repeat`` times into an in-memory buffer; medians and torch/pt2x ratios are printed.
 The load half runs when ``pt2x.serde.torch.deserialize.load_exported_program`` exists.
 
-    python -m pt2x.tools.bench_serde [--repeat 7]
+    python tools/scripts/bench_serde.py [--repeat 7]
 """
 
 from __future__ import annotations

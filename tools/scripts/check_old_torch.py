@@ -14,7 +14,7 @@ stays out of CI and its result table goes in docs/schema-compat.md. Three steps:
    ``torch.export.load``, compares its outputs, and checks that ``torch.export.save`` of the
    loaded program loads again.
 
-    python tools/check_old_torch.py [--venvs /work/venvs] [--releases 2.8.0,2.7.1,2.6.0]
+    python tools/scripts/check_old_torch.py [--venvs /work/venvs] [--releases 2.8.0,2.7.1,2.6.0]
         [--cases a,b] [--exportdb] [--make-venvs] [--work DIR] [--json OUT] [--markdown OUT]
 
 This script imports no torch itself; the zoo module it loads does (as the tests do).
@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 SUPPORT = os.path.join(ROOT, "tests", "support")
 WORKER = os.path.join(SUPPORT, "old_torch_worker.py")
 RELEASES = ("2.8.0", "2.7.1", "2.6.0")

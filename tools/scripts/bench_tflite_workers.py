@@ -1,4 +1,4 @@
-"""The child processes of ``tools/bench_tflite.py``, as source text run with ``python -c``.
+"""The child processes of ``tools/scripts/bench_tflite.py``, as source text run with ``python -c``.
 
 Each side of the benchmark runs in its own process, and this module imports nothing: the
 torch export, the two runtimes and litert-torch (in its own venv) are imported only by the
@@ -26,11 +26,12 @@ warnings.filterwarnings("ignore")
 root, out, names, max_batch = sys.argv[1], sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
 second_batch = int(sys.argv[5])
 sys.path.insert(0, os.path.join(root, "tests", "support"))
+sys.path.append(os.path.join(root, "tools", "scripts"))  # after support/: its model_zoo is the one meant
 import numpy as np
 import torch
 torch.set_num_threads(2)
 import model_zoo  # defines torchvision::nms before torchvision (or transformers) imports
-from pt2x.tools.bench_onnx import build as bench_onnx_build
+from bench_onnx import build as bench_onnx_build
 
 ZOO = {"mobilenet_v3_small": "tv_mobilenet_v3_small", "resnet18": "tv_resnet18", "efficientnet_b0": "tv_efficientnet_b0"}
 

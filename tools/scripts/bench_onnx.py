@@ -10,7 +10,7 @@ runs in its own subprocess:
 Ratios are torch/pt2x for times (higher is better for pt2x), pt2x/torch for nodes and
 latency (<= 1.0 is the goal).
 
-    python tools/bench_onnx.py [--models mlp,convbn,resnet,enc6,enc12,gpt2,bert] [--out bench-out/onnx]
+    python tools/scripts/bench_onnx.py [--models mlp,convbn,resnet,enc6,enc12,gpt2,bert] [--out bench-out/onnx]
 
 CNNs (``convbn``: a conv-bn-relu stack with a depthwise stage; ``resnet``: resnet-like basic
 blocks with downsampling shortcuts) are built from torch.nn, with BatchNorm statistics re-drawn.
@@ -231,7 +231,7 @@ def _register_torchvision_ops() -> None:
     loaded here by path."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "support",
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests", "support",
                         "torchvision_ops.py")
     if importlib.util.find_spec("torchvision") is None or not os.path.exists(path):
         return

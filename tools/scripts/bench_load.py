@@ -5,7 +5,7 @@ touched), run one at a time so thread pools never compete; wall time and peak RS
 from the child's own rusage. A third row is the floor: a bare zipfile + json + numpy
 memmap script that builds no typed objects.
 
-    python tools/bench_load.py [--runs 5] [--out bench-out]
+    python tools/scripts/bench_load.py [--runs 5] [--out bench-out]
 
 Needs torch (to export and save the model once). Prints medians and ratios.
 """

@@ -2,7 +2,7 @@
 
 Not a test. The programs are exported by the test venv's torch with a dynamic batch and saved
 with ``torch.export.save``, together with inputs of two batch sizes and torch eager's outputs.
-Then every side runs in its own process (the sources are in ``tools/bench_tflite_workers.py``):
+Then every side runs in its own process (the sources are in ``tools/scripts/bench_tflite_workers.py``):
 
   * pt2x: ``python -m pt2x convert X.pt2 --to tflite -o Y.tflite`` as a whole cold process with
     ``import torch`` made to fail (median of ``--cold-runs``); file size; LiteRT
@@ -19,7 +19,7 @@ Then every side runs in its own process (the sources are in ``tools/bench_tflite
 Ratios: pt2x / litert-torch for cold conversion time and file size (< 1: pt2x is faster,
 smaller); pt2x LiteRT / pt2x ORT for latency (< 1: LiteRT is faster).
 
-    python tools/bench_tflite.py [--models convbn,mobilenet_v3_small,resnet18,bert,gpt2]
+    python tools/scripts/bench_tflite.py [--models convbn,mobilenet_v3_small,resnet18,bert,gpt2]
         [--out bench-out/tflite] [--json results.json] [--litert-torch-venv PATH] [--skip-litert-torch]
 """
 
@@ -34,13 +34,9 @@ import subprocess
 import sys
 import time
 
-if __package__ in (None, ""):  # run as a file: python tools/bench_tflite.py
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import bench_tflite_workers as workers
-else:
-    from . import bench_tflite_workers as workers
+import bench_tflite_workers as workers
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 MODELS = ("convbn", "mobilenet_v3_small", "resnet18", "bert", "gpt2")
 OTHER_MODELS = ("mlp", "resnet", "enc6", "enc12", "efficientnet_b0")  # built by the EXPORT worker too
 LITERT_TORCH = "litert-torch==0.10.0"
