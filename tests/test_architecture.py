@@ -65,6 +65,20 @@ def test_the_scripts_are_outside_the_package():
     assert not in_package, f"scripts inside the package: {sorted(in_package)}"
 
 
+def test_no_module_imports_a_package_above_it_that_imports_it_back():
+    """A cycle through a package's ``__init__`` (``serde/torch/deserialize.py`` importing
+    ``load`` from ``pt2x.serde``, which imports the bridge lazily): the acyclic contract compares
+    siblings only, so this one is checked here, lazy imports included."""
+    graph = _graph()
+    cycles = [
+        (module, above)
+        for module in graph.modules if module.startswith("pt2x.")
+        for above in graph.find_modules_directly_imported_by(module)
+        if module.startswith(above + ".") and graph.chain_exists(importer=above, imported=module)
+    ]
+    assert not cycles, f"modules importing a package above them that imports them back: {cycles}"
+
+
 @functools.lru_cache(maxsize=None)
 def _library_imports() -> dict[str, set[str]]:
     """Third-party top-level module -> the pt2x modules that import it (lazily or not). The

@@ -594,7 +594,7 @@ def load_exported_program(
     copy-on-write memory map of the file (writable; writes never reach the file; the
     map lives as long as the tensors); ``copy=True`` copies them into ordinary memory.
     """
-    from .. import load as pt2_load
+    from ..archive.loader import load as pt2_load
 
     buf = _private_buffer(f)
     try:
