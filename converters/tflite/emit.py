@@ -4,8 +4,10 @@ Invariant: every ONNX value lives in TFLite in its *compute* dtype (``COMPUTE_TY
 int64 as int32 (TFLite's shape, index and arithmetic kernels are int32), float64, float16 and
 bfloat16 as float32 (most TFLite CPU kernels are float32 only; pt2x's ONNX already computes
 low-precision floats in float32). Graph inputs and outputs keep the model's own dtype where
-TFLite has one, with a CAST at the edge (``converter.py``). Mappers read values with ``t``,
-constants with ``const_value``, and create operators with ``op``.
+TFLite has one, with a CAST at the edge (``converter.py``); int8, uint8 and int16 keep their
+type, and ``op`` applies ``int_compute``'s rule to every operator (computed in int32 where
+LiteRT's kernel for the type is a quantized one). Mappers read values with ``t``, constants
+with ``const_value``, and create operators with ``op``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ConversionError, Unsupported
+from .int_compute import emit_with_integer_rule
 from .model import NUMPY_OF, Op, Subgraph, Tensor, TensorType
 
 __all__ = ["Emitter", "COMPUTE_TYPE", "attrs"]
@@ -203,6 +206,10 @@ class Emitter:
     # ------------------------------------------------------------ making operators
 
     def op(self, code: str, inputs: list[int], outputs: list[int], options: tuple[str, dict] | None = None) -> None:
+        """Append ``code(inputs) -> outputs``, under the integer rule (``int_compute``): an
+        8/16-bit integer never reaches a kernel LiteRT would treat as quantized."""
+        if emit_with_integer_rule(self, code, inputs, outputs, options):
+            return
         origin = self.node.name if self.node is not None else ""
         self.sub.ops.append(Op(code, list(inputs), list(outputs), options, origin))
 

@@ -12,6 +12,7 @@ from onnx import TensorProto
 from ..errors import Unsupported
 from .emit import Emitter, attrs, compute_type
 from .mappers import maps
+from .model import NUMPY_OF
 from .model import TensorType as T
 
 _FLOAT = (T.FLOAT32,)
@@ -26,7 +27,6 @@ _BINARY = {
     "Div": ("DIV", "DivOptions"), "Pow": ("POW", None), "Equal": ("EQUAL", None), "Less": ("LESS", None),
     "Greater": ("GREATER", None), "LessOrEqual": ("LESS_EQUAL", None), "GreaterOrEqual": ("GREATER_EQUAL", None),
     "And": ("LOGICAL_AND", None), "Or": ("LOGICAL_OR", None), "Xor": ("NOT_EQUAL", None),
-    "PRelu": ("PRELU", None),
 }
 # kernels with no integer version in TFLite's CPU op set
 _FLOAT_ONLY = {"LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "HARD_SWISH"}
@@ -79,11 +79,23 @@ def _pow(em: Emitter, a: int, b: int, node) -> None:
     em.op("POW", [a, b], [em.out()])
 
 
+@maps("PRelu")
+def prelu(em: Emitter, node) -> None:
+    """PRELU on floats; on integers (TFLite's PRELU has no integer kernel) x < 0 ? x * slope : x."""
+    x, slope = em.t(node.input[0]), em.t(node.input[1])
+    if em.dtype_of(x) in _FLOAT:
+        em.op("PRELU", [x, slope], [em.out()])
+        return
+    negative = em.binary("LESS", x, em.const(np.zeros((), NUMPY_OF[em.dtype_of(x)])), dtype=T.BOOL)
+    scaled = em.binary("MUL", x, slope, options=("MulOptions", {"fused_activation_function": 0}))
+    em.op("SELECT_V2", [negative, scaled, x], [em.out()])
+
+
 @maps("Mod")
 def mod(em: Emitter, node) -> None:
     if attrs(node).get("fmod", 0):
         a, b = em.t(node.input[0]), em.t(node.input[1])
-        if em.dtype_of(a) != T.INT32:
+        if em.dtype_of(a) in _FLOAT:
             raise Unsupported("Mod with fmod=1 on floats (C fmod) has no TFLite builtin")
         q = em.binary("DIV", a, b, options=("DivOptions", {"fused_activation_function": 0}))
         qb = em.binary("MUL", q, b, options=("MulOptions", {"fused_activation_function": 0}))

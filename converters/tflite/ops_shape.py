@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import Unsupported
 from .emit import Emitter, attrs
 from .mappers import maps
+from .model import NUMPY_OF
 from .model import TensorType as T
 
 _I32 = np.iinfo(np.int32)
@@ -419,5 +420,5 @@ def trilu(em: Emitter, node) -> None:
     diff = em.binary("SUB", cols, rows, options=("SubOptions", {"fused_activation_function": 0}))
     k_ = em.cast(k, T.INT32)
     mask = em.binary("GREATER_EQUAL" if attrs(node).get("upper", 1) else "LESS_EQUAL", diff, k_, dtype=T.BOOL)
-    zeros = em.const(np.zeros((), {T.FLOAT32: np.float32, T.INT32: np.int32, T.BOOL: np.bool_}[em.dtype_of(x)]))
+    zeros = em.const(np.zeros((), NUMPY_OF[em.dtype_of(x)]))
     em.op("SELECT_V2", [mask, x, zeros], [em.out()])

@@ -1,0 +1,239 @@
+"""Integer semantics of the TFLite target: single-op ONNX models over every integer type the op's
+ONNX schema allows (int8, uint8, int16, int32, int64), converted with ``to_tflite`` and run in
+LiteRT in a child process (a kernel that aborts fails its case, not pytest), compared exactly
+with ONNX Runtime, or with onnx's ReferenceEvaluator where ONNX Runtime has no kernel for the type.
+
+LiteRT runs int8/uint8/int16 through its quantized kernels, which need quantization parameters
+pt2x does not write; ``converters/tflite/int_compute.py`` holds the rule (which builtins are exact
+on them, which compute in int32 with casts at the edges). Values span each type's whole range,
+so wrap-around on overflow is compared too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as TP
+from onnx import defs, helper
+from onnx.reference import ReferenceEvaluator
+
+from litert_child import run_in_child
+from pt2x.converters.tflite import int_compute
+from pt2x.converters.tflite.converter import convert_prepared
+from pt2x.converters.tflite.prepare import load_onnx, prepare
+from pt2x.converters.tflite.writer import write
+from pt2x.converters.errors import ConversionError, UnsupportedOpsError
+
+OPSET = 18
+INT_TYPES = {TP.INT8: np.int8, TP.UINT8: np.uint8, TP.INT16: np.int16, TP.INT32: np.int32, TP.INT64: np.int64}
+_NAME = {TP.INT8: "int8", TP.UINT8: "uint8", TP.INT16: "int16", TP.INT32: "int32", TP.INT64: "int64"}
+
+# operand kinds: "x"/"y"/"z" graph inputs of the case's type with values from the named range;
+# ("c", values): a constant of the case's type; ("i64", values): an int64 constant;
+# ("b", shape): a bool graph input
+S = (3, 4)
+CASES = [
+    # op, attrs, operands, value range of the graph inputs
+    ("Add", {}, ["x", "y"], "full"), ("Sub", {}, ["x", "y"], "full"), ("Mul", {}, ["x", "y"], "full"),
+    ("Div", {}, ["x", "nz"], "full"), ("Mod", {}, ["x", "nz"], "full"), ("Mod", {"fmod": 1}, ["x", "nz"], "full"),
+    ("Pow", {}, ["x", ("c", [[2], [3], [0]])], "small"),
+    ("Max", {}, ["x", "y"], "full"), ("Min", {}, ["x", "y"], "full"), ("Sum", {}, ["x", "y", "x"], "full"),
+    ("Abs", {}, ["x"], "full"), ("Neg", {}, ["x"], "full"), ("Sign", {}, ["x"], "full"), ("Relu", {}, ["x"], "full"),
+    ("Clip", {}, ["x", ("c", -7), ("c", 100)], "full"), ("Clip", {}, ["x", ("c", 0), ("c", 6)], "small"),
+    ("Clip", {}, ["x", "", ("c", 5)], "full"), ("PRelu", {}, ["x", ("c", [2])], "full"),
+    ("BitwiseXor", {}, ["x", "y"], "full"), ("BitwiseNot", {}, ["x"], "full"),
+    ("Equal", {}, ["x", "y"], "small"), ("Less", {}, ["x", "y"], "full"), ("Greater", {}, ["x", "y"], "full"),
+    ("LessOrEqual", {}, ["x", "y"], "small"), ("GreaterOrEqual", {}, ["x", "y"], "small"),
+    ("Where", {}, [("b", S), "x", "y"], "full"), ("Identity", {}, ["x"], "full"),
+    ("Cast", {"to": TP.INT32}, ["x"], "full"), ("Cast", {"to": TP.FLOAT}, ["x"], "full"),
+    ("Cast", {"to": TP.INT8}, ["x"], "full"), ("Cast", {"to": TP.UINT8}, ["x"], "full"),
+    ("Cast", {"to": TP.INT16}, ["x"], "full"),
+    ("Reshape", {}, ["x", ("i64", [2, 6])], "full"), ("Transpose", {"perm": [1, 0]}, ["x"], "full"),
+    ("Concat", {"axis": 1}, ["x", "y"], "full"), ("Gather", {"axis": 1}, ["x", ("i64", [3, -1, 0])], "full"),
+    ("GatherElements", {"axis": 1}, ["x", ("i64", [[0, 3], [1, 1], [2, -4]])], "full"),
+    ("GatherND", {}, ["x", ("i64", [[0, 1], [2, 3]])], "full"),
+    ("ScatterND", {}, ["x", ("i64", [[1], [0]]), ("c", [[1, 2, 3, 4], [5, 6, 7, 8]])], "full"),
+    ("Slice", {}, ["x", ("i64", [0, 1]), ("i64", [2, 4])], "full"),
+    ("Squeeze", {}, ["x1", ("i64", [0])], "full"), ("Unsqueeze", {}, ["x", ("i64", [1])], "full"),
+    ("Expand", {}, ["x", ("i64", [2, 3, 4])], "full"), ("Tile", {}, ["x", ("i64", [2, 1])], "full"),
+    ("Pad", {}, ["x", ("i64", [1, 0, 0, 2]), ("c", 5)], "full"), ("Pad", {"mode": "reflect"}, ["x", ("i64", [1, 0, 0, 2])], "full"),
+    ("Split", {"axis": 1}, ["x", ("i64", [1, 3])], "full"), ("Split", {"axis": 1, "num_outputs": 2}, ["x"], "full"),
+    ("Pad", {}, ["x", ("i64", [0, 1, 2, 0])], "full"), ("Flatten", {"axis": 1}, ["x4"], "full"),
+    ("DepthToSpace", {"blocksize": 2}, ["x4"], "full"), ("SpaceToDepth", {"blocksize": 2}, ["x4"], "full"),
+    ("Trilu", {}, ["x"], "full"), ("Shape", {}, ["x"], "full"), ("Size", {}, ["x"], "full"),
+    ("ReduceMax", {"keepdims": 0}, ["x", ("i64", [1])], "full"), ("ReduceMin", {}, ["x", ("i64", [0])], "full"),
+    ("ReduceSum", {"keepdims": 0}, ["x", ("i64", [1])], "full"), ("ReduceProd", {}, ["x", ("i64", [1])], "small"),
+    ("ReduceMean", {}, ["x", ("i64", [1])], "small"),
+    ("ArgMax", {"axis": 1}, ["x"], "small"), ("ArgMin", {"axis": 0, "keepdims": 0}, ["x"], "small"),
+    ("TopK", {"axis": -1}, ["u", ("i64", [2])], "full"), ("CumSum", {}, ["x", ("i64", 1)], "full"),
+    ("MaxPool", {"kernel_shape": [2, 2]}, ["x4"], "full"),
+    ("Resize", {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+     ["x4", "", ("f", [1, 1, 2, 2])], "full"),
+    ("ScatterND", {"reduction": "add"}, ["x", ("i64", [[1], [0]]), ("c", [[1, 2, 3, 4], [5, 6, 7, 8]])], "full"),
+    ("Range", {}, ["s", ("c", 20), ("c", 3)], "small"),
+    ("MatMul", {}, ["x", ("c", [[1, -2], [3, 0], [0, 1], [-1, 2]])], "small"),
+    ("Einsum", {"equation": "ij,ij->i"}, ["x", "y"], "small"),
+    ("OneHot", {}, ["ix", ("i64", 3), ("c", [-5, 7])], "full"),
+    ("ReverseSequence", {"batch_axis": 0, "time_axis": 1}, ["x", ("i64", [4, 2, 1])], "full"),
+]
+_SHAPES = {"x": S, "y": S, "nz": S, "u": S, "x1": (1, 4), "x4": (1, 4, 4, 4), "s": (), "ix": (5,)}
+
+
+def _allowed(op: str, elem: int) -> bool:
+    """Whether the op's ONNX schema (at the opset pt2x maps) takes ``elem`` for its first input."""
+    schema = defs.get_schema(op, OPSET)
+    first = schema.inputs[0].type_str
+    want = f"tensor({_NAME[elem]})"
+    allowed = next((c.allowed_type_strs for c in schema.type_constraints if c.type_param_str == first), [first])
+    return want in allowed
+
+
+def _values(kind: str, np_t, shape, rng) -> np.ndarray:
+    info = np.iinfo(np_t)
+    # int32 and int64 (computed in int32, see docs/tflite.md) within 16 bits: sums and products fit
+    lo, hi = max(info.min, -(2**15)), min(info.max, 2**15)
+    if kind == "small":
+        lo, hi = max(lo, -4), 5
+    x = rng.integers(lo, hi, shape, dtype=np.int64, endpoint=True)
+    if kind == "full":  # the type's edges, where wrap-around shows
+        x.flat[:4] = [lo, hi, -1 if lo < 0 else 1, 0]
+    if kind == "ix":  # indices: within [-depth, depth)
+        x = rng.integers(-3 if info.min < 0 else 0, 3, shape)
+    if kind == "nz":
+        x = np.where(x == 0, 3, x)
+        x[0, 0] = -1 if info.min < 0 else 2
+    if kind == "u":  # distinct: TopK's order among ties is not part of the comparison
+        x = rng.choice(np.arange(lo, lo + 1000), x.size, replace=False).reshape(shape)
+    return x.astype(np_t)
+
+
+def _case(op, attrs, operands, value_range, elem, rng):
+    np_t = INT_TYPES[elem]
+    inputs, feeds, inits, names = [], [], [], []
+    for i, spec in enumerate(operands):
+        name = f"in{i}"
+        if spec == "":
+            names.append("")
+            continue
+        names.append(name)
+        if isinstance(spec, str):
+            shape = _SHAPES[spec]
+            kind = spec if spec in ("nz", "u", "ix") else value_range
+            inputs.append(helper.make_tensor_value_info(name, elem, list(shape)))
+            feeds.append(_values(kind, np_t, shape, rng))
+        elif spec[0] == "b":
+            inputs.append(helper.make_tensor_value_info(name, TP.BOOL, list(spec[1])))
+            feeds.append(rng.integers(0, 2, spec[1]).astype(bool))
+        else:
+            dt = {"c": np_t, "i64": np.int64, "f": np.float32}[spec[0]]
+            inits.append(onnx.numpy_helper.from_array(np.array(spec[1]).astype(dt), name))
+    node = helper.make_node(op, names, [f"out{k}" for k in range(_n_outputs(op))], **attrs)
+    outs = [helper.make_tensor_value_info(o, TP.UNDEFINED, None) for o in node.output]
+    g = helper.make_graph([node], op, inputs, outs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=10)
+    m = onnx.shape_inference.infer_shapes(m, strict_mode=True)
+    return m, feeds
+
+
+def _n_outputs(op: str) -> int:
+    return {"TopK": 2, "Split": 2}.get(op, 1)
+
+
+def _reference(m: onnx.ModelProto, feeds) -> list[np.ndarray]:
+    names = [i.name for i in m.graph.input]
+    try:
+        sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # ONNX Runtime has no CPU kernel for this type
+        with np.errstate(over="ignore"):  # its OneHot computes on - off in the narrow type
+            return ReferenceEvaluator(m).run(None, dict(zip(names, feeds)))
+    return sess.run(None, dict(zip(names, feeds)))
+
+
+def _all_cases():
+    rng = np.random.default_rng(0)
+    out = []
+    for op, attrs, operands, value_range in CASES:
+        for elem in INT_TYPES:
+            if not _allowed(op, elem):
+                continue
+            m, feeds = _case(op, attrs, operands, value_range, elem, rng)
+            label = f"{op}{attrs if attrs else ''} {_NAME[elem]}"
+            out.append((label, m, feeds))
+    return out
+
+
+def _outcomes():
+    """{label: 'match', 'refused: ...' or what went wrong}, and the builtins the converted cases use."""
+    converted, outcomes, builtins = [], {}, set()
+    for label, m, feeds in _all_cases():
+        try:
+            want = _reference(m, feeds)
+        except Exception as e:  # neither runtime takes the case: nothing to hold pt2x to
+            outcomes[label] = f"no reference: {type(e).__name__}"
+            continue
+        try:
+            program = convert_prepared(prepare(load_onnx(m)))  # to_tflite's phases, the program kept
+        except UnsupportedOpsError as e:
+            outcomes[label] = f"refused: {str(e).splitlines()[-1].strip()[:160]}"
+            continue
+        except ConversionError as e:  # a mapper failing instead of refusing: a bug
+            outcomes[label] = f"conversion error: {str(e)[:200]}"
+            continue
+        builtins.update(op.code for sub in program.subgraphs for op in sub.ops)
+        converted.append((label, write(program), feeds, want))
+    cases = [(data, feeds) for _, data, feeds, _ in converted]
+    plain, xnnpack = run_in_child(cases), run_in_child(cases, xnnpack=True)
+    for (label, _, _, want), got, got_x in zip(converted, plain, xnnpack):
+        v, vx = _verdict(want, got), _verdict(want, got_x)
+        outcomes[label] = v if v != "match" else vx if vx == "match" else f"with XNNPACK: {vx}"
+    return outcomes, builtins
+
+
+def _verdict(want, got) -> str:
+    if isinstance(got, str):
+        return got
+    for w, g in zip(want, got):
+        w = np.asarray(w)
+        if g.shape != w.shape:
+            return f"wrong: shape {g.shape} != {w.shape}"
+        if g.dtype != w.dtype and not (w.dtype == np.int64 and g.dtype == np.int64):
+            return f"wrong: dtype {g.dtype} != {w.dtype}"
+        if not np.array_equal(g, w, equal_nan=g.dtype.kind == "f"):
+            return f"wrong: {g.ravel()[:6]} != {w.ravel()[:6]}"
+    return "match"
+
+
+@pytest.fixture(scope="module")
+def measured():
+    return _outcomes()
+
+
+@pytest.fixture(scope="module")
+def outcomes(measured):
+    return measured[0]
+
+
+# ops whose integer forms must convert (not be refused) for every type their schema allows
+MUST_CONVERT = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Abs", "Neg", "Relu", "Clip", "Equal", "Less",
+                "Greater", "LessOrEqual", "GreaterOrEqual", "Where", "Identity", "Cast", "Reshape", "Transpose",
+                "Concat", "Gather", "Slice", "Squeeze", "Unsqueeze", "Expand", "Tile", "Pad", "Split", "Flatten",
+                "ReduceMax", "ReduceMin", "ReduceSum", "ArgMax", "ArgMin", "TopK", "CumSum", "Mod", "Sign"}
+
+
+def test_every_integer_case_matches_or_is_refused(outcomes):
+    bad = {k: v for k, v in outcomes.items() if not (v == "match" or v.startswith(("refused", "no reference")))}
+    assert not bad, "\n".join(f"{k}: {v}" for k, v in sorted(bad.items()))
+
+
+def test_integer_arithmetic_comparisons_and_data_movement_convert(outcomes):
+    refused = {k: v for k, v in outcomes.items() if k.split("{")[0].split(" ")[0] in MUST_CONVERT and v != "match"}
+    assert not refused, "\n".join(f"{k}: {v}" for k, v in sorted(refused.items()))
+
+
+def test_the_rule_covers_every_builtin_it_names(measured):
+    """Every builtin the rule calls exact on 8/16-bit integers, or computes in int32, was reached
+    by some case above (so the table holds only measured entries)."""
+    named = set(int_compute.EXACT_NARROW) | set(int_compute.INT32_KERNEL)
+    assert named - measured[1] == set(), f"builtins in the rule no case reached: {sorted(named - measured[1])}"
