@@ -43,9 +43,14 @@ def _options(args: argparse.Namespace):
     if unknown:
         raise Pt2UsageError(f"--convert {','.join(unknown)}: expected a comma-separated list of {', '.join(CONVERTERS)}")
     if args.target:
-        from ..serde.compat.releases import parse_target
+        from ..serde.compat.releases import target_snapshot
 
-        parse_target(args.target)  # a bad target is a usage error before any work
+        target_snapshot(args.target)  # a bad or unknown target is a usage error before any work
+    _check_extras(convert)
+    if args.ray:
+        from .scan.ray_runner import check_address
+
+        check_address(args.ray)  # nothing listening: one line now, not Ray's retries for a minute
     if args.timeout <= 0:
         raise Pt2UsageError(f"--timeout {args.timeout:g}: expected a positive number of seconds")
     if args.memory <= 0:
@@ -56,6 +61,15 @@ def _options(args: argparse.Namespace):
         raise Pt2UsageError("--resume needs --out: the results of the former run are read from it")
     return ScanOptions(target=args.target, convert=tuple(dict.fromkeys(convert)), timeout=args.timeout,
                        memory_mb=args.memory)
+
+
+def _check_extras(convert: tuple[str, ...]) -> None:
+    """Each asked-for conversion's package, imported now: a missing extra is a usage error
+    (``MissingExtraError``, exit 2) before any artifact is read, not a finding on every one."""
+    from .scan.check import converter
+
+    for name in convert:
+        converter(name)
 
 
 def _cpus() -> int:

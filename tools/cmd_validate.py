@@ -57,7 +57,17 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
     return result
 
 
+def _check_target(target: str | None) -> None:
+    """A bad or unknown target is a usage error (exit 2, naming the known releases), found
+    before any file is read: it says nothing about the files."""
+    if target:
+        from ..serde.compat.releases import target_snapshot
+
+        target_snapshot(target)
+
+
 def run(args: argparse.Namespace) -> int:
+    _check_target(args.target or args.target_schema)
     results = [_check_one(p, args) for p in args.file]
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))

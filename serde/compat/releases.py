@@ -69,7 +69,8 @@ def parse_target(text: str) -> tuple[int, int]:
     if not m:
         m = _PLAIN.match(s)
         if not m:
-            raise Pt2UsageError(f"target {text!r}: expected torch==X.Y, X.Y (a torch release) or a schema version like 8.15")
+            raise Pt2UsageError(f"target {text!r}: expected torch==X.Y, X.Y (a torch release) or a schema version "
+                                f"like 8.15; known releases: {_known()}")
         is_release = not s.startswith("schema==") and int(m.group(1)) == 2
     major, minor = int(m.group(1)), int(m.group(2))
     if not is_release:

@@ -22,7 +22,11 @@ from .check import error_dict
 from .discover import Artifact
 from .options import ScanOptions
 
-__all__ = ["run_ray", "chunk_size"]
+__all__ = ["run_ray", "chunk_size", "check_address"]
+
+CONNECT_SECONDS = 3.0
+"""How long ``check_address`` waits for a TCP connection to a cluster's address (Ray itself
+retries for over a minute, printing a warning each time, when nothing listens there)."""
 
 _WORKERS: dict = {}  # in a Ray worker process: options (JSON text) -> its child Worker
 _TASK = None
@@ -50,6 +54,32 @@ def _check_chunk(locations: list[str], options_json: dict) -> list[dict]:
 def chunk_size(count: int, cpus: int) -> int:
     """Artifacts per task: about 4 tasks per CPU (so results stream and load balances), at most 32."""
     return max(1, min(32, count // max(1, 4 * cpus)))
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of ``host:port`` or ``ray://host:port``; None for what Ray resolves itself
+    (``auto``, ``local``, a bare host without a port)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rstrip("/").rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_address(address: str) -> None:
+    """Raise ``Pt2UsageError`` (one line) unless something accepts a TCP connection at the
+    cluster ``address`` within ``CONNECT_SECONDS``; checked before Ray is imported or any work."""
+    import socket
+
+    where = _host_port(address)
+    if where is None:
+        return
+    try:
+        with socket.create_connection(where, timeout=CONNECT_SECONDS):
+            pass
+    except OSError as e:
+        reason = "timed out" if isinstance(e, socket.timeout) else (e.strerror or str(e)).lower()
+        raise Pt2UsageError(f"--ray {address}: no Ray cluster reachable at {where[0]}:{where[1]} ({reason})") from None
 
 
 def _connect(ray, jobs: int, address: str | None) -> bool:
