@@ -80,6 +80,8 @@ def check_output(path: str) -> None:
         raise Pt2UsageError(f"cannot write {path}: folder {os.path.dirname(path) or folder} does not exist")
     if not os.path.isdir(folder):
         raise Pt2UsageError(f"cannot write {path}: {os.path.dirname(path)} is not a folder")
+    if os.path.exists(path) and not os.path.isfile(path):  # a FIFO would block the write, a device be replaced
+        raise Pt2UsageError(f"cannot write {path}: not a regular file (pt2x replaces the file it writes)")
     target = path if os.path.exists(path) else folder
     if not os.access(target, os.W_OK):
         err = errno.EROFS if _read_only(folder) else errno.EACCES

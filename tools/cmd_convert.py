@@ -5,8 +5,11 @@
 planner in ``serde.compat.plan`` (the one ``validate --target`` and ``save(target_schema=)``
 use); its findings go to stderr, and exit 1 means a blocker (nothing written).
 
-The input and output paths are checked before any work (exit 2, one line naming the path);
-a missing extra names the one to install (``pip install 'pt2x[onnx]'``).
+The options, the input and output paths are checked before any work (exit 2, one line naming
+the path): an option of another target (``--opset`` is ONNX's, ``--nhwc-io`` TFLite's,
+``--target-schema`` pt2's) and an ONNX input to anything but TFLite are usage errors; a missing
+extra names the one to install (``pip install 'pt2x[onnx]'``). Outputs are written atomically
+(``serde.atomic_write``): a failed write leaves the old file, and a FIFO or device is refused.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import sys
 
 from ..serde.errors import Pt2UsageError
 from .cli import check_input, check_output, writing
-from .terminal import say
+from .terminal import printable, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,6 +36,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+_ONLY_FOR = {"opset": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2"}
+"""Each target's own options (attribute -> the ``--to`` it applies to): given with another
+target, an option would be silently ignored, so it is a usage error."""
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    for option, target in _ONLY_FOR.items():
+        if getattr(args, option, None) not in (None, False) and args.to != target:
+            raise Pt2UsageError(f"--{option.replace('_', '-')} applies only to --to {target}, not --to {args.to}")
+
+
+def _check_input_format(path: str, to: str) -> None:
+    """An ONNX file (named ``.onnx``, not a zip) converts only to TFLite: say so, rather than that
+    it is not a readable .pt2."""
+    if to == "tflite" or not path.lower().endswith(".onnx"):
+        return
+    with open(path, "rb") as f:
+        if f.read(2) == b"PK":  # a zip: a .pt2 whatever its name
+            return
+    raise Pt2UsageError(f"cannot convert {path} to {to}: it is an ONNX model, which pt2x converts only to "
+                        "TFLite (--to tflite)")
+
+
 def _converter(to: str):
     """The function writing format ``to``: ``(src, dst, args) -> exit code``. Imports its extra."""
     if to == "onnx":
@@ -41,7 +67,7 @@ def _converter(to: str):
         def convert(src, dst, args):
             kw = {} if args.opset is None else {"opset": args.opset}
             to_onnx(src, dst, model=args.model or "model", **kw)
-            print(f"wrote {dst}")
+            say(f"wrote {printable(dst)}")
             return 0
 
     elif to == "tflite":
@@ -49,7 +75,7 @@ def _converter(to: str):
 
         def convert(src, dst, args):
             to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io)
-            print(f"wrote {dst}")
+            say(f"wrote {printable(dst)}")
             return 0
 
     else:
@@ -75,18 +101,20 @@ def _write_pt2_for_target(src: str, dst: str, target_schema: str | None, drop_sa
         plan = write_for_target(src, dst, version, drop_sample_inputs=drop_sample_inputs)
     except TargetNotWritable as e:
         for f in e.findings:
-            say(str(f), file=sys.stderr)
-        say(f"not written: {src} cannot be made readable by schema {version[0]}.{version[1]}", file=sys.stderr)
+            say(printable(f), file=sys.stderr)
+        say(f"not written: {printable(src)} cannot be made readable by schema {version[0]}.{version[1]}", file=sys.stderr)
         return 1
     for f in plan.findings:
-        say(str(f), file=sys.stderr)
-    say(f"wrote {dst} for schema {version[0]}.{version[1]}")
+        say(printable(f), file=sys.stderr)
+    say(f"wrote {printable(dst)} for schema {version[0]}.{version[1]}")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    _check_options(args)
     convert = _converter(args.to)
     check_input(args.file)
+    _check_input_format(args.file, args.to)
     check_output(args.output)
     with writing(args.output):
         return convert(args.file, args.output, args)

@@ -15,7 +15,9 @@ import os
 import onnx
 from onnx import helper
 
+from ...serde.atomic_write import write_atomically, write_files_atomically
 from ...serde.codec.symbolic import Symbol, to_infix
+from ...serde.errors import Pt2UsageError
 from ..aten import registry
 from ..aten.args import decode
 from ..aten.dtypes import ST
@@ -35,6 +37,7 @@ MIN_OPSET = 18
 MAX_OPSET = 24
 IR_VERSION = 10  # onnxruntime 1.20+ reads it; onnx 1.23's make_model would write 14
 _EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GB limit, with room for the graph
+_EXTERNAL_MIN_BYTES = 1024  # smaller initializers stay in the model file (onnx.save_model's size_threshold)
 
 _loaded = False
 
@@ -78,7 +81,7 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
     try:
         m = convert_view(view, opset=opset, dim_names=dim_names)
         if dst is not None:
-            with stage(view.member, "writing the ONNX model", passthrough=(OSError,)):
+            with stage(view.member, "writing the ONNX model", passthrough=(OSError, Pt2UsageError)):  # the path's fault
                 save(m, os.fspath(dst))
         return m
     finally:
@@ -86,19 +89,38 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
 
 
 def save(m: onnx.ModelProto, path: str, *, external_threshold: int = _EXTERNAL_DATA_THRESHOLD) -> None:
-    """Write ``m``; when its weights pass ``external_threshold`` bytes (default: just under
-    protobuf's 2 GB limit) they go to ``<name>.data`` beside it."""
-    size = sum(len(t.raw_data) for t in m.graph.initializer)
-    if size > external_threshold:
-        onnx.save_model(m, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=os.path.basename(path) + ".data", size_threshold=1024)
-        # save_model moved the weights out of ``m``; the caller still holds it: read them back
-        from onnx.external_data_helper import load_external_data_for_model
+    """Write ``m`` atomically (``serde.atomic_write``: a failed write leaves the old file); when
+    its weights pass ``external_threshold`` bytes (default: just under protobuf's 2 GB limit)
+    the initializers of 1 KiB and more go to ``<name>.data`` beside it, both files complete on
+    disk before either replaces the old one. ``m`` is left as it was."""
+    moved = [t for t in m.graph.initializer if len(t.raw_data) >= _EXTERNAL_MIN_BYTES]
+    if sum(len(t.raw_data) for t in m.graph.initializer) <= external_threshold or not moved:
+        write_atomically(path, lambda f: f.write(m.SerializeToString()))
+        return
+    location = os.path.basename(path) + ".data"
+    weights = [t.raw_data for t in moved]
+    try:
+        offset = 0
+        for t, raw in zip(moved, weights):
+            t.ClearField("raw_data")
+            t.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", location), ("offset", str(offset)), ("length", str(len(raw)))):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, value
+            offset += len(raw)
+        model_bytes = m.SerializeToString()
+    finally:
+        for t, raw in zip(moved, weights):  # restore ``m``: the caller still holds it
+            t.ClearField("external_data")
+            t.ClearField("data_location")
+            t.raw_data = raw
+    write_files_atomically([(path + ".data", lambda f: _write_all(f, weights)),
+                            (path, lambda f: f.write(model_bytes))])
 
-        load_external_data_for_model(m, os.path.dirname(os.path.abspath(path)))
-    else:
-        with open(path, "wb") as f:
-            f.write(m.SerializeToString())
+
+def _write_all(f, chunks) -> None:
+    for chunk in chunks:
+        f.write(chunk)
 
 
 def _dims(shape, dim_names):

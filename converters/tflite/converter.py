@@ -16,6 +16,7 @@ import os
 import onnx
 from onnx import TensorProto
 
+from ...serde.atomic_write import write_atomically
 from ...serde.errors import Pt2Error
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
@@ -56,8 +57,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
     with stage(prepared.member, "writing the TFLite flatbuffer"):
         data = write(program)
     if dst is not None:
-        with open(os.fspath(dst), "wb") as f:
-            f.write(data)
+        write_atomically(os.fspath(dst), lambda f: f.write(data))  # a failed write leaves the old file
     return data
 
 
