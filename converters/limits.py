@@ -53,3 +53,28 @@ MAX_LAYOUT_WORK = 5_000_000
 down a chain of n elementwise ops costs n^2 (a 5,000-op chain: minutes). Real models need a
 few hundred thousand (BERT: ~1,500 ops, ~100 rewrites); past the bound the pass stops where
 it is, which leaves transposes in place: the model stays exact, only slower."""
+
+MAX_FOLD_WORK = 200_000_000
+"""Element operations (``converters/tflite/fold_cost.py``'s estimate, made before evaluating)
+one ONNX node folded by the TFLite target's ``prepare.fold`` may cost: about a second of numpy.
+Folding runs onnx's reference evaluator, which computes pooling, convolution and sampling as
+Python loops; the output size alone does not bound the work (a MaxPool with a 1000x1000 kernel
+over a folded 2000x2000 constant is 10**12 compares, hours). Real models fold shape arithmetic
+and weight transposes, casts and dequantisations, a few element operations per weight. A node
+over the bound stays a run-time op, which computes the same values."""
+
+
+MAX_FOLDED_BYTES = 1 << 26
+"""Bytes of constants the TFLite target's folding of an ONNX model (``prepare.fold``) may make on
+top of ``WEIGHT_BYTES_FACTOR`` times its initializers' bytes: the weights' factor is shared with
+the .pt2 path's budget, the allowance is smaller than ``MAX_CONSTANT_BYTES`` because folding is
+never needed for a right answer (a node left unfolded is a run-time op computing the same
+values). Real models fold shape arithmetic (bytes) and weight transforms (counted in the factor);
+without the bound, 2.6 KB of ``ConstantOfShape`` nodes folded 1 GiB and peaked at 7 GB."""
+
+
+def constant_budget(weight_bytes: int, allowance: int = MAX_CONSTANT_BYTES) -> int:
+    """Bytes of constants one conversion may materialise: ``allowance`` (``MAX_CONSTANT_BYTES``
+    for the .pt2 -> ONNX lowering, ``MAX_FOLDED_BYTES`` for the TFLite target's folding) on top
+    of ``WEIGHT_BYTES_FACTOR`` times the bytes of its weights (the ONNX model's initializers)."""
+    return allowance + WEIGHT_BYTES_FACTOR * weight_bytes

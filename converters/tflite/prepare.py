@@ -18,7 +18,10 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
+from .. import limits
 from ..errors import ConversionError
+from .external_data import load_external_data
+from .fold_cost import fold_work
 from .onnx_check import check_onnx_model
 
 __all__ = ["Prepared", "ONNX_OPSET", "load_onnx", "prepare"]
@@ -71,7 +74,7 @@ def load_onnx(src, model: str = "model") -> Prepared:
             raise Pt2UsageError(f"cannot open {os.fspath(src)}: {e.strerror or e}") from e
         except Exception as e:
             raise ConversionError(f"{os.fspath(src)}: not a readable ONNX model ({type(e).__name__}: {e})") from e
-        _load_external_data(m, os.path.dirname(os.path.abspath(os.fspath(src))))
+        load_external_data(m, os.path.dirname(os.path.abspath(os.fspath(src))))
         return Prepared(m, "onnx")
     from ..aten.graph import open_program, output_names
     from ..onnx.converter import convert_view
@@ -87,27 +90,6 @@ def load_onnx(src, model: str = "model") -> Prepared:
         return Prepared(m, "pt2", ranges=ranges, origin=origin, member=getattr(view, "member", None))
     finally:
         del keep
-
-
-def _load_external_data(m: onnx.ModelProto, folder: str) -> None:
-    """Weights kept beside the model (torch.onnx.export writes ``<name>.onnx.data``): read
-    only from files inside the model's own folder; any other location is refused."""
-    from onnx import external_data_helper as ext
-
-    tensors = [t for t in ext._get_all_tensors(m) if ext.uses_external_data(t)]
-    root = os.path.realpath(folder)
-    for t in tensors:
-        loc = next((e.value for e in t.external_data if e.key == "location"), "")
-        if not isinstance(loc, str) or "\x00" in loc:  # protobuf hands over invalid UTF-8 as bytes
-            raise ConversionError(f"initializer {t.name!r}: its external data location {loc!r} is not a file name")
-        path = os.path.realpath(os.path.join(root, loc))
-        if not loc or os.path.isabs(loc) or os.path.commonpath([root, path]) != root:
-            raise ConversionError(f"initializer {t.name!r} keeps its data at {loc!r}, outside the model's folder")
-    for t in tensors:
-        try:
-            ext.load_external_data_for_tensor(t, root)
-        except (OSError, ValueError, onnx.checker.ValidationError) as e:
-            raise ConversionError(f"initializer {t.name!r}: cannot read its external weights: {e}") from e
 
 
 def _constants(g: onnx.GraphProto) -> dict[str, np.ndarray]:
@@ -164,27 +146,60 @@ def _bounded(node: onnx.NodeProto, infos: dict) -> bool:
     return True
 
 
+def _affordable(node: onnx.NodeProto, inputs: list[np.ndarray], infos: dict) -> bool:
+    """Whether evaluating ``node`` costs at most ``MAX_FOLD_WORK`` (estimated before it runs)."""
+    outs = [_static_shape(infos[o]) if o in infos else None for o in node.output]
+    return fold_work(node, [a.shape for a in inputs], outs) <= limits.MAX_FOLD_WORK
+
+
+class _Budget:
+    """The bytes folding may still materialise: ``limits.constant_budget`` of the initializers,
+    with ``MAX_FOLDED_BYTES`` as the allowance."""
+
+    def __init__(self, consts: dict[str, np.ndarray]):
+        self.left = limits.constant_budget(sum(a.nbytes for a in consts.values()), limits.MAX_FOLDED_BYTES)
+
+    def take(self, arrays) -> bool:
+        need = sum(np.asarray(a).nbytes for a in arrays)
+        if need > self.left:
+            return False
+        self.left -= need
+        return True
+
+
+def _fold_one(node: onnx.NodeProto, consts: dict, infos: dict, opset_imports) -> list[np.ndarray] | None:
+    """The node's outputs when it can be folded within the bounds, else None."""
+    if node.op_type == "Constant":
+        return _eval(node, [], opset_imports)
+    if node.op_type == "Shape" and node.input[0] in infos and _static_shape(infos[node.input[0]]) is not None:
+        shape = _static_shape(infos[node.input[0]])
+        if np.prod(shape, dtype=np.float64) >= _FOLD_MAX_ELEMENTS:
+            return None
+        return _eval(node, [np.zeros(shape, np.float32)], opset_imports)
+    if node.input and all((not i) or i in consts for i in node.input) and _bounded(node, infos):
+        inputs = [consts[i] for i in node.input if i]
+        if _affordable(node, inputs, infos):
+            return _eval(node, inputs, opset_imports)
+    return None
+
+
 def fold(m: onnx.ModelProto) -> onnx.ModelProto:
     """Evaluate nodes of the main graph whose inputs are all constants; ``Shape`` of a value
-    whose shape inference found fully static becomes a constant too."""
+    whose shape inference found fully static becomes a constant too. A node stays a run-time op
+    when its output would be over ``_FOLD_MAX_ELEMENTS``, its estimated work over
+    ``limits.MAX_FOLD_WORK`` (``fold_cost.py``), or the bytes folded so far over
+    ``limits.constant_budget`` of the model's initializers (``_Budget``)."""
     g = m.graph
     consts = _constants(g)
-    infos = {vi.name: vi for vi in list(g.value_info) + list(g.input)}
+    budget = _Budget(consts)
+    infos = {vi.name: vi for vi in list(g.value_info) + list(g.input) + list(g.output)}
     kept, new_inits = [], []
     for node in g.node:
         if node.domain not in ("", "ai.onnx") or node.op_type in _NO_FOLD:
             kept.append(node)
             continue
-        if node.op_type == "Constant":
-            out = _eval(node, [], m.opset_import)
-        elif node.op_type == "Shape" and node.input[0] in infos and _static_shape(infos[node.input[0]]) is not None:
-            out = _eval(node, [np.zeros(_static_shape(infos[node.input[0]]), np.float32)], m.opset_import) \
-                if np.prod(_static_shape(infos[node.input[0]])) < _FOLD_MAX_ELEMENTS else None
-        elif node.input and all((not i) or i in consts for i in node.input) and _bounded(node, infos):
-            out = _eval(node, [consts[i] for i in node.input if i], m.opset_import)
-        else:
-            out = None
-        if out is None or any(np.asarray(o).size > _FOLD_MAX_ELEMENTS for o in out):
+        out = _fold_one(node, consts, infos, m.opset_import)
+        if out is None or any(np.asarray(o).size > _FOLD_MAX_ELEMENTS for o in out) or not budget.take(out):
             kept.append(node)
             continue
         for name, arr in zip(node.output, out):
