@@ -5,7 +5,8 @@ Modules, in the order a conversion uses them: ``onnx_check`` (an ONNX model from
 pt2x checked before it is read), ``prepare`` (the ONNX model, shape-inferred and folded),
 ``emit`` (the mapping state and the node loop), ``mappers`` (the ONNX op -> mapper table)
 filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape``, ``ops_index``,
-``ops_gridsample``, ``ops_reduce``, ``ops_nn``, ``ops_resize``, ``ops_blocks``, ``ops_attention``, ``ops_rnn``
+``ops_gridsample``, ``ops_reduce``, ``ops_nn``, ``ops_resize`` (on
+``resize_weights``, the interpolation matrices), ``ops_blocks``, ``ops_attention``, ``ops_rnn``
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``layout`` (the NCHW -> NHWC pass), ``shapes``
 (static shapes for XNNPACK), ``model`` (the TFLite model as plain data), ``writer``
