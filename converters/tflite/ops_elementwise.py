@@ -53,30 +53,35 @@ def _options(name):
 def binary(em: Emitter, node) -> None:
     code, opt = _BINARY[node.op_type]
     a, b = em.t(node.input[0]), em.t(node.input[1])
-    if node.op_type == "Pow" and em.dtype_of(b) != em.dtype_of(a):
-        b = em.cast(b, em.dtype_of(a))
-    if node.op_type == "Pow" and em.dtype_of(a) == T.FLOAT32:
+    if node.op_type == "Pow":
         _pow(em, a, b, node)
         return
     em.op(code, [a, b], [em.out()], _options(opt))
 
 
 def _pow(em: Emitter, a: int, b: int, node) -> None:
-    """float ``Pow``: a constant exponent 2, 0.5, 1 or -1 takes the exact kernel (SQUARE-like MUL,
-    SQRT, DIV) as torch does; others POW."""
+    """``Pow``. A float exponent constant 2, 0.5 or 1 takes the exact kernel (MUL, SQRT, the base
+    itself) as torch does. An integer base with a float exponent is ONNX Runtime's
+    ``(T) pow(double(x), y)``: an exponent constant with integral values becomes an integer POW
+    (exact); any other is computed in float32 and truncated towards zero (CAST), exact while |x|
+    and the result stay within float32's 2^24. Otherwise the exponent takes the base's type."""
     e = em.const_value(node.input[1])
-    if e is not None and e.size == 1:
-        v = float(e.reshape(()))
-        if v == 2.0:
-            em.op("MUL", [a, a], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+    v = float(np.asarray(e).reshape(())) if e is not None and e.size == 1 else None
+    if em.dtype_of(a) not in _FLOAT and em.dtype_of(b) in _FLOAT:
+        if e is None or not np.all(np.isfinite(e)) or not np.all(e == np.round(e)):
+            y = em.binary("POW", em.cast(a, T.FLOAT32), b, dtype=T.FLOAT32)
+            em.op("CAST", [y], [em.out()], ("CastOptions", {"in_data_type": T.FLOAT32,
+                                                           "out_data_type": em.dtype_of(em.out())}))
             return
-        if v == 0.5:
-            em.op("SQRT", [a], [em.out()])
-            return
-        if v == 1.0:
-            em.bind(node.output[0], a)
-            return
-    em.op("POW", [a, b], [em.out()])
+        b, v = em.const(np.asarray(e).astype(np.int64)), None
+    if v == 1.0:
+        em.bind(node.output[0], a)
+    elif v == 2.0:
+        em.op("MUL", [a, a], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+    elif v == 0.5 and em.dtype_of(a) in _FLOAT:
+        em.op("SQRT", [a], [em.out()])
+    else:
+        em.op("POW", [a, em.cast(b, em.dtype_of(a))], [em.out()])
 
 
 @maps("PRelu")
@@ -256,8 +261,10 @@ def is_inf(em: Emitter, node) -> None:
     pos, neg = a.get("detect_positive", 1), a.get("detect_negative", 1)
     if pos and neg:
         em.op("EQUAL", [em.unary("ABS", x), em.const(np.float32(np.inf))], [em.out()])
-    else:
+    elif pos or neg:
         em.op("EQUAL", [x, em.const(np.float32(np.inf if pos else -np.inf))], [em.out()])
+    else:  # neither sign asked for: false everywhere (x > inf is, NaN included)
+        em.op("GREATER", [x, em.const(np.float32(np.inf))], [em.out()])
 
 
 _ERF_P = 0.3275911
