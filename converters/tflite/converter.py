@@ -63,7 +63,8 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
 
 def load_mappers() -> dict:
     from . import (ops_attention, ops_blocks, ops_control, ops_einsum, ops_elementwise, ops_gridsample,  # noqa: F401
-                   ops_index, ops_linalg, ops_nn, ops_reduce, ops_resize, ops_rnn, ops_rnn_while, ops_shape)
+                   ops_index, ops_linalg, ops_nn, ops_pool, ops_reduce, ops_resize, ops_rnn, ops_rnn_while,
+                   ops_shape)
 
     return MAPPERS
 

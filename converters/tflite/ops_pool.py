@@ -1,0 +1,211 @@
+"""MaxPool and AveragePool (1-D and 2-D as TFLite's 2-D NHWC pools, 3-D by separable passes),
+GlobalAveragePool and GlobalMaxPool.
+
+Every pad becomes an explicit PAD before a VALID pool, so any ``auto_pad``, ``pads`` and
+``ceil_mode`` is exact (``window.py`` has the geometry): a ceil-mode output reads an extra pad
+at the end. MaxPool pads with -inf, which never wins a window. AveragePool pads with zeros and
+divides the windows' sums by how many cells each one counts (``count_include_pad``: the
+explicit pads are counted, ceil mode's extension never is), a constant per output position;
+where every window counts the same the plain TFLite pool already averages right. On spatial
+sizes known only at run time the pads must not depend on them: explicit pads (MaxPool, and
+AveragePool with ``count_include_pad``), or ``SAME_UPPER``, which is TFLite's SAME padding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Unsupported
+from .emit import Emitter, attrs
+from .mappers import maps
+from .model import TensorType as T
+from .ops_nn import TO_NCHW, TO_NHWC, _from_4d, _to_4d, transpose
+from .window import Axis, auto_pad, window_axes
+
+_VALID, _SAME = 1, 0
+# 8/16-bit integers pool in float32 (exact: every value is a float32), as LiteRT's integer pools
+# are its quantized kernels
+_VIA_FLOAT = (T.INT8, T.UINT8, T.INT16)
+_MUL = ("MulOptions", {"fused_activation_function": 0})
+
+
+def _pool_axes(em: Emitter, node, a: dict) -> list[Axis] | None:
+    """The two axes of the 2-D (NHWC) view of a 1-D/2-D pool; None for SAME_UPPER over a
+    dynamic size (TFLite's SAME padding)."""
+    shape = em.shape(node.input[0])
+    sizes = list(shape[2:])
+    kernel = list(a.get("kernel_shape", []))
+    if len(kernel) != len(sizes):
+        raise Unsupported(f"{node.op_type} whose kernel_shape does not have one entry per spatial dim")
+    if any(d < 0 for d in sizes) and auto_pad(a) == "SAME_UPPER":
+        return None
+    axes = window_axes(a, sizes, kernel, node.op_type)
+    if any(ax.dilation != 1 for ax in axes):
+        raise Unsupported(f"dilated {node.op_type} (TFLite's pools have no dilation)")
+    if int(a.get("ceil_mode", 0)) and any(ax.size < 0 for ax in axes):
+        raise Unsupported(f"{node.op_type} with ceil_mode=1 over a spatial dim known only at run time "
+                          "(its extra pad depends on the size)")
+    return [Axis(1, 1, 1, 1, 0, 0)] * (2 - len(axes)) + axes
+
+
+def _end_pads(a: dict, axes: list[Axis]) -> list[int]:
+    ceil = int(a.get("ceil_mode", 0))
+    return [ax.end + (ax.ceil_extra() if ceil else 0) for ax in axes]
+
+
+def _pad(em: Emitter, x: int, axes: list[Axis], ends: list[int], value) -> int:
+    """x (NHWC) padded by the axes' begin pads and ``ends``."""
+    if not any(ax.begin for ax in axes) and not any(ends):
+        return x
+    spec = em.const(np.array([[0, 0]] + [[ax.begin, e] for ax, e in zip(axes, ends)] + [[0, 0]], np.int32))
+    y = em.tmp(em.dtype_of(x), None, "pad")
+    em.op("PADV2", [x, spec, em.const(np.asarray(value, np.float32))], [y])
+    return y
+
+
+def _pool2d(em: Emitter, code: str, x: int, axes: list[Axis], padding: int) -> int:
+    y = em.tmp(T.FLOAT32, None, "pool")
+    em.op(code, [x], [y], ("Pool2DOptions", {
+        "padding": padding, "stride_h": axes[0].stride, "stride_w": axes[1].stride,
+        "filter_height": axes[0].kernel, "filter_width": axes[1].kernel, "fused_activation_function": 0}))
+    return y
+
+
+def _same_axes(em: Emitter, node, a: dict) -> list[Axis]:
+    """Kernel and strides only (the pads are TFLite's SAME)."""
+    n = em.rank(node.input[0]) - 2
+    k, s = list(a["kernel_shape"]), list(a.get("strides", [1] * n))
+    if any(v != 1 for v in a.get("dilations", [1])):
+        raise Unsupported(f"dilated {node.op_type} (TFLite's pools have no dilation)")
+    return [Axis(-1, 1, 1, 1, 0, 0)] * (2 - n) + [Axis(-1, int(kk), int(ss), 1, 0, 0) for kk, ss in zip(k, s)]
+
+
+def _in_float(em: Emitter, x: int, node) -> int:
+    if em.dtype_of(x) in _VIA_FLOAT:
+        return em.cast(x, T.FLOAT32)
+    if em.dtype_of(x) != T.FLOAT32:
+        raise Unsupported(f"{node.op_type} of int32/int64 (TFLite's pools are float32, or quantized integers)")
+    return x
+
+
+def _finish(em: Emitter, node, y: int, rank: int) -> None:
+    """The pooled NHWC float tensor back to the output's layout and type."""
+    want = em.dtype_of(em.out())
+    _from_4d(em, em.cast(y, want), rank)
+
+
+@maps("MaxPool")
+def max_pool(em: Emitter, node) -> None:
+    a = attrs(node)
+    if len(node.output) > 1 and node.output[1]:
+        raise Unsupported("MaxPool's indices output")
+    rank = em.rank(node.input[0])
+    if rank == 5:
+        _pool3d(em, node, a, "MAX_POOL_2D")
+        return
+    if rank not in (3, 4):
+        raise Unsupported(f"{rank - 2}-D MaxPool")
+    axes = _pool_axes(em, node, a)
+    x, rank = _to_4d(em, node.input[0])
+    x = _in_float(em, x, node)
+    if axes is None:
+        _finish(em, node, _pool2d(em, "MAX_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
+        return
+    x = _pad(em, x, axes, _end_pads(a, axes), -np.inf)
+    _finish(em, node, _pool2d(em, "MAX_POOL_2D", x, axes, _VALID), rank)
+
+
+@maps("AveragePool")
+def average_pool(em: Emitter, node) -> None:
+    a = attrs(node)
+    rank = em.rank(node.input[0])
+    if rank == 5:
+        _pool3d(em, node, a, "AVERAGE_POOL_2D")
+        return
+    if rank not in (3, 4):
+        raise Unsupported(f"{rank - 2}-D AveragePool")
+    axes = _pool_axes(em, node, a)
+    include = bool(int(a.get("count_include_pad", 0)))
+    x, rank = _to_4d(em, node.input[0])
+    x = _in_float(em, x, node)
+    if axes is None:
+        if include:
+            raise Unsupported("AveragePool with auto_pad=SAME_UPPER and count_include_pad=1 over a spatial dim "
+                              "known only at run time")
+        _finish(em, node, _pool2d(em, "AVERAGE_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
+        return
+    _finish(em, node, _average(em, node, a, x, axes, include), rank)
+
+
+def _average(em: Emitter, node, a: dict, x: int, axes: list[Axis], include: bool) -> int:
+    ends = _end_pads(a, axes)
+    padded = any(ax.begin for ax in axes) or any(ends)
+    if not padded or (include and ends == [ax.end for ax in axes]):
+        return _pool2d(em, "AVERAGE_POOL_2D", _pad(em, x, axes, ends, 0.0), axes, _VALID)
+    if any(ax.size < 0 for ax in axes):
+        raise Unsupported("AveragePool excluding pads from the count over a spatial dim known only at run time")
+    if not include and ends == [ax.end for ax in axes] and all(_is_same(ax) for ax in axes):
+        return _pool2d(em, "AVERAGE_POOL_2D", x, axes, _SAME)
+    y = _pool2d(em, "AVERAGE_POOL_2D", _pad(em, x, axes, ends, 0.0), axes, _VALID)
+    return em.binary("MUL", y, em.const(_rescale(a, axes, include)[None, :, :, None]), options=_MUL)
+
+
+def _is_same(ax: Axis) -> bool:
+    """Whether the axis' pads are TFLite's SAME ones (the odd pad at the end)."""
+    out = -(-ax.size // ax.stride)
+    total = max((out - 1) * ax.stride + ax.kernel - ax.size, 0)
+    return (ax.begin, ax.end) == (total // 2, total - total // 2)
+
+
+def _rescale(a: dict, axes: list[Axis], include: bool) -> np.ndarray:
+    """kernel cells / counted cells per output position: TFLite's VALID average of the padded
+    input divides every window by its full size."""
+    ceil = bool(int(a.get("ceil_mode", 0)))
+    counts = [np.asarray(ax.counted(ax.out_size(ceil), include), np.float64) for ax in axes]
+    full = float(axes[0].kernel * axes[1].kernel)
+    with np.errstate(divide="ignore"):
+        return (full / np.outer(counts[0], counts[1])).astype(np.float32)
+
+
+def _pool3d(em: Emitter, node, a: dict, code: str) -> None:
+    """A 3-D pool as two 2-D ones (a box window's max, and its cell count, factor over axes):
+    over (H, W) with depth folded into the batch, then over D with (H, W) folded into width.
+    Both passes run on static sizes with every pad explicit."""
+    shape = em.shape(node.input[0])
+    if any(d < 0 for d in shape[1:]):
+        raise Unsupported(f"3-D {node.op_type} over dims known only at run time")
+    axes = window_axes(a, shape[2:], list(a.get("kernel_shape", [])), node.op_type)
+    if any(ax.dilation != 1 for ax in axes):
+        raise Unsupported(f"dilated {node.op_type} (TFLite's pools have no dilation)")
+    ceil = bool(int(a.get("ceil_mode", 0)))
+    include = bool(int(a.get("count_include_pad", 0)))
+    value = -np.inf if code == "MAX_POOL_2D" else 0.0
+    c, (d, h, w) = shape[1], shape[2:]
+    od, oh, ow = (ax.out_size(ceil) for ax in axes)
+    ends = _end_pads(a, axes)
+    x = _in_float(em, transpose(em, em.t(node.input[0]), TO_NHWC[5], "ndhwc"), node)  # [N, D, H, W, C]
+    hw = em.tmp(T.FLOAT32, [-1, h, w, c], "hw")
+    em.op("RESHAPE", [x, em.const(np.array([-1, h, w, c], np.int32))], [hw])
+    y = _pool2d(em, code, _pad(em, hw, axes[1:], ends[1:], value), axes[1:], _VALID)  # [N*D, oh, ow, C]
+    dz = em.tmp(T.FLOAT32, [-1, d, oh * ow, c], "d")
+    em.op("RESHAPE", [y, em.const(np.array([-1, d, oh * ow, c], np.int32))], [dz])
+    one = Axis(oh * ow, 1, 1, 1, 0, 0)
+    y = _pool2d(em, code, _pad(em, dz, [axes[0], one], [ends[0], 0], value), [axes[0], one], _VALID)
+    if code == "AVERAGE_POOL_2D" and (any(ax.begin for ax in axes) or any(ends)):
+        counts = [np.asarray(ax.counted(ax.out_size(ceil), include), np.float64) for ax in axes]
+        cells = np.einsum("i,j,k->ijk", *counts).reshape(od, oh * ow, 1)
+        full = float(np.prod([ax.kernel for ax in axes]))
+        with np.errstate(divide="ignore"):
+            y = em.binary("MUL", y, em.const((full / cells).astype(np.float32)[None]), options=_MUL)
+    out = em.tmp(T.FLOAT32, [-1, od, oh, ow, c], "ndhwc")
+    em.op("RESHAPE", [y, em.const(np.array([-1, od, oh, ow, c], np.int32))], [out])
+    em.op("TRANSPOSE", [em.cast(out, em.dtype_of(em.out())), em.const(np.asarray(TO_NCHW[5], np.int32))],
+          [em.out()])
+
+
+@maps("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(em: Emitter, node) -> None:
+    rank = em.rank(node.input[0])
+    code = "MEAN" if node.op_type == "GlobalAveragePool" else "REDUCE_MAX"
+    em.op(code, [em.t(node.input[0]), em.const(np.arange(2, rank, dtype=np.int32))], [em.out()],
+          ("ReducerOptions", {"keep_dims": True}))
