@@ -65,9 +65,6 @@ for _c in ("test_blackmanwindow_expanded", "test_blackmanwindow_symmetric_expand
 # Split into uneven parts (opset 18 num_outputs): LiteRT's SPLIT takes even splits only
 for _c in ("test_split_1d_uneven_split_opset18", "test_split_2d_uneven_split_opset18"):
     KNOWN_BAD.update({(_c, "plain", v): "rejected_at_allocate" for v in _both})
-# zero-size outputs LiteRT cannot hand back (get_tensor: "Invalid tensor size")
-KNOWN_BAD.update({("test_constantofshape_int_shape_zero", "plain", v): "rejected_at_invoke" for v in _both})
-KNOWN_BAD.update({("test_reduce_sum_empty_set_non_reduced_axis_zero", "plain", v): "rejected_at_invoke" for v in _both})
 # Gather with negative indices computed at run time: LiteRT's GATHER refuses them at invoke
 KNOWN_BAD.update({("test_gather_negative_indices", "plain", v): "rejected_at_invoke" for v in _both})
 # Einsum to a 0-d result comes out with shape [1]
