@@ -9,10 +9,9 @@ parser does not accept (shown as invalid, never evaluated: ``pt2x validate`` rep
 from __future__ import annotations
 
 import argparse
-import json
 
 from .cli import check_input
-from .terminal import say
+from .terminal import json_text, printable as P, say
 from .summary import archive_summary
 
 _SHOWN_CHARS = 120  # of an invalid expression's text, in the text output
@@ -26,13 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _dim(x) -> str:
-    return "<invalid>" if isinstance(x, dict) else str(x)
+    return "<invalid>" if isinstance(x, dict) else P(x)
 
 
 def _shape(e: dict) -> str:
     if "dtype" not in e:
         return ""
-    return f"{e['dtype']}[{', '.join(_dim(x) for x in e['shape'])}]"
+    return f"{P(e['dtype'])}[{', '.join(_dim(x) for x in e['shape'])}]"
 
 
 def _quoted(text: str) -> str:
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     invalid = sum(len(m["invalid_expressions"]) for m in s["models"].values())
     unsafe = len(s["unsafe_pickles"])
     if args.json:
-        print(json.dumps(s, indent=2))
+        print(json_text(s, indent=2))
         return 1 if invalid or unsafe else 0
     _print_text(s)
     if invalid:
@@ -61,37 +60,38 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_text(s: dict) -> None:
-    say(f"{s['file']}: layout {s['layout']}, {len(s['models'])} model(s)")
+    say(f"{P(s['file'])}: layout {P(s['layout'])}, {len(s['models'])} model(s)")
     for name, m in s["models"].items():
-        say(f"\nmodel {name!r}: schema {m['schema_version']}, written by torch {m['torch_version']}, verifiers {m['verifiers']}")
+        say(f"\nmodel {P(repr(name))}: schema {P(m['schema_version'])}, written by torch {P(m['torch_version'])}, "
+            f"verifiers {P(m['verifiers'])}")
         say(f"  inputs:")
         for e in m["inputs"]:
-            tgt = f" -> {e['target']}" if "target" in e else ""
-            say(f"    {e['kind']:<16} {e.get('name')}{tgt} {_shape(e)}".rstrip())
+            tgt = f" -> {P(e['target'])}" if "target" in e else ""
+            say(f"    {P(e['kind']):<16} {P(e.get('name'))}{tgt} {_shape(e)}".rstrip())
         say(f"  outputs:")
         for e in m["outputs"]:
-            tgt = f" -> {e['target']}" if "target" in e else ""
-            say(f"    {e['kind']:<16} {e.get('name')}{tgt} {_shape(e)}".rstrip())
+            tgt = f" -> {P(e['target'])}" if "target" in e else ""
+            say(f"    {P(e['kind']):<16} {P(e.get('name'))}{tgt} {_shape(e)}".rstrip())
         if m["range_constraints"]:
             say("  range constraints:")
             for sym, (lo, hi) in m["range_constraints"].items():
-                say(f"    {lo if lo is not None else '-inf'} <= {sym} <= {hi if hi is not None else 'inf'}")
+                say(f"    {lo if lo is not None else '-inf'} <= {P(sym)} <= {hi if hi is not None else 'inf'}")
         say(f"  nodes: {m['node_count']}")
         for op, n in m["ops"].items():
-            say(f"    {n:>5}  {op}")
-        say(f"  module call graph: {', '.join(e['fqn'] or '<root>' for e in m['module_call_graph'])}")
+            say(f"    {n:>5}  {P(op)}")
+        say(f"  module call graph: {', '.join(P(e['fqn'] or '<root>') for e in m['module_call_graph'])}")
         say(f"  weights: {m['weights']['count']} tensors, {m['weights']['bytes']} bytes; constants: {m['constants']['count']} tensors, {m['constants']['bytes']} bytes")
         for x in m["not_loaded"]:
-            say(f"  not loaded: {x['member']}{' (' + x['fqn'] + ')' if x['fqn'] else ''}: {x['reason']}")
+            say(f"  not loaded: {P(x['member'])}{' (' + P(x['fqn']) + ')' if x['fqn'] else ''}: {P(x['reason'])}")
         for f in m["unknown_fields"]:
-            say(f"  unknown field (kept): {f}")
+            say(f"  unknown field (kept): {P(f)}")
         for x in m["invalid_expressions"]:
-            say(f"  invalid shape expression: {x['path']}: {_quoted(x['text'])}: {x['error']}")
+            say(f"  invalid shape expression: {P(x['path'])}: {_quoted(x['text'])}: {P(x['error'])}")
     for x in s["not_loaded"]:
-        say(f"not loaded: {x['member']}: {x['reason']}")
+        say(f"not loaded: {P(x['member'])}: {P(x['reason'])}")
     for n in s["unrecognized_members"]:
-        say(f"unrecognized member (kept, not interpreted): {n}")
+        say(f"unrecognized member (kept, not interpreted): {P(n)}")
     if s["extra_files"]:
-        say(f"extra files: {', '.join(s['extra_files'])}")
+        say(f"extra files: {', '.join(P(x) for x in s['extra_files'])}")
     for x in s["unsafe_pickles"]:
-        say(f"unsafe pickle: {ascii(x['member'])}: {x['error']}")
+        say(f"unsafe pickle: {P(x['member'])}: {P(x['error'])}")

@@ -11,10 +11,9 @@ option, an output that cannot be written, a missing extra: ``pt2x[ray]``, ``pt2x
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
-from .terminal import say
+from .terminal import json_text, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     summary = scan(args.paths, options, jobs=jobs, ray=args.ray is not None, address=args.ray or None,
                    out=args.out, resume=args.resume)
     if args.json:
-        print(json.dumps(summary.as_dict(), indent=2))
+        print(json_text(summary.as_dict(), indent=2))
     else:
         say(summary.table())
     return EXIT_OK if summary.all_ok else EXIT_FINDINGS

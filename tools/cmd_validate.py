@@ -12,10 +12,9 @@ with a target.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from .terminal import say
+from .terminal import json_text, printable, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,21 +69,22 @@ def run(args: argparse.Namespace) -> int:
     _check_target(args.target or args.target_schema)
     results = [_check_one(p, args) for p in args.file]
     if args.json:
-        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+        print(json_text(results[0] if len(results) == 1 else results, indent=2))
     else:
         for r in results:
             if not r["readable"]:
-                say(f"{r['file']}: unreadable: {r['error']}", file=sys.stderr)
+                say(f"{printable(r['file'])}: unreadable: {printable(r['error'])}", file=sys.stderr)
                 continue
             for f in r["findings"]:
                 where = ": ".join(x for x in (f["member"], f["path"]) if x)
-                say(f"{r['file']}: {f['severity']}: {where + ': ' if where else ''}{f['message']} [{f['code']}]")
+                say(f"{printable(r['file'])}: {f['severity']}: {printable(where + ': ' if where else '')}"
+                    f"{printable(f['message'])} [{f['code']}]")
             verdict = "valid" if r["valid"] else "INVALID"
             tgt = f" for {r['target']}" if r["target"] else ""
-            say(f"{r['file']}: {verdict}{tgt}")
+            say(f"{printable(r['file'])}: {verdict}{tgt}")
             if r["target"] and not r["valid"]:
                 can = "can" if r["writable"] else "cannot"
-                say(f"{r['file']}: pt2x convert --to pt2 --target-schema {r['target']} {can} write a copy that release reads")
+                say(f"{printable(r['file'])}: pt2x convert --to pt2 --target-schema {r['target']} {can} write a copy that release reads")
     if any(not r["readable"] for r in results):
         return 2
     return 0 if all(r["valid"] for r in results) else 1

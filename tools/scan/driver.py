@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..terminal import json_safe_text
 from .discover import discover
 from .options import ScanOptions
 from .progress import Progress, wanted
@@ -30,7 +31,7 @@ def scan(paths: list[str], options: ScanOptions, *, jobs: int = 1, ray: bool = F
                 if record["path"] not in done:
                     done.add(record["path"])
                     summary.add(record)
-        todo = [a for a in artifacts if a.location not in done]
+        todo = [a for a in artifacts if json_safe_text(a.location) not in done]  # as the records hold it
         bar = Progress(len(artifacts), enabled=wanted() if progress is None else progress,
                        done=len(artifacts) - len(todo))
         if ray:

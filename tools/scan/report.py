@@ -7,13 +7,15 @@ finding code, counting artifacts), each converter's results with its top unsuppo
 and errors, the slowest artifacts and the failing ones (the first ``TOP`` by path; the count is
 exact). Keys taken from files (operator names, messages) go through ``BoundedCounter``, so a
 fleet of hostile files cannot grow it without bound. ``as_dict`` is the ``--json`` output,
-``table`` the text for a terminal (every value from a file escaped by the caller's ``say``).
+``table`` the text for a terminal (every value from a file on its row, escaped by ``printable``).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import Counter
+
+from ..terminal import printable
 
 __all__ = ["TOP", "BoundedCounter", "Summary"]
 
@@ -200,7 +202,7 @@ def _reason(record: dict) -> str:
 
 
 def _section(title: str, rows, empty: str | None = None) -> list[str]:
-    rows = [(str(k), str(v)) for k, v in rows]
+    rows = [(printable(k), printable(v)) for k, v in rows]  # paths, versions, operators, messages: from files
     if not rows and empty is None:
         return []
     out = ["", title]
