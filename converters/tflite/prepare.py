@@ -22,6 +22,7 @@ from .. import limits
 from ..errors import ConversionError
 from .external_data import load_external_data
 from .fold_cost import fold_work
+from .normalise import normalise
 from .onnx_check import check_onnx_model
 
 __all__ = ["Prepared", "ONNX_OPSET", "load_onnx", "prepare"]
@@ -239,7 +240,9 @@ def _prune(m: onnx.ModelProto) -> None:
 
 
 def prepare(p: Prepared) -> Prepared:
-    """Shape inference (with data propagation), constant folding, shape inference again."""
+    """An ONNX model from outside pt2x checked and normalised (``onnx_check.py``, then
+    ``normalise.py``: its opset brought to the mappers', strict shape inference, onnx's checker);
+    pt2x's own shape-inferred. Then constant folding and shape inference again."""
     m = onnx.ModelProto()
     m.CopyFrom(p.model)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
@@ -247,8 +250,10 @@ def prepare(p: Prepared) -> Prepared:
                               "ModelProto with its weights loaded (onnx.load(path))")
     if p.source == "onnx":
         check_onnx_model(m)
+        m = normalise(m)
     try:
-        m = shape_inference.infer_shapes(m, data_prop=True)
+        if p.source != "onnx":
+            m = shape_inference.infer_shapes(m, data_prop=True)
         m = fold(m)
         _prune(m)
         m = shape_inference.infer_shapes(m, data_prop=True)

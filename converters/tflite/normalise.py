@@ -1,0 +1,139 @@
+"""An ONNX model from outside pt2x brought to the opsets the TFLite mappers implement, then
+checked by onnx itself, before shape inference, folding or any mapper runs.
+
+* **Opset.** The mappers implement the default domain from ``TARGET_OPSET`` (18, the opset
+  pt2x's own ONNX is made at) up to the newest onnx knows: every operator version from 18 on
+  changes only types (refused where TFLite has none, ``emit.compute_type``) or adds attributes
+  and attribute values (refused unless a mapper declares them, ``op_attributes.py``). A model at
+  an older opset is converted to ``TARGET_OPSET`` by onnx's own version converter
+  (``onnx.version_converter.convert_version``), which rewrites each operator whose semantics
+  changed through an adapter (Clip's min/max attributes become inputs, Softmax-11's flattening
+  becomes Flatten/Softmax/Reshape, Pad/Reshape/TopK attributes become inputs); an operator
+  without an adapter across a breaking version is refused naming it, never passed through, and
+  so is one that is deprecated at the target (its semantics would be guessed).
+* **Checks.** onnx's strict shape inference (``check_type``, ``strict_mode``, ``data_prop``)
+  refuses what the schemas' inference functions refuse (``Transpose perm=[0,0]``, an output
+  whose stated type or shape contradicts its node); then ``onnx.checker`` (the schemas'
+  attribute, input and output rules). The checker also refuses a graph output without a
+  shape, which real exporters write and ONNX Runtime runs: it checks a copy in which such
+  outputs carry the shape inference found, or an empty one. ``onnx_check.py`` keeps pt2x's own
+  checks that come first (sizes, tensor data, structure), where onnx's would allocate or crash.
+
+Other domains: a model may import them (``ai.onnx.ml``, a vendor's); their nodes have no TFLite
+mapping and are reported by the dispatch. Failures here are ``UnsupportedOpsError`` naming the
+operator where onnx names one, else ``ConversionError`` with onnx's reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+import onnx
+from onnx import shape_inference, version_converter
+
+from ..errors import ConversionError
+from ..guard import safe_text
+from ..report import Problems
+
+__all__ = ["TARGET_OPSET", "normalise", "default_opset"]
+
+TARGET_OPSET = 18
+
+
+def default_opset(m: onnx.ModelProto) -> int:
+    return next((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), 0)
+
+
+def normalise(m: onnx.ModelProto) -> onnx.ModelProto:
+    """``m`` at an opset the mappers implement, shape-inferred strictly and checked by onnx."""
+    if default_opset(m) < TARGET_OPSET:
+        m = _convert(m)
+    _refuse_deprecated(m)
+    m = _strict_inference(m)
+    _check(m)
+    return m
+
+
+def _convert(m: onnx.ModelProto) -> onnx.ModelProto:
+    opset = default_opset(m)
+    try:
+        return version_converter.convert_version(m, TARGET_OPSET)
+    except Exception as e:  # noqa: BLE001 - onnx raises RuntimeError/ConvertError/InferenceError
+        reason = f"onnx's version converter cannot bring it from opset {opset} to {TARGET_OPSET}: {_text(e)}"
+        _refuse_op(m, e, reason)
+        raise ConversionError(f"the ONNX model at opset {opset}: {reason}") from None
+
+
+def _refuse_deprecated(m: onnx.ModelProto) -> None:
+    """Operators with no live schema at the model's opset (deprecated, e.g. Scatter, Upsample):
+    their semantics are the older version's, which the mappers do not implement."""
+    opset = default_opset(m)
+    problems = Problems("tflite")
+    for node in _nodes(m.graph):
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset)
+        except onnx.defs.SchemaError:
+            continue  # not an onnx op: the dispatch reports it as unmapped
+        if schema.deprecated:
+            problems.add(f"ONNX {node.op_type}", node.name or node.output[0],
+                         f"{node.op_type} is deprecated at opset {opset} and onnx's version converter has no "
+                         "adapter to its replacement")
+    problems.raise_if_any()
+
+
+def _strict_inference(m: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+    except Exception as e:  # noqa: BLE001 - InferenceError, or a ValidationError from the schemas
+        reason = f"onnx's shape inference refuses it: {_text(e)}"
+        _refuse_op(m, e, reason)
+        raise ConversionError(f"the ONNX model: {reason}") from None
+
+
+def _check(m: onnx.ModelProto) -> None:
+    try:
+        onnx.checker.check_model(_checkable(m))
+    except Exception as e:  # noqa: BLE001 - ValidationError
+        reason = f"onnx's checker refuses it: {_text(e)}"
+        _refuse_op(m, e, reason)
+        raise ConversionError(f"the ONNX model: {reason}") from None
+
+
+def _checkable(m: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``m`` whose graph outputs all carry a shape (empty where none is known): the
+    checker requires one, exporters do not write one."""
+    if all(o.type.tensor_type.HasField("shape") for o in m.graph.output if o.type.HasField("tensor_type")):
+        return m
+    c = onnx.ModelProto()
+    c.CopyFrom(m)
+    for o in c.graph.output:
+        if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape"):
+            o.type.tensor_type.shape.SetInParent()
+    return c
+
+
+def _nodes(g: onnx.GraphProto):
+    for node in g.node:
+        yield node
+        for a in node.attribute:
+            for sg in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                yield from _nodes(sg)
+
+
+def _text(e: Exception) -> str:
+    text = re.sub(r"\s+", " ", str(e)).strip()
+    text = re.sub(r"^/\S+?:\d+: \w+: ", "", text)  # the C++ source location onnx prefixes
+    return safe_text(text, 400)
+
+
+def _refuse_op(m: onnx.ModelProto, e: Exception, reason: str) -> None:
+    """An ``UnsupportedOpsError`` naming the first of the model's operators onnx's message names."""
+    text = str(e)
+    for node in _nodes(m.graph):
+        op = node.op_type
+        if op and re.search(rf"(?<![A-Za-z]){re.escape(op)}(?![A-Za-z])", text):
+            problems = Problems("tflite")
+            problems.add(f"ONNX {op}", node.name or (node.output[0] if node.output else op), reason)
+            problems.raise_if_any()
