@@ -17,6 +17,10 @@ two kinds of content:
   metadata (sizes, strides, storage offset) and in a graph's ``sym_*_values``
   (``EXPRESSION_FIELDS``); payload configs with an expression are refused when loading.
 
+* **Compiled code.** An AOTInductor package (``archive.aoti``) is compiled code, not a program:
+  finding ``aoti-package``; native code beside a program (``data/aotinductor/``, ExecuTorch)
+  is ``native-code`` where pt2x would write it (``native_findings``): pt2x never passes it on.
+
 ``validate`` reports these (exit 1), ``pt2x scan`` gives such an artifact the verdict
 ``findings``, and the planner (``compat.plan``) blocks every write of it; the only thing a
 write may drop instead is the sample inputs (``drop_sample_inputs``: written empty, as torch
@@ -39,6 +43,10 @@ __all__ = [
     "EXPRESSION_FIELDS",
     "SAMPLE_INPUTS",
     "code_findings",
+    "native_findings",
+    "aoti_findings",
+    "AOTI_PACKAGE_CODE",
+    "NATIVE_CODE",
     "pickle_findings",
     "expression_findings",
     "expression_sites",
@@ -46,6 +54,8 @@ __all__ = [
 ]
 
 UNSAFE_PICKLE = "unsafe-pickle"
+AOTI_PACKAGE_CODE = "aoti-package"
+NATIVE_CODE = "native-code"
 BAD_EXPRESSION = "bad-expression"
 SAMPLE_INPUTS = "sample_inputs"  # the NotLoaded kind a write may drop
 
@@ -67,6 +77,25 @@ def code_findings(archive, *, drop_sample_inputs: bool = False) -> list[Finding]
     out = pickle_findings(archive, drop_sample_inputs=drop_sample_inputs)
     for model in archive.models.values():
         out.extend(expression_findings(model))
+    return out
+
+
+def aoti_findings(archive) -> list[Finding]:
+    """``aoti-package`` when ``archive`` is an AOTInductor package (compiled models, no program)."""
+    from .archive.loader import AOTI_PACKAGE, aoti_refusal
+
+    if archive.layout != AOTI_PACKAGE:
+        return []
+    return [Finding("error", AOTI_PACKAGE_CODE, aoti_refusal(archive), f"{archive.root}/data/aotinductor/")]
+
+
+def native_findings(archive) -> list[Finding]:
+    """Blockers for writing ``archive``: an AOTInductor package, and each native-code member
+    beside a program (compiled code pt2x cannot vouch for is never written)."""
+    out = aoti_findings(archive)
+    if not out:
+        out = [Finding("error", NATIVE_CODE, f"{item.reason}; compiled code is never written by pt2x", item.member)
+               for item in archive.unloaded if item.kind == "native_code"]
     return out
 
 

@@ -17,7 +17,7 @@ from ..schema import definitions as d
 from ..schema.walk import input_spec_parts, output_spec_parts, subgraphs, value_refs
 from .archive.loader import Pt2Archive, Pt2Model
 from .archive.tensor_data import numpy_dtype
-from .code_bearing import expression_findings, expression_sites, pickle_findings
+from .code_bearing import aoti_findings, expression_findings, expression_sites, pickle_findings
 from .errors import Pt2FormatError
 from .findings import Finding
 
@@ -35,6 +35,7 @@ def validate_archive(archive: Pt2Archive, *, check_crc: bool = True) -> list[Fin
     for model in archive.models.values():
         out.extend(validate_model(model))
     out.extend(pickle_findings(archive))
+    out.extend(aoti_findings(archive))
     return out
 
 

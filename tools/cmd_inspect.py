@@ -15,6 +15,7 @@ from .terminal import json_text, printable as P, say
 from .summary import archive_summary
 
 _SHOWN_CHARS = 120  # of an invalid expression's text, in the text output
+_AOTI_FACTS = ("platform", "machine", "device", "cpu_isa", "compute_capability")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -52,11 +53,29 @@ def run(args: argparse.Namespace) -> int:
         print(json_text(s, indent=2))
         return 1 if invalid or unsafe else 0
     _print_text(s)
+    _print_aoti(s)
     if invalid:
         say(f"INVALID: {invalid} shape expression(s) pt2x cannot parse (shown as <invalid>, never evaluated)")
     if unsafe:
         say(f"UNSAFE: {unsafe} pickle(s) torch would run code from (never loaded by pt2x)")
     return 1 if invalid or unsafe else 0
+
+
+def _print_aoti(s: dict) -> None:
+    """An AOTInductor package: what it is, each compiled model's platform and device, its files."""
+    from .terminal import printable
+
+    if s["kind"] != "aoti-package":
+        return
+    say("AOTInductor package: compiled code (nothing loaded or run here); "
+        "torch.export.save writes a file pt2x can check and convert")
+    for name, m in s["aoti_models"].items():
+        facts = ", ".join(f"{key} {printable(m[key])}" for key in _AOTI_FACTS if m.get(key))
+        say(f"  compiled model {printable(repr(name))}: {facts or 'no metadata'}")
+        for member, size in m["files"].items():
+            say(f"    {size:>10}  {printable(member)}")
+        for error in m["metadata_errors"]:
+            say(f"    metadata not read: {printable(error)}")
 
 
 def _print_text(s: dict) -> None:

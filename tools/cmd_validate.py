@@ -4,7 +4,8 @@ Structural and referential checks (``serde.validate``); with a target, also whet
 that torch release can read the file as it is, and whether ``pt2x convert --to pt2
 --target-schema`` can write a copy it reads (``writable``). Both answers come from the
 one planner, ``serde.compat.plan``, that convert and ``save(target_schema=)`` use.
-Exit 0 valid (warnings allowed), 1 findings, 2 unreadable. ``--json`` prints ``{"file",
+Exit 0 valid (warnings allowed), 1 findings (an AOTInductor package among them: compiled code,
+verdict ``aoti-package``, ``"kind": "aoti-package"``), 2 unreadable or a bad target. ``--json`` prints ``{"file",
 "valid", "readable", "target", "findings": [Finding.as_dict()...]}``, plus ``"writable"``
 with a target.
 """
@@ -31,6 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _check_one(path: str, args: argparse.Namespace) -> dict:
     from ..serde import load
     from ..serde.errors import Pt2Error
+    from ..serde.archive.loader import AOTI_PACKAGE
     from ..serde.validate import validate_archive
     from .cli import check_input
 
@@ -39,6 +41,7 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
         check_input(path)
         with load(path) as archive:
             findings = validate_archive(archive, check_crc=not args.no_crc)
+            kind = "aoti-package" if archive.layout == AOTI_PACKAGE else "exported-program"
             writable = None
             if target:
                 from ..serde.compat.plan import check_target, writable_for_target
@@ -50,7 +53,8 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
     except Pt2Error as e:
         return {"file": path, "valid": False, "readable": False, "target": target, "error": str(e), "findings": []}
     valid = not any(f.severity == "error" for f in findings)
-    result = {"file": path, "valid": valid, "readable": True, "target": target, "findings": [f.as_dict() for f in findings]}
+    result = {"file": path, "valid": valid, "readable": True, "kind": kind, "target": target,
+              "findings": [f.as_dict() for f in findings]}
     if target:
         result["writable"] = writable
     return result
@@ -79,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
                 where = ": ".join(x for x in (f["member"], f["path"]) if x)
                 say(f"{printable(r['file'])}: {f['severity']}: {printable(where + ': ' if where else '')}"
                     f"{printable(f['message'])} [{f['code']}]")
-            verdict = "valid" if r["valid"] else "INVALID"
+            verdict = "aoti-package" if r["kind"] == "aoti-package" else "valid" if r["valid"] else "INVALID"
             tgt = f" for {r['target']}" if r["target"] else ""
             say(f"{printable(r['file'])}: {verdict}{tgt}")
             if r["target"] and not r["valid"]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..schema import definitions as d
-from ..serde.archive.loader import Pt2Archive, Pt2Model
+from ..serde.archive.loader import AOTI_PACKAGE, Pt2Archive, Pt2Model
 from ..serde.errors import Pt2FormatError
 from ..schema.walk import input_spec_parts, output_spec_parts, subgraphs
 from ..serde.code_bearing import pickle_findings, expression_sites
@@ -107,6 +107,7 @@ def model_summary(model: Pt2Model) -> dict:
 def archive_summary(archive: Pt2Archive) -> dict:
     return {
         "file": archive.source,
+        "kind": "aoti-package" if archive.layout == AOTI_PACKAGE else "exported-program",
         "layout": archive.layout,
         "archive_version": archive.archive_version,
         "models": {name: model_summary(m) for name, m in archive.models.items()},
@@ -114,4 +115,5 @@ def archive_summary(archive: Pt2Archive) -> dict:
         "not_loaded": [x.as_dict() for x in archive.unloaded],
         "unrecognized_members": list(archive.unrecognized),
         "unsafe_pickles": [{"member": f.member, "error": f.message} for f in pickle_findings(archive)],
+        "aoti_models": {name: m.as_dict() for name, m in archive.aoti_models.items()},
     }

@@ -9,6 +9,8 @@ Reads the layouts torch has written:
     ``serialized_state_dict.pt`` / ``serialized_constants.pt``.
 Nothing in the file runs: sample inputs, pickled payloads, custom objects and native
 code (AOTInductor, ExecuTorch) are listed in ``.pickled`` / ``.unloaded`` with the reason.
+An AOTInductor package (compiled models only, no ``models/<name>.json``) loads as layout
+``aoti-package``: no models, its compiled models described in ``.aoti_models`` (``aoti.py``).
 Members pt2x does not recognise are kept in ``.unrecognized`` — reported, never dropped.
 """
 
@@ -23,12 +25,15 @@ import numpy as np
 
 from ...schema import definitions as d
 from ...schema.version import READ_MAJOR, SCHEMA_VERSION
-from ..errors import ArchiveError, Pt2FormatError, SchemaVersionError
+from ..errors import ArchiveError, Pt2FormatError, SchemaVersionError, UnsafeContentError
 from ..codec.json_codec import DecodeReport, decode, parse_json_pairs, to_plain
+from .aoti import AotiModel, is_aoti_package, read_aoti_models
 from .payload import NotLoaded, describe_member, read_payloads
 from .zip_reader import ZipReader, open_buffer
 
-__all__ = ["load", "Pt2Archive", "Pt2Model", "NotLoaded"]
+__all__ = ["load", "Pt2Archive", "Pt2Model", "NotLoaded", "AOTI_PACKAGE", "aoti_refusal"]
+
+AOTI_PACKAGE = "aoti-package"
 
 FLAT_PROGRAM = "serialized_exported_program.json"
 _MODEL_JSON = re.compile(r"models/([^/]+)\.json")
@@ -68,7 +73,7 @@ class Pt2Archive:
 
     def __init__(self, source: str, layout: str, root: str, zr: ZipReader, keepalive: object):
         self.source = source
-        self.layout = layout  # "pt2" | "pt2-pickled-weights" | "flat"
+        self.layout = layout  # "pt2" | "pt2-pickled-weights" | "flat" | "aoti-package"
         self.root = root
         self.zip = zr
         self.models: dict[str, Pt2Model] = {}
@@ -76,6 +81,7 @@ class Pt2Archive:
         self.unloaded: list[NotLoaded] = []
         self.unrecognized: list[str] = []
         self.archive_version: str | None = None
+        self.aoti_models: dict[str, AotiModel] = {}  # AOTInductor compiled models (described, never loaded)
         self._keepalive = keepalive
 
     @property
@@ -86,6 +92,8 @@ class Pt2Archive:
         """The named model, or the only one (or "model") when ``name`` is None."""
         from ..errors import Pt2UsageError
 
+        if self.layout == AOTI_PACKAGE:
+            raise UnsafeContentError(aoti_refusal(self), member=f"{self.root}/data/aotinductor/")
         if name is None:
             if len(self.models) == 1:
                 return next(iter(self.models.values()))
@@ -135,6 +143,15 @@ def load(src: str | os.PathLike | BinaryIO | bytes) -> Pt2Archive:
     archive = Pt2Archive(label, "pt2", root, zr, keepalive)
     _load_pt2(archive)
     return archive
+
+
+def aoti_refusal(archive: Pt2Archive) -> str:
+    """Why an AOTInductor package cannot be checked or converted, in one sentence."""
+    what = ", ".join(f"{m.name!r} ({m.metadata.get('platform', '?')} {m.metadata.get('machine', '?')}, "
+                     f"device {m.metadata.get('device', '?')})" for m in archive.aoti_models.values())
+    return (f"an AOTInductor package: compiled code for {what or 'no model'}, not an exported program; "
+            "pt2x never loads or runs it. torch.export.save(exported_program, path) writes a file pt2x "
+            "can check and convert")
 
 
 def _single_root(names: list[str], label: str) -> str:
@@ -210,7 +227,10 @@ def _load_pt2(archive: Pt2Archive) -> None:
     if prefix + "archive_version" in zr:
         archive.archive_version = zr.read(prefix + "archive_version").decode("ascii", "replace").strip()
     model_names = [m.group(1) for r in rels if (m := _MODEL_JSON.fullmatch(r))]
-    if not model_names:
+    if not model_names and is_aoti_package(rels):
+        archive.layout = AOTI_PACKAGE
+        archive.aoti_models = read_aoti_models(zr, prefix, rels)
+    elif not model_names:
         raise ArchiveError("no models/<name>.json in the archive", member=prefix + "models/")
     for name in model_names:
         archive.models[name] = _load_pt2_model(archive, name, accounted)

@@ -13,7 +13,8 @@ every JSON document (model programs, payload configs) against the release's sche
   archive in the older layout the release reads: ``archive.legacy_layout``) and the
   findings; any error is a blocker and then nothing may be written. Content torch would
   execute (``serde.code_bearing``: a pickle outside torch's ``weights_only`` allow-list, a
-  shape expression outside pt2x's grammar) is always a blocker: pt2x never passes it on.
+  shape expression outside pt2x's grammar, compiled code: an AOTInductor package or native code
+  beside a program) is always a blocker: pt2x never passes it on.
   ``drop_sample_inputs=True`` writes the sample inputs of a PT2-archive write (torch 2.9+) empty,
   as ``torch.export.save`` does for a program without example inputs (torch reads that as none);
   the older layouts are written with the source's sample inputs, so there it changes nothing.
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from ..errors import Pt2UsageError
-from ..code_bearing import SAMPLE_INPUTS, code_findings
+from ..code_bearing import SAMPLE_INPUTS, code_findings, native_findings
 from ..findings import Finding
 from ..archive.legacy_layout import FLAT, PICKLED, legacy_findings, legacy_members
 from .releases import PT2_ARCHIVE_SINCE, RAW_WEIGHTS_SINCE, target_snapshot
@@ -194,6 +195,7 @@ def _rewrite(archive, target, drop_sample_inputs: bool = False) -> tuple[tuple[i
     layout = target_layout(archive, version)
     # the older layouts carry the sample inputs whatever is asked (their readers need them)
     findings = code_findings(archive, drop_sample_inputs=drop_sample_inputs and layout is None)
+    findings += native_findings(archive)
     if layout is not None:
         findings += legacy_findings(archive, layout, label)
     documents: dict[str, bytes] = {}

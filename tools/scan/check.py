@@ -2,9 +2,10 @@
 
 The keys (stable; ``docs/scan.md`` lists them):
 
-``verdict``     ``ok`` | ``findings`` | ``unreadable`` (here); the runners add ``crashed``,
-                ``timeout`` and ``oom`` for a worker that died or ran out of time or memory
-``layout``, ``archive_version``, ``models``
+``verdict``     ``ok`` | ``findings`` | ``aoti-package`` | ``unreadable`` (here); the runners add
+                ``crashed``, ``timeout`` and ``oom`` for a worker that died or ran out of time or
+                memory (``VERDICTS``)
+``kind``, ``layout``, ``archive_version``, ``models``
                 from ``pt2x inspect --json`` (``tools/summary.py``); per model
                 ``schema_version``, ``torch_version``, ``node_count``, ``ops``, ``weights``
 ``valid``, ``readable``, ``target``, ``writable``, ``findings``
@@ -20,7 +21,9 @@ The keys (stable; ``docs/scan.md`` lists them):
 ``seconds``     the whole check
 
 Verdict ``ok`` means readable, no error finding (the target's included) and every conversion
-asked for succeeded; ``findings`` means readable but one of those failed. Timings aside, the
+asked for succeeded; ``findings`` means readable but one of those failed (content torch would
+run, an unsafe pickle or a shape expression outside pt2x's grammar, is such a finding);
+``aoti-package`` means an AOTInductor package: compiled code, not a program, never loaded. Timings aside, the
 result depends only on the artifact's bytes and the options, so every runner gives the same.
 """
 
@@ -34,7 +37,10 @@ from ...serde.errors import Pt2Error
 from .discover import is_url, open_url
 from .options import ScanOptions
 
-__all__ = ["MAX_FINDINGS", "MAX_MESSAGE", "OutOfMemory", "check_artifact", "converter", "error_dict", "caused_by_memory"]
+__all__ = ["VERDICTS", "MAX_FINDINGS", "MAX_MESSAGE", "OutOfMemory", "check_artifact", "converter", "error_dict", "caused_by_memory"]
+
+VERDICTS = ("ok", "findings", "aoti-package", "unreadable", "crashed", "timeout", "oom")
+"""Every verdict an artifact can get; only ``ok`` counts as passing."""
 
 MAX_FINDINGS = 50
 """Findings kept per artifact (a hostile file can have thousands; the counts stay exact)."""
@@ -90,7 +96,7 @@ def _inspect_keys(archive) -> dict:
 
     s = archive_summary(archive)
     models = {name: {k: m[k] for k in _MODEL_KEYS} for name, m in s["models"].items()}
-    return {"layout": s["layout"], "archive_version": s["archive_version"], "models": models}
+    return {"kind": s["kind"], "layout": s["layout"], "archive_version": s["archive_version"], "models": models}
 
 
 def _validate_keys(archive, options: ScanOptions) -> dict:
@@ -146,6 +152,8 @@ def _conversions(archive, options: ScanOptions) -> dict:
 
 
 def _verdict(result: dict) -> str:
+    if result.get("kind") == "aoti-package":
+        return "aoti-package"
     converted = all(c["result"] == "ok" for per in result.get("conversions", {}).values() for c in per.values())
     return "ok" if result["valid"] and converted else "findings"
 
