@@ -45,32 +45,27 @@ case. ``--jobs N`` runs N workers.
 
 from __future__ import annotations
 
+import argparse
+import glob
+import json
 import os
+import pickle
+import queue
+import re
+import select
+import signal
+import struct
+import subprocess
 import sys
+import tempfile
+import threading
+import time
+import traceback
+import zipfile
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
-    del sys.path[0]  # run as a file: the scripts' folder must not shadow top-level modules
-
-import argparse  # noqa: E402
-import glob  # noqa: E402
-import json  # noqa: E402
-import pickle  # noqa: E402
-import queue  # noqa: E402
-import re  # noqa: E402
-import select  # noqa: E402
-import signal  # noqa: E402
-import struct  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-import traceback  # noqa: E402
-import zipfile  # noqa: E402
-from collections import Counter, defaultdict  # noqa: E402
-from dataclasses import asdict, dataclass, field  # noqa: E402
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 __all__ = ["CLASSES", "BAD_CLASSES", "RTOL", "ATOL", "Case", "CaseResult", "WheelCases", "DirCases", "find_wheel",
            "run_cases", "format_table", "main"]

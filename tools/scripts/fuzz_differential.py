@@ -31,40 +31,24 @@ The seed is printed; without ``--seed`` it is random, except under ``CI=true`` w
 
 from __future__ import annotations
 
+import argparse
 import os
+import queue
+import random
 import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
-    del sys.path[0]  # run as a file: the scripts' folder must not shadow top-level modules
+import numpy as np
 
-import argparse  # noqa: E402
-import importlib.util  # noqa: E402
-import queue  # noqa: E402
-import random  # noqa: E402
-import tempfile  # noqa: E402
-import threading  # noqa: E402
-import time  # noqa: E402
-from collections import Counter  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-
-import numpy as np  # noqa: E402
+import conformance_onnx  # tools/scripts/, this script's folder
 
 __all__ = ["OPS", "ATTRS", "FINDINGS", "FuzzCase", "FuzzResult", "make_case", "run_fuzz", "default_seed", "main"]
 
-
-def _load_runner():
-    """tools/scripts/conformance_onnx.py, the worker processes and comparison this script shares."""
-    name = "conformance_onnx"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, "conformance_onnx.py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-runner = _load_runner()
+runner = conformance_onnx  # the worker processes and the comparison, shared with the conformance suite
 
 OPSET = 18  # the opset pt2x's TFLite mappers implement; an op introduced later uses its own
 RTOL, ATOL = 1e-3, 1e-4
@@ -244,6 +228,12 @@ def _schema(op: str):
     except defs.SchemaError:
         first = min(s.since_version for s in defs.get_all_schemas_with_history() if s.name == op and s.domain == "")
         return defs.get_schema(op, first, "")
+
+
+def _schema_dtype(rng: random.Random, op: str, param: str):
+    """A numpy dtype the op's type parameter ``param`` allows, among those drawn (float32 if none)."""
+    allowed = next((c.allowed_type_strs for c in _schema(op).type_constraints if c.type_param_str == param), [])
+    return rng.choice([_NP[t] for t in allowed if t in _NP] or [np.float32])
 
 
 def _dtype(rng: random.Random, op: str, *, floats_only=False):
@@ -458,9 +448,8 @@ def _gather(g, op, attrs):
 def _where(g, op, attrs):
     sa, sb = _broadcast_pair(g.rng)
     cond = g.nrng.random(sa) < 0.5
-    dt = _dtype(g.rng, "Where") or np.float32
-    return g.node(op, [g.tensor(cond, const=False), g.tensor(_values(g.nrng, sb, np.float32)),
-                       g.tensor(_values(g.nrng, sa, np.float32))])
+    dt = _schema_dtype(g.rng, "Where", "T")
+    return g.node(op, [g.tensor(cond, const=False), g.tensor(_values(g.nrng, sb, dt)), g.tensor(_values(g.nrng, sa, dt))])
 
 
 def _cast(g, op, attrs):

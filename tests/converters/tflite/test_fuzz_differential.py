@@ -9,30 +9,15 @@ finds anything fails the test until its entry is removed); any other finding fai
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-
 import pytest
-
-from paths import REPO
+from scripts import load_script
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is the reference")
 
 SEED, N = 0, 250  # fixed: the same cases on every run, CI or not
 
-
-def _fuzzer():
-    path = os.path.join(REPO, "tools", "scripts", "fuzz_differential.py")
-    spec = importlib.util.spec_from_file_location("fuzz_differential", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("fuzz_differential", mod)
-    spec.loader.exec_module(mod)
-    return sys.modules["fuzz_differential"]
-
-
-fuzz = _fuzzer()
+fuzz = load_script("fuzz_differential")
 
 # (seed, index) -> the finding it shows today. Replay one with
 # `python tools/scripts/fuzz_differential.py --replay SEED:INDEX`; remove the entry when it is fixed.

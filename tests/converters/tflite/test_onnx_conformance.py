@@ -13,31 +13,18 @@ test too (so the lists only shrink: remove the entry when it is fixed), and so d
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from collections import Counter
 
 import pytest
-
-from paths import FIXTURES, REPO
+from paths import FIXTURES
+from scripts import load_script
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
 pytest.importorskip("onnx", reason="the cases are ONNX models")
 
-SCRIPT = os.path.join(REPO, "tools", "scripts", "conformance_onnx.py")
 CASES = os.path.join(FIXTURES, "onnx_node")
-
-
-def _runner():
-    spec = importlib.util.spec_from_file_location("conformance_onnx", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("conformance_onnx", mod)  # dataclasses look their module up by name
-    spec.loader.exec_module(mod)
-    return sys.modules["conformance_onnx"]
-
-
-conformance = _runner()
+conformance = load_script("conformance_onnx")
 
 # (case, mode, LiteRT variant) -> the class it shows today. mode: "plain" (the model as stored) or
 # "const-inputs" (inputs 1.. as initializers); variant: "xnnpack" (as shipped) or "builtin" (no
