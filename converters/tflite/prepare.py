@@ -19,7 +19,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from .. import limits
-from ..errors import ConversionError
+from ..errors import ConversionError, UnsupportedOpsError
 from .external_data import load_external_data
 from .fold_cost import fold_work
 from .normalise import normalise
@@ -82,7 +82,10 @@ def load_onnx(src, model: str = "model") -> Prepared:
 
     view, keep = open_program(src, model)
     try:
-        m = convert_view(view, opset=ONNX_OPSET)
+        try:
+            m = convert_view(view, opset=ONNX_OPSET)
+        except UnsupportedOpsError as e:
+            raise _as_tflite_report(e) from None
         origin = {}
         for n in view.walk():
             for o in output_names(n):
@@ -91,6 +94,16 @@ def load_onnx(src, model: str = "model") -> Prepared:
         return Prepared(m, "pt2", ranges=ranges, origin=origin, member=getattr(view, "member", None))
     finally:
         del keep
+
+
+def _as_tflite_report(e: UnsupportedOpsError) -> UnsupportedOpsError:
+    """``e`` (the ONNX stage's report) saying which conversion was asked for: TFLite, by way of
+    ONNX. The operators and their lowering hint (registered for "onnx") stay as they are."""
+    head, _, rest = e.reason.partition("\n")
+    prefix = "cannot convert to onnx: "
+    if head.startswith(prefix):
+        head = f"cannot convert to tflite: {head[len(prefix):].rstrip(':')} with no ONNX lowering (TFLite is written from pt2x's ONNX):"
+    return UnsupportedOpsError(head + ("\n" + rest if rest else ""), e.ops, member=e.member)
 
 
 def _constants(g: onnx.GraphProto) -> dict[str, np.ndarray]:

@@ -2,7 +2,8 @@
 one atomic writer (``serde.atomic_write``): a write cut short by ``ulimit -f`` (RLIMIT_FSIZE) or
 a full disk leaves the old file as it was, a FIFO is refused before any work instead of
 blocking, and ``/proc/self/status`` (a file whose folder takes no new file) is one line, exit 2.
-Options of another target and an ONNX input to anything but TFLite are usage errors.
+Options of another target and an ONNX input to anything but TFLite are usage errors, and a
+TFLite refusal says TFLite.
 
 The ``ulimit`` cases run the real ``pt2x`` command in a subprocess with the limit set (Python
 ignores SIGXFSZ, so the write fails with EFBIG)."""
@@ -159,3 +160,24 @@ def test_an_onnx_input_converts_only_to_tflite(capsys, tmp_path, to):
     assert rc == 2
     assert _one_line(capsys.readouterr().err) == (
         f"pt2x convert: cannot convert {src} to {to}: it is an ONNX model, which pt2x converts only to TFLite (--to tflite)")
+
+
+def test_a_tflite_refusal_names_tflite(tmp_path):
+    """A .pt2 operator with no ONNX lowering stops the TFLite conversion (TFLite is written from
+    pt2x's ONNX): the report says so, rather than 'cannot convert to onnx'."""
+    torch = pytest.importorskip("torch")
+    from pt2x.converters import to_tflite
+    from pt2x.converters.errors import UnsupportedOpsError
+
+    class Det(torch.nn.Module):
+        def forward(self, x):
+            return torch.linalg.det(x)
+
+    src = tmp_path / "det.pt2"
+    torch.export.save(torch.export.export(Det(), (torch.randn(3, 3),)), src)
+    with pytest.raises(UnsupportedOpsError) as info:
+        to_tflite(src)
+    head = str(info.value).splitlines()[0]
+    assert "cannot convert to tflite: 1 unsupported operator(s) in 1 node(s) with no ONNX lowering" in head
+    assert "cannot convert to onnx" not in str(info.value)
+    assert [p.target for p in info.value.ops] == ["aten.linalg_det.default"]
