@@ -18,7 +18,8 @@ decides and downgrades) into the members of one of these layouts (facts from
 
 Weights are written as ``torch.save`` files (``torch_save``; the pickle is
 ``codec.pickle_writer``'s) from the raw storages (one storage per storage file, so tied
-weights stay tied); a source that already holds pickles keeps their bytes. ``legacy_findings`` lists what such a layout cannot hold (blockers).
+weights stay tied), each storage's location from its device, which must be one torch parses
+(``codec.devices``); a source that already holds pickles keeps their bytes. ``legacy_findings`` lists what such a layout cannot hold (blockers).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from ...schema import dtypes
+from ..codec.devices import device_problem, location
 from ..codec.pickle_writer import StoredTensor
 from ..errors import Pt2Error
 from ..findings import Finding
@@ -89,7 +91,11 @@ def _model_findings(archive, model, label: str) -> list[Finding]:
                                    f"{fqn} views storage {meta.path_name} as another dtype than an earlier tensor; "
                                    "torch.save keeps one dtype per storage", member, path))
                 continue
-            if row is None or row.storage_class is None:
+            problem = device_problem(tm.device.type, tm.device.index) if tm is not None else None
+            if problem is not None:
+                out.append(Finding("error", "target-device", f"{fqn}: {problem}; torch {label} cannot load the "
+                                   "weight pickle it would be written into", member, path + ".tensor_meta.device"))
+            elif row is None or row.storage_class is None:
                 out.append(Finding("error", "target-dtype", f"{fqn}: dtype {row.torch_name if row else '?'} has no legacy "
                                    f"storage class to pickle it with", member, path))
             elif any(v.type != "as_int" for v in (*tm.sizes, *tm.strides, tm.storage_offset)):
@@ -138,7 +144,7 @@ def _sample_member(archive, model: str) -> str | None:
 
 
 def _location(device) -> str:
-    return device.type if device.index is None else f"{device.type}:{device.index}"
+    return location(device.type, device.index)
 
 
 def stored_tensors(archive, model, kind: str) -> dict[str, StoredTensor]:
