@@ -15,6 +15,7 @@ import json
 import sys
 
 from ..serde.errors import Pt2UsageError
+from .terminal import json_text, printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -50,11 +51,11 @@ def _resolve(spec: str):
 def _print(result, out=None) -> None:
     out = out or sys.stdout
     ov, nv = result.old_version, result.new_version
-    print(f"{result.old_label} ({ov[0]}.{ov[1]}) -> {result.new_label} ({nv[0]}.{nv[1]})", file=out)
+    print(f"{printable(result.old_label)} ({ov[0]}.{ov[1]}) -> {printable(result.new_label)} ({nv[0]}.{nv[1]})", file=out)
     if not result.changes:
         print("  no changes", file=out)
     for c in result.changes:
-        print(f"  {c.compat:<8} {c.bump:<5} {c.message()}", file=out)
+        print(f"  {c.compat:<8} {c.bump:<5} {printable(c.message())}", file=out)  # names from the schema files
     yes = {True: "yes", False: "no"}
     back = all(c.backward for c in result.changes)
     fwd = all(c.forward for c in result.changes)
@@ -67,11 +68,11 @@ def _emit(result, as_json: bool, extra: dict | None = None) -> int:
     if as_json:
         body = result.as_dict()
         body.update(extra or {})
-        print(json.dumps(body, indent=1))
+        print(json_text(body, indent=1))
     else:
         _print(result)
         for note in (extra or {}).get("notes", []):
-            print(f"note: {note}")
+            print(f"note: {printable(note)}")
     return 0 if result.carried else 1
 
 

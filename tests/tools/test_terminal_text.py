@@ -102,3 +102,17 @@ def test_json_text_keeps_valid_text_as_json_dumps_writes_it():
     value = {"a": ["ünï", "\U0001F600", 1.5, None], "b\n": True}
     assert json_text(value) == json.dumps(value)
     assert json.loads(json_text({"k\udcff": "v\ud800"})) == {"k\\udcff": "v\\ud800"}
+
+
+def test_schema_diff_prints_type_names_from_a_file_escaped(capsys, tmp_path):
+    from pt2x.schema.snapshot import build_snapshot, make_snapshot, render
+
+    snap = build_snapshot()
+    types = {**snap["types"], f"Evil\n{FORGED}\x1b[2J": snap["types"]["ComplexValue"]}
+    path = tmp_path / "snapshot.json"
+    path.write_text(render(make_snapshot(types, snap["schema_version"], source="a file")))
+    rc = main(["schema", "diff", "pt2x", str(path)])
+    out = capsys.readouterr().out
+    assert rc in (0, 1)
+    assert f"Evil\\n{FORGED}\\x1b[2J" in out
+    assert not any(line.startswith(FORGED) for line in out.splitlines()) and "\x1b" not in out
