@@ -102,7 +102,7 @@ def test_build_snapshot_from_other_definitions():
     assert snapshot.parse(snapshot.render(snap)) == snap
 
 
-RELEASES = ["2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12", "2.13", "2.14"]
+RELEASES = ["2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12", "2.13", "2.14", "2.15"]
 
 
 def test_release_schema_map():
@@ -111,7 +111,7 @@ def test_release_schema_map():
     versions = {r: tuple(v["schema_version"]) for r, v in rel.items()}
     assert versions == {
         "2.5": (7, 3), "2.6": (8, 2), "2.7": (8, 7), "2.8": (8, 8), "2.9": (8, 14), "2.10": (8, 15),
-        "2.11": (8, 17), "2.12": (8, 20), "2.13": (8, 20), "2.14": (8, 20),
+        "2.11": (8, 17), "2.12": (8, 20), "2.13": (8, 20), "2.14": (8, 20), "2.15": (8, 20),
     }
     assert "2.14.1" in rel["2.14"]["patches"]
 

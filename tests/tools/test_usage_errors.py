@@ -89,3 +89,10 @@ def test_ray_address_forms():
     assert _host_port("ray://head:10001") == ("head", 10001)
     assert _host_port("[::1]:6379") == ("::1", 6379)
     assert _host_port("auto") is None and _host_port("local") is None
+
+
+def test_target_2_15(capsys):
+    """torch 2.15 is a known release (schema 8.20): its own files and older ones validate for it."""
+    files = [os.path.join(PT2_FIXTURES, "torch-2.15.0", "mlp_dynamic.pt2"), MLP]
+    assert main(["validate", "--target", "torch==2.15", *files]) == 0
+    assert capsys.readouterr().out.count("valid for torch==2.15") == 2
