@@ -1,8 +1,16 @@
 """The ONNX op -> TFLite builtins table: ``MAPPERS[op_type](em, node)``, filled by the
 ``ops_*`` modules with ``@maps("Add", ...)``. A mapper emits through ``emit.Emitter`` and
-raises ``Unsupported`` (naming what it cannot express) rather than guess."""
+raises ``Unsupported`` (naming what it cannot express) rather than guess.
+
+Every registered mapper runs behind ``op_attributes.check_attributes``: a node with an attribute
+or value its mapper does not declare (``op_attributes.ATTRIBUTES``) is ``Unsupported`` before
+the mapper reads it."""
 
 from __future__ import annotations
+
+import functools
+
+from .op_attributes import check_attributes
 
 __all__ = ["MAPPERS", "maps"]
 
@@ -11,8 +19,13 @@ MAPPERS: dict = {}
 
 def maps(*op_types: str):
     def register(fn):
+        @functools.wraps(fn)
+        def checked(em, node):
+            check_attributes(node)
+            return fn(em, node)
+
         for t in op_types:
-            MAPPERS[t] = fn
+            MAPPERS[t] = checked
         return fn
 
     return register
