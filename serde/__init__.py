@@ -17,6 +17,7 @@ from .archive.loader import NotLoaded, Pt2Archive, Pt2Model, load
 from .errors import (
     ArchiveError,
     LimitExceededError,
+    MissingExtraError,
     Pt2Error,
     Pt2FormatError,
     Pt2UsageError,
@@ -39,6 +40,7 @@ __all__ = [
     "Pt2Error",
     "Pt2FormatError",
     "Pt2UsageError",
+    "MissingExtraError",
     "ArchiveError",
     "LimitExceededError",
     "SchemaError",

@@ -96,3 +96,10 @@ def test_target_2_15(capsys):
     files = [os.path.join(PT2_FIXTURES, "torch-2.15.0", "mlp_dynamic.pt2"), MLP]
     assert main(["validate", "--target", "torch==2.15", *files]) == 0
     assert capsys.readouterr().out.count("valid for torch==2.15") == 2
+
+
+def test_usage_errors_are_exported():
+    import pt2x.serde as serde
+
+    assert {"Pt2UsageError", "MissingExtraError"} <= set(serde.__all__)
+    assert issubclass(serde.MissingExtraError, serde.Pt2UsageError) and issubclass(serde.MissingExtraError, ImportError)
