@@ -132,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except Pt2Error as e:  # the input, a path, an option or a missing extra: the user can act on it
-        from .terminal import say
+        from .terminal import say_error
 
-        say(f"pt2x {args.command}: {e}", file=sys.stderr)
+        say_error(f"pt2x {args.command}", str(e))
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK

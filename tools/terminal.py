@@ -21,7 +21,7 @@ import json
 import re
 import sys
 
-__all__ = ["printable", "say", "json_text", "json_safe_text"]
+__all__ = ["printable", "say", "say_error", "json_text", "json_safe_text"]
 
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -39,6 +39,15 @@ def say(text: str = "", *, file=None) -> None:
     """Print human-readable output: one line per line break pt2x wrote, each made printable.
     Values from a file must already be ``printable`` (so their line breaks are escaped)."""
     print("\n".join(printable(part) for part in str(text).split("\n")), file=file or sys.stdout)
+
+
+def say_error(prefix: str, message: str, *, file=None) -> None:
+    """``prefix: message`` on stderr. An error message can hold text from a file that pt2x did
+    not escape (a member name in a report of several lines), so every line after the first is
+    indented: no line of it can pass for a line of the verb's own output."""
+    first, *rest = str(message).split("\n")
+    lines = [f"{prefix}: {first}"] + [line if line[:1].isspace() else "  " + line for line in rest]
+    say("\n".join(lines), file=file or sys.stderr)
 
 
 def json_text(value, **dumps_kwargs) -> str:

@@ -116,3 +116,17 @@ def test_schema_diff_prints_type_names_from_a_file_escaped(capsys, tmp_path):
     assert rc in (0, 1)
     assert f"Evil\\n{FORGED}\\x1b[2J" in out
     assert not any(line.startswith(FORGED) for line in out.splitlines()) and "\x1b" not in out
+
+
+def test_an_error_message_cannot_start_a_line_of_its_own(capsys, tmp_path):
+    """pt2x's own error text may quote a name from the file unescaped (a member name): after the
+    first line, every line of an error is indented, so none passes for a line of output."""
+    path = tmp_path / "m.pt2"
+    with zipfile.ZipFile(MLP) as zin, zipfile.ZipFile(path, "w") as zout:
+        for info in zin.infolist():
+            name = info.filename.replace("models/model.json", f"models/model\n{FORGED}.json")
+            zout.writestr(name, zin.read(info.filename))
+    rc = main(["convert", str(path), "--to", "onnx", "-o", str(tmp_path / "o.onnx")])  # its weights are not found
+    err = capsys.readouterr().err
+    assert rc == 2 and FORGED in err
+    assert all(line.startswith(("pt2x convert: ", " ")) for line in err.splitlines()), err
