@@ -217,9 +217,9 @@ def compare(got, want, rtol: float = RTOL, atol: float = ATOL) -> str | None:
     got = np.asarray(got)
     wdt = str(want.dtype)
     if str(got.dtype) != wdt and not (wdt == "bfloat16" and got.dtype == np.float32):
-        return f"dtype {got.dtype}, stored {wdt}"
+        return f"dtype {got.dtype}, expected {wdt}"
     if got.shape != want.shape:
-        return f"shape {list(got.shape)}, stored {list(want.shape)}"
+        return f"shape {list(got.shape)}, expected {list(want.shape)}"
     if want.dtype.kind in "biuUSO" or wdt == "bool":
         bad = got != want
         return f"{int(bad.sum())}/{bad.size} elements differ (exact)" if bad.any() else None

@@ -304,6 +304,8 @@ def _single(g: _Graph, op: str) -> list[str]:
     if op in REDUCE:
         dt = _dtype(rng, op)
         x = _values(nrng, _shape(rng), dt, positive=op == "ReduceLogSum")
+        if op == "ReduceProd" and x.dtype.kind in "iu":
+            x = np.clip(x, -2, 2).astype(x.dtype)  # a product that overflows int32 (pt2x's int64) is out of scope
         rank = x.ndim
         ins = [g.tensor(x, const=False)]
         if rng.random() < 0.8:
@@ -442,7 +444,7 @@ def _gather(g, op, attrs):
         shape = list(x.shape)
         shape[axis] = g.rng.randint(1, 4)
         idx = g.nrng.integers(-n, n, size=shape).astype(np.int64)
-    return g.node(op, [g.tensor(x, const=False), g.tensor(idx)], axis=attrs.get("axis", 0))
+    return g.node(op, [g.tensor(x, const=False), g.tensor(idx)], axis=axis)
 
 
 def _where(g, op, attrs):
@@ -471,7 +473,7 @@ def _cumsum(g, op, attrs):
 def _topk(g, op, attrs):
     x = _x(g, op, rank=g.rng.randint(1, 3))
     x = (x + g.nrng.permutation(x.size).reshape(x.shape) * 1e-2).astype(x.dtype) if x.dtype.kind == "f" else x
-    axis = attrs.get("axis", -1)
+    axis = attrs["axis"] = attrs.get("axis", -1) if -x.ndim <= attrs.get("axis", -1) < x.ndim else -1
     k = np.array([g.rng.randint(1, x.shape[axis])], np.int64)
     if x.dtype.kind != "f":
         x = g.nrng.permutation(x.size).reshape(x.shape).astype(x.dtype)  # ties order differently
