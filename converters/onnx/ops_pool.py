@@ -92,42 +92,130 @@ for _n in (1, 2, 3):
 
 
 # --------------------------------------------------------------------- resizing
+#
+# torch's upsample kernels: the source coordinate of output index i along an axis of input
+# length L and output length O uses c = 1/scale where a scale is given (``scale_factors`` of
+# ``.vec``, ``scales_*`` of ``.default``), else L/O; align_corners uses (L-1)/(O-1) and ignores
+# the scale. Linear and cubic: x = c*(i+0.5) - 0.5, ONNX's half_pixel with that scale (linear
+# clamps x at 0, which the edge taps equal; pytorch_half_pixel would make an output of length 1
+# read pixel 0, torch reads the middle). Nearest: min(floor(i*c), L-1) (O == L and O == 2L are
+# special cases), nearest-exact: min(floor((i+0.5)*c), L-1), computed in float32: at static
+# sizes the picked indices are computed here and the Resize is a Gather unless the factor is an
+# integer upscale (exact in any float arithmetic). Antialias: a triangle (bilinear) or a=-0.5
+# cubic (bicubic) filter widened by c, taps outside the input dropped and the rest
+# renormalised: Resize-18's antialias=1 with exclude_outside=1.
+
+_RESIZE_MODES = {  # torch mode -> ONNX Resize attributes (the coordinate mode added per call)
+    "nearest": dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+    "nearest-exact": dict(mode="nearest", coordinate_transformation_mode="half_pixel",
+                          nearest_mode="round_prefer_ceil"),
+    "linear": dict(mode="linear"),
+    "cubic": dict(mode="cubic", cubic_coeff_a=-0.75),
+    "linear-aa": dict(mode="linear", antialias=1, exclude_outside=1),
+    "cubic-aa": dict(mode="cubic", cubic_coeff_a=-0.5, antialias=1, exclude_outside=1),
+}
 
 
 def _resize(ctx, node, mode, n):
     a = bind(node, "input", output_size=None, align_corners=None, scale_factors=None, scales_h=None, scales_w=None,
              scales_d=None, scales=None)
+    src = a[0]  # ``input`` in the .vec overloads, ``self`` in .default
     out, cst = _ct(ctx)
-    x = ctx.t(a.input, cst)
-    oshape = ctx.out_info().shape
-    scales = a.scale_factors
-    if scales is None:
-        per = [a.scales_d, a.scales_h, a.scales_w][-n:] if n > 1 else [a.scales]
-        if all(s is not None for s in per):
-            scales = per
-    attrs = {}
-    if mode == "nearest":
-        attrs = dict(mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-    elif mode == "nearest-exact":
-        attrs = dict(mode="nearest", coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_ceil")
+    x = ctx.t(src, cst)
+    lengths = list(ctx.info(src).shape[-n:])
+    outs = list(ctx.out_info().shape[-n:])
+    scales = _torch_scales(a, n)
+    static = all(isinstance(v, int) for v in lengths + outs)
+    if mode.endswith("-aa") and a.align_corners:
+        raise Unsupported(f"{node.target} with align_corners=True (ONNX's antialias filter is centred by the scale)")
+    if mode.startswith("nearest") and static:
+        r = _nearest_static(ctx, x, mode, lengths, outs, scales)
+    elif a.align_corners or (not static and None in scales):
+        r = _resize_to_sizes(ctx, x, a, n, outs, dict(_RESIZE_MODES[mode], **_align(mode, a.align_corners)))
     else:
-        attrs = dict(mode="linear" if mode != "cubic" else "cubic",
-                     coordinate_transformation_mode="align_corners" if a.align_corners else "pytorch_half_pixel")
-        if mode == "cubic":
-            attrs["cubic_coeff_a"] = -0.75
-    if scales is not None and not a.align_corners:
-        sc = ctx.const(np.asarray([1.0, 1.0] + [float(s) for s in scales], np.float32), ST.FLOAT)
+        onnx_scales = [_onnx_scale(node, L, o, s) for L, o, s in zip(lengths, outs, scales)] if static else scales
+        attrs = dict(_RESIZE_MODES[mode], **_align(mode, False))
+        sc = ctx.const(np.asarray([1.0, 1.0] + [float(s) for s in onnx_scales], np.float32), ST.FLOAT)
         r = ctx.op("Resize", x, None, sc, **attrs)
-    else:
-        if all(isinstance(s, int) for s in oshape[-n:]):
-            size_tail = ctx.ints(list(oshape[-n:]))
-        elif a.output_size is not None:
-            size_tail = ctx.ints(list(a.output_size))
-        else:
-            raise Unsupported("resize to a dynamic size without output_size")
-        sizes = ctx.op("Concat", ctx.shape(x, 0, 2), size_tail, axis=0)
-        r = ctx.op("Resize", x, None, None, sizes, **attrs)
     return ctx.cast(r, cst, out)
+
+
+def _torch_scales(a, n) -> list:
+    """The scale torch's kernel uses per axis (None: the size ratio)."""
+    if a.scale_factors is not None:
+        return [float(s) if s and s > 0 else None for s in _rep(a.scale_factors, n)]
+    per = [a.scales_d, a.scales_h, a.scales_w][-n:] if n > 1 else [a.scales]
+    return [float(s) if s is not None and s > 0 else None for s in per]
+
+
+def _align(mode, align_corners) -> dict:
+    if mode.startswith("nearest"):
+        return {}
+    return dict(coordinate_transformation_mode="align_corners" if align_corners else "half_pixel")
+
+
+def _resize_to_sizes(ctx, x, a, n, outs, attrs):
+    """Resize the last ``n`` axes (Resize-18's ``axes``) to the output's sizes."""
+    if all(isinstance(s, int) for s in outs):
+        sizes = ctx.ints(outs)
+    elif a.output_size is not None:
+        sizes = ctx.ints(list(a.output_size))
+    else:
+        raise Unsupported("resize to a dynamic size without output_size")
+    return ctx.op("Resize", x, None, None, sizes, axes=list(range(2, 2 + n)), **attrs)
+
+
+def _onnx_scale(node, length: int, out: int, scale: float | None) -> float:
+    """A float32 scale for ONNX whose floor(length x scale) is torch's output length in float32
+    and float64 arithmetic: the given scale (or out/length), raised by a few ulps where rounding
+    put the product under ``out`` (0.7 x 10 is 6.9999999 in float32). The coordinate transform
+    moves by as many ulps."""
+    s = np.float32(scale if scale is not None else out / length)
+    for _ in range(8):
+        f32, f64 = int(np.floor(np.float32(length) * s)), int(np.floor(length * float(s)))
+        lo, hi = min(f32, f64), max(f32, f64)
+        if lo == hi == out:
+            return float(s)
+        if lo > out:
+            break
+        s = np.nextafter(s, np.float32(np.inf))
+    raise Unsupported(f"{node.target}: no float32 scale near {scale} gives ONNX's output length {out} for {length}")
+
+
+def _nearest_static(ctx, x, mode, lengths, outs, scales):
+    """torch's nearest indices at static sizes: a Resize where the factor is an integer upscale,
+    else a Gather of the indices per axis."""
+    picks = [_torch_nearest(mode, L, o, s) for L, o, s in zip(lengths, outs, scales)]
+    exact = "floor" if mode == "nearest" else "half"
+    if all(o % L == 0 and np.array_equal(p, _integer_upscale(exact, L, o)) for L, o, p in zip(lengths, outs, picks)):
+        return ctx.op("Resize", x, None, None, ctx.ints(outs), axes=list(range(2, 2 + len(outs))),
+                      **_RESIZE_MODES[mode])
+    n = len(lengths)
+    for i, (L, p) in enumerate(zip(lengths, picks)):
+        if len(p) == L and np.array_equal(p, np.arange(L)):
+            continue
+        x = ctx.op("Gather", x, ctx.const(p.astype(np.int64), ST.LONG), axis=i - n)
+    return x
+
+
+def _integer_upscale(kind: str, length: int, out: int) -> np.ndarray:
+    i = np.arange(out)
+    return (i * length) // out if kind == "floor" else ((2 * i + 1) * length) // (2 * out)
+
+
+def _torch_nearest(mode: str, length: int, out: int, scale: float | None) -> np.ndarray:
+    """The input index torch's nearest / nearest-exact kernel reads for each output index."""
+    i = np.arange(out)
+    if mode == "nearest" and out == length:
+        return i
+    if mode == "nearest" and out == 2 * length:
+        return i >> 1
+    c = np.float32(1.0 / scale) if scale is not None else np.float32(length) / np.float32(out)
+    if mode == "nearest":
+        src = np.floor(i.astype(np.float32) * c)  # float32 product
+    else:
+        src = np.floor(((i + 0.5) * np.float64(c)).astype(np.float32))  # double product, floorf
+    return np.minimum(src.astype(np.int64), length - 1)
 
 
 for _n, _d in ((1, "1d"), (2, "2d"), (3, "3d")):
@@ -151,6 +239,14 @@ lowering("onnx", "aten.upsample_trilinear3d.vec", "aten.upsample_trilinear3d.def
 
 lowering("onnx", "aten.upsample_bicubic2d.vec", "aten.upsample_bicubic2d.default")(
     lambda ctx, node: _resize(ctx, node, "cubic", 2))
+
+
+lowering("onnx", "aten._upsample_bilinear2d_aa.vec", "aten._upsample_bilinear2d_aa.default")(
+    lambda ctx, node: _resize(ctx, node, "linear-aa", 2))
+
+
+lowering("onnx", "aten._upsample_bicubic2d_aa.vec", "aten._upsample_bicubic2d_aa.default")(
+    lambda ctx, node: _resize(ctx, node, "cubic-aa", 2))
 
 
 @lowering("onnx", "aten.pixel_shuffle.default")
