@@ -65,6 +65,16 @@ def _rebuild(dst, replace: dict[str, bytes], add: dict[str, bytes] | None = None
     return str(dst)
 
 
+def _with_pickled_weight(dst, payload: bytes) -> str:
+    """fc1.weight as a ``use_pickle`` payload (torch.load(weights_only=False) in torch) that calls."""
+    config = ROOT + "data/weights/model_weights_config.json"
+    with zipfile.ZipFile(BASE) as z:
+        doc = json.loads(z.read(config))
+    meta = doc["config"]["fc1.weight"]
+    meta["use_pickle"] = True
+    return _rebuild(dst, {config: json.dumps(doc).encode(), ROOT + "data/weights/" + meta["path_name"]: _torch_save_zip(payload)})
+
+
 def _with_expression(dst, text: str, where: str = "sizes") -> str:
     with zipfile.ZipFile(BASE) as z:
         doc = json.loads(z.read(ROOT + "models/model.json"))
@@ -87,6 +97,7 @@ def _cases(tmp_path, marker) -> dict[str, tuple[str, str]]:
         "sample-inputs-second-pickle": (_rebuild(tmp_path / "c.pt2", {ROOT + "data/sample_inputs/model.pt": hidden}), "unsafe-pickle"),
         "sample-inputs-not-a-pickle": (_rebuild(tmp_path / "d.pt2", {ROOT + "data/sample_inputs/model.pt": b"\x00garbage"}), "unsafe-pickle"),
         "extra-file": (_rebuild(tmp_path / "e.pt2", {}, {ROOT + "extra/notes.pkl": payload}), "unsafe-pickle"),
+        "pickled-weight": (_with_pickled_weight(tmp_path / "h.pt2", payload), "unsafe-pickle"),
         "expression-size": (_with_expression(tmp_path / "f.pt2", evil), "bad-expression"),
         "expression-stride": (_with_expression(tmp_path / "g.pt2", evil, "strides"), "bad-expression"),
     }
@@ -108,7 +119,7 @@ def _cli(capsys, *argv) -> tuple[int, str]:
 
 
 NAMES = ["sample-inputs-zip", "sample-inputs-bare", "sample-inputs-second-pickle", "sample-inputs-not-a-pickle",
-         "extra-file", "expression-size", "expression-stride"]
+         "extra-file", "pickled-weight", "expression-size", "expression-stride"]
 
 
 @pytest.mark.parametrize("name", NAMES)
