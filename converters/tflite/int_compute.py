@@ -17,11 +17,13 @@ RELU of int32 refuses at invoke. So, for each builtin:
 - ``CLAMP_OF``: the activations LiteRT computes only on floats or quantized values (RELU,
   RELU6, RELU_N1_TO_1, RELU_0_TO_1); on any integer type they become MAXIMUM/MINIMUM with
   constant bounds.
-- ``NO_INT32_KERNEL``: builtins with no int32 kernel at all: an int32 data operand is refused.
-- Any other builtin given an 8/16-bit tensor is refused (``Unsupported``), never emitted.
+- ``NO_INT32_KERNEL``: builtins with no int32 kernel at all: an integer data operand is refused.
+- Any other builtin given an 8/16-bit tensor is refused (``Unsupported``), never emitted; so is
+  a type-preserving builtin whose output type is not its input's (a mapper written for floats).
 
-Every entry is exercised by tests/converters/tflite/test_tflite_integers.py, which runs each
-ONNX op over int8/uint8/int16/int32/int64 in LiteRT against ONNX Runtime.
+tests/converters/tflite/test_tflite_integers.py runs each ONNX op over int8/uint8/int16/int32/
+int64 in LiteRT against ONNX Runtime and checks that every (builtin, type) of ``EXACT_NARROW``
+and every builtin of ``INT32_KERNEL`` was reached by a matching case.
 """
 
 from __future__ import annotations
@@ -44,16 +46,16 @@ EXACT_NARROW = {
     "CAST": _ALL, "RESHAPE": _ALL, "TRANSPOSE": _ALL, "CONCATENATION": _ALL, "GATHER": _ALL, "GATHER_ND": _ALL,
     "STRIDED_SLICE": _ALL, "EXPAND_DIMS": _ALL, "SQUEEZE": _ALL, "BROADCAST_TO": _ALL,
     "TILE": _ALL, "PAD": _ALL, "PADV2": _ALL, "MIRROR_PAD": _ALL, "SPLIT_V": _ALL, "SPLIT": _ALL,
-    "PACK": _ALL, "SHAPE": _ALL, "SELECT_V2": _ALL,
+    "SHAPE": _ALL, "SELECT_V2": _ALL,
     # selections: the result is one of the operands
-    "MAXIMUM": _ALL, "MINIMUM": _ALL, "REDUCE_MAX": _ALL, "REDUCE_MIN": _ALL,
+    "MAXIMUM": _ALL, "MINIMUM": _ALL, "REDUCE_MAX": _BYTES, "REDUCE_MIN": _BYTES,
     "ARG_MAX": _BYTES, "ARG_MIN": _BYTES, "TOPK_V2": _BYTES,
 }
 # builtins whose int32 kernel computes the ONNX integer op exactly (8/16-bit operands widened)
 INT32_KERNEL = frozenset({
     "ADD", "SUB", "MUL", "DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "ABS", "NEG", "SIGN", "SUM", "REDUCE_PROD",
     "MEAN", "EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "ARG_MAX", "ARG_MIN",
-    "TOPK_V2", "ONE_HOT", "BITWISE_XOR", "CUMSUM", "SELECT_V2", "RANGE", "SCATTER_ND",
+    "TOPK_V2", "ONE_HOT", "BITWISE_XOR", "CUMSUM", "SELECT_V2", "RANGE", "SCATTER_ND", "REDUCE_MAX", "REDUCE_MIN",
 })
 # activations with no integer kernel -> (lower bound, upper bound) of the clamp they are
 CLAMP_OF = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1), "RELU_0_TO_1": (0, 1)}
@@ -79,7 +81,8 @@ def emit_with_integer_rule(em, code: str, inputs: list[int], outputs: list[int],
         return False
     if code not in INT32_KERNEL:
         names = ", ".join(sorted(_type_name(t) for t in narrow))
-        raise Unsupported(f"TFLite's {code} treats {names} as quantized, and pt2x has no exact int32 form of it")
+        raise Unsupported(f"TFLite's {code} on {names}: LiteRT computes these types as quantized values in most "
+                          f"kernels, and {code} is neither known exact on them nor computed in int32 by pt2x")
     _in_int32(em, code, inputs, outputs, options)
     return True
 
