@@ -53,8 +53,6 @@ import pickle
 import queue
 import re
 import select
-import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -237,45 +235,40 @@ def compare(got, want, rtol: float = RTOL, atol: float = ATOL) -> str | None:
 # ============================================================================ worker side
 
 
-def _send(out, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    out.write(struct.pack("<Q", len(data)) + data)
-    out.flush()
+def _dump(path: str, obj) -> None:
+    with open(path, "wb") as f:
+        pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _recv(inp):
-    head = inp.read(8)
-    if len(head) < 8:
-        return None
-    return pickle.loads(inp.read(struct.unpack("<Q", head)[0]))
+def _load(path: str):
+    with open(path, "rb") as f:
+        return pickle.load(f)
 
 
 def worker_main() -> None:
-    """A worker: requests on stdin, replies on the stdout it had at start; anything the libraries
-    print (C or Python) goes to stderr, which the parent keeps as the worker's log."""
+    """A worker (``pt2x.tools.supervised``'s child side): one JSON line per request naming the file
+    that holds it (models, arrays: a pickle this script wrote), the reply pickled beside it."""
     import faulthandler
     import warnings
 
-    proto_out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    from pt2x.tools.supervised import child_channel
+
+    channel = child_channel()
     faulthandler.enable(file=sys.stderr, all_threads=True)
     warnings.simplefilter("ignore")
     import onnx  # noqa: F401  (imported before the memory limit)
     import onnxruntime  # noqa: F401
     from ai_edge_litert import interpreter  # noqa: F401
 
-    import pt2x.converters.tflite  # noqa: F401
     from pt2x.converters.tflite.converter import load_mappers
     from pt2x.tools.process_limits import limit_address_space
 
     load_mappers()
     limit_address_space(WORKER_MEMORY_MIB)
-    inp = sys.stdin.buffer
-    while True:
-        req = _recv(inp)
-        if req is None:
-            return
+    channel.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        path = json.loads(line)["request"]
+        req = _load(path)
         kind = req.pop("kind")
         sys.stderr.write(f"\n=== {kind} {req.get('case', '')}\n")
         sys.stderr.flush()
@@ -284,7 +277,8 @@ def worker_main() -> None:
         except Exception as e:  # noqa: BLE001 - the worker reports a harness bug instead of dying
             reply = {"status": "harness", "message": f"{type(e).__name__}: {e}",
                      "traceback": traceback.format_exc()[-4000:]}
-        _send(proto_out, reply)
+        _dump(path + ".reply", reply)
+        channel.write(json.dumps({"reply": path + ".reply"}) + "\n")
 
 
 def _do_convert(case: str, model: bytes, const: list[bytes] | None = None) -> dict:
@@ -403,14 +397,11 @@ _HANDLERS = {"convert": _do_convert, "run": _do_run, "ort": _do_ort}
 # ============================================================================ parent side
 
 
-_EOF = object()
-
-
 def _death_note(log: str) -> str:
     """What a dead worker printed last before Python's fatal-error report, and the innermost frame."""
     before, _, after = log.rpartition("Fatal Python error")
     if not _:
-        return log.strip()[-400:]
+        return log.strip()[-400:] or "no message"
     said = "\n".join(ln for ln in before.splitlines() if ln.strip() and not ln.startswith("=== "))[-400:]
     frame = re.search(r'File "([^"]+)", line (\d+) in (\S+)', after)
     where = f" (in {os.path.basename(frame.group(1))}:{frame.group(2)} {frame.group(3)})" if frame else ""
@@ -418,84 +409,71 @@ def _death_note(log: str) -> str:
 
 
 class Worker:
-    """One worker process seen from the parent; replaced after it dies or times out."""
+    """One worker process seen from the parent (a ``pt2x.tools.supervised.Supervised``), started on
+    the first request and again after it died or ran past its time."""
+
+    STARTUP_TIMEOUT = 120.0
 
     def __init__(self, logdir: str, wid: int):
-        self.log_path = os.path.join(logdir, f"worker{wid}.log")
-        self.proc: subprocess.Popen | None = None
+        from pt2x.tools.supervised import Supervised
 
-    def _start(self) -> None:
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   TF_CPP_MIN_LOG_LEVEL="2")
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
-                                     start_new_session=True)
+        self.dir = os.path.join(logdir, f"worker{wid}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.sup = Supervised([sys.executable, os.path.abspath(__file__), "--worker"],
+                              startup_timeout=self.STARTUP_TIMEOUT, log_path=os.path.join(logdir, f"worker{wid}.log"),
+                              env={"TF_CPP_MIN_LOG_LEVEL": "2"}, new_session=True)
+        self.n = 0
 
     def call(self, req: dict, timeout: float) -> dict:
         """The worker's reply, or ``{"status": "abort"|"timeout", ...}`` when it died or hung."""
-        if self.proc is None or self.proc.poll() is not None:
-            self._start()
-        self.log.flush()
-        offset = os.path.getsize(self.log_path)
-        try:
-            _send(self.proc.stdin, req)
-            reply = self._read(timeout)
-        except (BrokenPipeError, OSError):
-            reply = _EOF
-        if reply is None:  # hung: past the time limit
-            self.stop()
+        if not self._alive():
+            return {"status": "abort", "message": f"{req['kind']}: the worker did not start: {self._gone()}"}
+        self.n += 1
+        path = os.path.join(self.dir, f"request{self.n % 2}")
+        _dump(path, req)
+        self.sup.begin_task(timeout)
+        self.sup.send({"request": path})
+        msg = self._next()
+        if msg == "timeout":
+            self.sup.kill()
             return {"status": "timeout", "message": f"{req['kind']} ran past {timeout:.0f} s"}
-        if reply is not _EOF:
-            return reply
-        try:
-            rc = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            rc = None
-        log = self._log_since(offset)
-        self.stop()
-        how = "closed its pipe" if rc is None else f"signal {signal.Signals(-rc).name}" if rc < 0 else f"exit {rc}"
-        return {"status": "abort", "message": f"{req['kind']}: worker died ({how}): {_death_note(log)}"}
+        if msg is None:
+            return {"status": "abort", "message": f"{req['kind']}: worker died: {self._gone()}"}
+        return _load(msg["reply"])
 
-    def _read(self, timeout: float):
-        """One reply frame (length, pickle); ``_EOF`` when the worker closed its end, None past the time."""
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        buf = b""
-        while len(buf) < 8 or len(buf) < 8 + struct.unpack("<Q", buf[:8])[0]:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
+    def _alive(self) -> bool:
+        if self.sup.proc is not None and self.sup.proc.poll() is None:
+            return True
+        self.sup.start()
+        ready = self._next()
+        if ready == "timeout":
+            self.sup.kill()
+        return ready not in (None, "timeout")
+
+    def _next(self):
+        """The worker's next message; "timeout" past its deadline; None when it died."""
+        while True:
+            left = self.sup.deadline - time.monotonic()
+            if left <= 0:
+                return "timeout"
+            select.select([self.sup.fileno()], [], [], left)
+            msgs, eof = self.sup.read()
+            if msgs:
+                return msgs[0]
+            if eof:
                 return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return _EOF
-            buf += chunk
-        return pickle.loads(buf[8:])
 
-    def _log_since(self, offset: int) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                return f.read()[-20000:].decode("utf-8", "replace")
-        except OSError:
-            return ""
+    def _gone(self) -> str:
+        """How the worker died (it closed its output), in words, once it has exited."""
+        from pt2x.tools.supervised import exit_text
+
+        rc = self.sup.reap()
+        death = self.sup.death(rc)
+        oom = " (out of memory)" if death.kind == "oom" else ""
+        return f"{exit_text(rc)}{oom}: {_death_note(self.sup.log_since_task())}"
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
-        self.log.close()
-        self.proc = None
+        self.sup.stop()
 
 
 @dataclass
