@@ -6,7 +6,8 @@ One concern per module, in the order data flows:
 ``options``     what a scan checks and under which limits (shared by every runner)
 ``check``       one artifact -> one result dict, in process (inspect, validate, target, conversions)
 ``worker``      that check in a child process under a memory limit, and the parent's handle on it
-                (timeout, crash and out-of-memory turned into that artifact's result)
+                (``tools/supervised.py``'s child: timeout, crash and out-of-memory turned into
+                that artifact's result)
 ``pool``        the local runner: N workers, results as they complete
 ``ray_runner``  the Ray runner: chunks of artifacts as Ray tasks, streamed back with ``ray.wait``
 ``results``     the JSONL output, one line per artifact, and ``--resume``

@@ -6,13 +6,14 @@ space (``RLIMIT_AS``) to its size after that plus ``memory_mb``, says it is read
 one JSON line per artifact location it is sent. Running out of memory is reported as verdict
 ``oom`` and the child exits (its heap may be left in pieces); the parent starts another.
 
-Parent side (``Worker``): starts the child, sends one artifact at a time, and turns what can
-go wrong into that artifact's result: no answer within ``timeout`` seconds -> the child is
-killed, verdict ``timeout``; the child killed by the system (SIGKILL it did not get from us:
-the kernel's out-of-memory killer) -> ``oom``; any other death -> ``crashed``, with the signal
-or exit status and the last line the child wrote on stderr. A replacement is started each time,
-so one artifact never stops the scan. The local pool multiplexes several ``Worker``s; a Ray
-task runs one sequentially (``run``).
+Parent side (``Worker``, on ``tools/supervised.py``'s child process): starts the child, sends
+one artifact at a time, and turns what can go wrong into that artifact's result: no answer
+within ``timeout`` seconds -> the child is killed, verdict ``timeout``; the child killed by the
+system (SIGKILL it did not get from us: the kernel's out-of-memory killer) or dead after an
+allocation failure -> ``oom``; any other death -> ``crashed``, with the signal or exit status
+and the last line the child wrote on stderr. A replacement is started each time, so one
+artifact never stops the scan. The local pool multiplexes several ``Worker``s; a Ray task runs
+one sequentially (``run``).
 """
 
 from __future__ import annotations
@@ -20,21 +21,16 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
-import subprocess
 import sys
-import tempfile
 import time
 
 from ..process_limits import limit_address_space
+from ..supervised import Supervised, child_channel, exit_text
 from .check import MAX_MESSAGE, converter
 from .options import ScanOptions
 
 __all__ = ["Worker", "WorkerStartError", "main"]
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-"""A child's math libraries use one thread: the scan's parallelism is its processes, and
-numpy's thread pools in every worker would compete for the same cores (Ray sets the same)."""
 STARTUP_TIMEOUT = 180.0
 """Seconds a child may take to import and get ready (a loaded 2-core machine needs a few)."""
 
@@ -77,9 +73,7 @@ def _warm_up(options: ScanOptions) -> None:
 def main() -> None:
     import warnings
 
-    channel = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-    os.dup2(2, 1)  # whatever else writes to stdout goes to the child's stderr
-    sys.stdout = sys.stderr
+    channel = child_channel()
     warnings.simplefilter("ignore")
     options = ScanOptions.from_json(json.loads(sys.stdin.readline()))
     _import_checks(options)
@@ -109,45 +103,31 @@ class Worker:
 
     def __init__(self, options: ScanOptions):
         self.options = options
-        self.proc: subprocess.Popen | None = None
+        self.child = Supervised([sys.executable, "-m", "pt2x.tools.scan.worker"], startup_timeout=STARTUP_TIMEOUT)
         self.location: str | None = None
-        self.ready = False
-        self._buf = b""
         self._sent_at = 0.0
-        self._started_at = 0.0
-        self._stderr = None
         self.start()
 
     # -- life cycle
 
     def start(self) -> None:
-        self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen([sys.executable, "-m", "pt2x.tools.scan.worker"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0,
-                                     env={**os.environ, **ONE_THREAD})
-        self.proc.stdin.write((json.dumps(self.options.to_json()) + "\n").encode())
-        self.ready, self._buf, self.location = False, b"", None
-        self._started_at = time.monotonic()
+        self.child.start()
+        self.child.send(self.options.to_json())
+        self.location = None
 
     def close(self) -> None:
-        if self.proc is not None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self.proc.stdout.close()
-            self.proc = None
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
+        self.child.stop()
+
+    @property
+    def proc(self):
+        return self.child.proc
+
+    @property
+    def ready(self) -> bool:
+        return self.child.ready
 
     def fileno(self) -> int:
-        return self.proc.stdout.fileno()
+        return self.child.fileno()
 
     # -- one artifact
 
@@ -158,44 +138,42 @@ class Worker:
     def send(self, location: str) -> None:
         self.location = location
         self._sent_at = time.monotonic()
-        try:
-            self.proc.stdin.write((json.dumps({"location": location}) + "\n").encode())
-        except BrokenPipeError:
-            pass  # the child is dead; reading says how
+        self.child.begin_task(self.options.timeout)
+        self.child.send({"location": location})  # False when the child is dead; reading says how
 
     def on_readable(self) -> dict | None:
         """Read what the child wrote: its result for the current artifact, when complete."""
-        chunk = os.read(self.fileno(), 1 << 16)
-        if not chunk:
-            return self._died()
-        self._buf += chunk
+        messages, eof = self.child.read()
         result = None
-        while b"\n" in self._buf:
-            line, self._buf = self._buf.split(b"\n", 1)
-            message = json.loads(line)
+        for message in messages:
             if message.get("ready"):
-                self.ready = True
+                self.child.ready = True
             elif self.location is not None:
                 result, self.location = message, None
                 if result["verdict"] == "oom":  # the child exits after reporting it
                     self._replace()
+                    return result
+        if eof:
+            died = self._died()
+            result = result if result is not None else died
         return result
 
     def expire(self, now: float) -> dict | None:
         """The timeout result when the current artifact is past its time (the child is replaced)."""
-        if self.location is not None and now - self._sent_at > self.options.timeout:
+        if not self.child.expired(now):
+            return None
+        if self.location is not None:
             self._replace()
             return {"verdict": "timeout",
                     "error": {"class": "Timeout", "message": f"no result within {self.options.timeout:g} s"},
                     "seconds": round(now - self._sent_at, 4)}
-        if not self.ready and now - self._started_at > STARTUP_TIMEOUT:
-            raise WorkerStartError(f"a scan worker did not start within {STARTUP_TIMEOUT:g} s: {self._stderr_tail()}")
+        if not self.ready:
+            raise WorkerStartError(f"a scan worker did not start within {STARTUP_TIMEOUT:g} s: "
+                                   f"{self.child.last_log_line(MAX_MESSAGE)}")
         return None
 
     def next_deadline(self) -> float:
-        if self.location is not None:
-            return self._sent_at + self.options.timeout
-        return self._started_at + STARTUP_TIMEOUT
+        return self.child.deadline
 
     def run(self, location: str) -> dict:
         """Check ``location`` and wait for its result (the sequential use, as in a Ray task)."""
@@ -222,44 +200,24 @@ class Worker:
     # -- deaths
 
     def _died(self) -> dict | None:
-        rc = self.proc.wait()
-        location, tail, was_ready = self.location, self._stderr_tail(), self.ready
-        self.close()
+        rc = self.child.reap()
+        location, was_ready = self.location, self.ready
+        death, tail = self.child.death(rc), self.child.last_log_line(MAX_MESSAGE)
         if not was_ready:
-            raise WorkerStartError(f"a scan worker exited ({_status(rc)}) before it was ready: {tail}")
+            raise WorkerStartError(f"a scan worker exited ({exit_text(rc)}) before it was ready: {tail}")
         self.start()
         if location is None:
             return None  # died while idle (killed from outside): replaced, nothing lost
         seconds = round(time.monotonic() - self._sent_at, 4)
-        if rc == -signal.SIGKILL:
-            return {"verdict": "oom", "error": {"class": "Killed", "message": f"worker killed by the system ({_status(rc)}); "
-                                                "usually the kernel's out-of-memory killer"}, "seconds": seconds}
-        return {"verdict": "crashed", "error": {"class": "WorkerDied", "message": f"worker died ({_status(rc)}): {tail}"},
+        if death.kind == "oom":
+            return {"verdict": "oom", "error": {"class": "Killed", "message": f"worker died ({death.what})"},
+                    "seconds": seconds}
+        return {"verdict": "crashed", "error": {"class": "WorkerDied", "message": f"worker died ({death.what}): {tail}"},
                 "seconds": seconds}
 
     def _replace(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-        self.close()
+        self.child.kill()
         self.start()
-
-    def _stderr_tail(self) -> str:
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0, os.SEEK_END)
-        size = self._stderr.tell()
-        self._stderr.seek(max(0, size - 4096))
-        lines = self._stderr.read().decode("utf-8", "replace").strip().splitlines()
-        return (lines[-1] if lines else "no message")[:MAX_MESSAGE]
-
-
-def _status(rc: int) -> str:
-    if rc < 0:
-        try:
-            return signal.Signals(-rc).name
-        except ValueError:
-            return f"signal {-rc}"
-    return f"exit status {rc}"
 
 
 if __name__ == "__main__":

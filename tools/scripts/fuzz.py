@@ -26,13 +26,15 @@ the stages
                external data outside the model's folder must be refused
   cli-onnx     ``pt2x convert X.onnx --to tflite -o Y``
 
-in long-lived worker processes, one case at a time, each case under a time limit (the
-parent dumps the worker's stack, kills it and starts another) and an address-space
-limit (``RLIMIT_AS`` = the worker's size after imports + ``--memory`` MiB).
+in long-lived worker processes (``pt2x.tools.supervised``, as ``pt2x scan``'s), one case at
+a time, each case under a time limit (the parent dumps the worker's stack, kills it and
+starts another) and an address-space limit (``RLIMIT_AS`` = the worker's size after
+imports + ``--memory`` MiB).
 
 Outcomes per stage: ``ok``, ``pt2error:<Class>`` (pt2x refused the file: fine),
 ``escape:<Type>`` (any other exception: the bug class), ``timeout``, ``memory``
-(MemoryError, or the worker killed by the system), ``crash`` (the worker died).
+(MemoryError, the worker killed by the system, or dead after an allocation failure),
+``crash`` (the worker died).
 Workers run in an empty directory; payloads create ``PT2X_FUZZ_MARKER`` there if
 anything in a file is ever executed, and the run fails loudly if anything appears.
 
@@ -57,7 +59,6 @@ import re
 import select
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +66,8 @@ import traceback
 from collections import Counter, defaultdict, deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from pt2x.tools.supervised import Supervised, child_channel, exit_text
 
 __all__ = [
     "STAGES",
@@ -535,9 +538,7 @@ class _Proto:
     """The worker's line-per-message channel to the parent (a copy of its original stdout)."""
 
     def __init__(self):
-        self.f = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-        os.dup2(2, 1)  # anything else written to stdout goes to the worker log
-        sys.stdout = sys.stderr
+        self.f = child_channel()  # anything else written to stdout goes to the worker log
 
     def send(self, **msg) -> None:
         self.f.write(json.dumps(msg) + "\n")
@@ -653,103 +654,44 @@ def _serve(req: dict, fixtures: list[str], fm, proto: _Proto, case_file: str) ->
 # ============================================================================ parent side
 
 
-class _Worker:
-    """A worker process seen from the parent: its pipes, log, and the case it is running."""
+class _Worker(Supervised):
+    """A worker process seen from the parent (``pt2x.tools.supervised``: pipes, log, deadline,
+    deaths) and the case it is running."""
 
     def __init__(self, wid: int, rundir: str, logdir: str, init: dict):
         self.wid = wid
-        self.rundir = rundir
-        self.log_path = os.path.join(logdir, f"worker{wid}.log")
         self.case_file = os.path.join(logdir, f"worker{wid}-case.pt2")
         self.init = dict(init, case_file=self.case_file)
-        self.proc: subprocess.Popen | None = None
+        argv = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-c",
+                f"import sys; sys.path.insert(0, {_HERE!r}); from fuzz import worker_main; worker_main()"]
+        super().__init__(argv, startup_timeout=_READY_TIMEOUT, log_path=os.path.join(logdir, f"worker{wid}.log"),
+                         cwd=rundir, env={"PYTHONHASHSEED": "0"}, new_session=True)
         self.job: CaseResult | None = None
         self.started = 0.0
 
     def start(self) -> None:
-        env = dict(os.environ)
-        env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0")
-        self.log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-c",
-             f"import sys; sys.path.insert(0, {_HERE!r}); from fuzz import worker_main; worker_main()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, cwd=self.rundir, env=env,
-            start_new_session=True,
-        )
-        os.set_blocking(self.proc.stdout.fileno(), False)
-        self.buf = b""
-        self.ready = False
+        super().start()
         self.job = None
         self.current: str | None = None
         self.note: str | None = None
         self.command: str | None = None
-        self.deadline = time.monotonic() + _READY_TIMEOUT
-        self._write(self.init)
+        self.send(self.init)
 
     @property
     def fd(self) -> int:
-        return self.proc.stdout.fileno()
-
-    def _write(self, msg: dict) -> bool:
-        try:
-            self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-            self.proc.stdin.flush()
-            return True
-        except (BrokenPipeError, OSError):
-            return False
+        return self.fileno()
 
     def assign(self, job: CaseResult, req: dict, timeout: float) -> bool:
         self.job = job
         self.current = "gen"
-        self.note: str | None = None
-        self.command: str | None = None
-        self.log.flush()
-        self.log_offset = os.path.getsize(self.log_path)
+        self.note = self.command = None
+        self.begin_task(timeout)
         self.started = time.monotonic()
-        self.deadline = self.started + timeout
-        return self._write(req)
-
-    def read_messages(self) -> tuple[list[dict], bool]:
-        """Complete messages available now, and whether the worker's stdout closed."""
-        eof = False
-        while True:
-            try:
-                chunk = os.read(self.fd, 1 << 16)
-            except BlockingIOError:
-                break
-            if not chunk:
-                eof = True
-                break
-            self.buf += chunk
-        *lines, self.buf = self.buf.split(b"\n")
-        return [json.loads(x) for x in lines if x.strip()], eof
-
-    def log_since_case(self) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(getattr(self, "log_offset", 0))
-                return f.read()[-200_000:].decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def kill(self) -> int:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        rc = self.proc.wait()
-        for f in (self.proc.stdin, self.proc.stdout):
-            try:
-                f.close()
-            except OSError:
-                pass
-        self.log.close()
-        return rc
+        return self.send(req)
 
     def dump_stack_and_kill(self) -> str:
         """Ask faulthandler for the stack (SIGUSR1), then kill; return what the log got."""
-        before = self._log_size()
+        before = self.log_size()
         try:
             self.proc.send_signal(signal.SIGUSR1)
         except ProcessLookupError:
@@ -758,18 +700,12 @@ class _Worker:
         last = before
         while time.monotonic() < end:  # wait until the dump stops growing
             time.sleep(0.05)
-            size = self._log_size()
+            size = self.log_size()
             if size > before and size == last:
                 break
             last = size
         self.kill()
-        return self.log_since_case()
-
-    def _log_size(self) -> int:
-        try:
-            return os.path.getsize(self.log_path)
-        except OSError:
-            return 0
+        return self.log_since_task()
 
 
 _FH_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+) in (\S+)', re.M)
@@ -797,18 +733,8 @@ def _touch_site(w: "_Worker", site: str | None, message: str | None) -> tuple[st
     return site, message
 
 
-def _death_outcome(rc: int, log: str) -> tuple[str, str]:
-    """(outcome, description) for a worker that died on its own."""
-    if rc < 0:
-        sig = signal.Signals(-rc).name
-        if -rc == signal.SIGKILL:
-            return "memory", f"signal {sig} (killed by the system: out of memory)"
-        if "bad_alloc" in log or "MemoryError" in log or "Cannot allocate memory" in log:
-            return "memory", f"signal {sig} after an allocation failure"
-        return "crash", f"signal {sig}"
-    if "MemoryError" in log or "bad_alloc" in log:
-        return "memory", f"exit {rc} after an allocation failure"
-    return "crash", f"exit {rc}"
+_DEATH_OUTCOME = {"oom": "memory", "crash": "crash"}
+"""The fuzzer's outcome for each kind of ``supervised.Death``."""
 
 
 class _Run:
@@ -857,8 +783,7 @@ class _Run:
                                  f"last case: something in a file was EXECUTED (in the background)\n")
         finally:
             for w in self.workers:
-                if w.proc is not None:
-                    w.kill()
+                w.stop(grace=0)
             shutil.rmtree(self.logdir, ignore_errors=True)
             shutil.rmtree(self.rundir, ignore_errors=True)
         return self.results
@@ -876,7 +801,7 @@ class _Run:
                     self._died(w)
 
     def _read(self, w: _Worker) -> None:
-        msgs, eof = w.read_messages()
+        msgs, eof = w.read()
         for msg in msgs:
             ev = msg.pop("event")
             if ev == "ready":
@@ -909,14 +834,15 @@ class _Run:
             self._died(w)
 
     def _died(self, w: _Worker) -> None:
-        rc = w.kill()
-        log = w.log_since_case()
+        rc = w.reap()
+        log = w.log_since_task()
         if not w.ready:
-            raise RuntimeError(f"fuzz worker {w.wid} exited ({rc}) before it was ready:\n{log[-3000:]}")
+            raise RuntimeError(f"fuzz worker {w.wid} exited ({exit_text(rc)}) before it was ready:\n{log[-3000:]}")
         if w.job is None:  # died between cases: nothing to record
             w.start()
             return
-        outcome, what = _death_outcome(rc, log)
+        death = w.death(rc)
+        outcome, what = _DEATH_OUTCOME[death.kind], death.what
         if (w.current or "gen") == "gen":
             outcome = f"generror:{outcome}"
         site, frame = _site_from_dump(log)
@@ -929,8 +855,8 @@ class _Run:
     def _expire(self, w: _Worker) -> None:
         if w.job is None:
             rc = w.kill()
-            raise RuntimeError(f"fuzz worker {w.wid} not ready after {_READY_TIMEOUT:.0f} s (exit {rc}):\n"
-                               f"{w.log_since_case()[-3000:]}")
+            raise RuntimeError(f"fuzz worker {w.wid} not ready after {_READY_TIMEOUT:.0f} s ({exit_text(rc)}):\n"
+                               f"{w.log_since_task()[-3000:]}")
         log = w.dump_stack_and_kill()
         site, frame = _site_from_dump(log)
         site, message = _touch_site(w, site, None)
