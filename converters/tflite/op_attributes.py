@@ -114,6 +114,9 @@ ATTRIBUTES: dict[str, dict] = {
     # ops_loss.py
     "NegativeLogLikelihoodLoss": {"ignore_index": ANY, "reduction": ANY},
     "SoftmaxCrossEntropyLoss": {"ignore_index": ANY, "reduction": ANY},
+    # ops_reduce.py
+    "Hardmax": _AXIS,
+    "LpNormalization": {"axis": ANY, "p": ANY},
 }
 
 

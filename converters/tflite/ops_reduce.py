@@ -185,20 +185,71 @@ def log_softmax(em: Emitter, node) -> None:
 
 @maps("ArgMax", "ArgMin")
 def arg_max_min(em: Emitter, node) -> None:
+    """ARG_MAX/ARG_MIN (the first extreme); ``select_last_index``: the first one of the
+    reversed axis, counted back from its end (``dim - 1 - index``)."""
     a = attrs(node)
-    if a.get("select_last_index", 0):
-        raise Unsupported(f"{node.op_type} with select_last_index")
     rank = em.rank(node.input[0])
     axis = _axis(int(a.get("axis", 0)), rank)
     code = "ARG_MAX" if node.op_type == "ArgMax" else "ARG_MIN"
-    opt = ("ArgMaxOptions" if code == "ARG_MAX" else "ArgMinOptions", {"output_type": T.INT32})
     x = em.t(node.input[0])
+    last = bool(a.get("select_last_index", 0))
+    if last:
+        x = _reversed(em, x, axis)
+    y = _arg(em, code, x, axis)
+    if last:
+        dim = em.tmp(T.INT32, [], "dim")
+        em.op("GATHER", [shape_tensor(em, x), em.const(np.array(axis, np.int32))], [dim], ("GatherOptions", {"axis": 0}))
+        top = em.binary("SUB", dim, em.const(np.array(1, np.int32)), options=_SUB)
+        y = em.binary("SUB", top, y, options=_SUB)
     if not a.get("keepdims", 1):
-        em.op(code, [x, em.const(np.array([axis], np.int32))], [em.out()], opt)
+        em.bind(node.output[0], y)
         return
-    y = em.tmp(T.INT32, None, "arg")
-    em.op(code, [x, em.const(np.array([axis], np.int32))], [y], opt)
     em.op("EXPAND_DIMS", [y, em.const(np.array(axis, np.int32))], [em.out()])
+
+
+def _arg(em: Emitter, code: str, x: int, axis: int) -> int:
+    y = em.tmp(T.INT32, None, "arg")
+    em.op(code, [x, em.const(np.array([axis], np.int32))], [y],
+          ("ArgMaxOptions" if code == "ARG_MAX" else "ArgMinOptions", {"output_type": T.INT32}))
+    return y
+
+
+def _reversed(em: Emitter, x: int, axis: int) -> int:
+    y = em.tmp(em.dtype_of(x), em.shape_of(x), "reversed")
+    em.op("REVERSE_V2", [x, em.const(np.array([axis], np.int32))], [y])
+    return y
+
+
+@maps("Hardmax")
+def hardmax(em: Emitter, node) -> None:
+    """1 at the first maximum along ``axis`` (default -1), 0 elsewhere: ONE_HOT of ARG_MAX."""
+    rank = em.rank(node.input[0])
+    axis = _axis(int(attrs(node).get("axis", -1)), rank)
+    x = em.t(node.input[0])
+    if em.dtype_of(x) != T.FLOAT32:
+        raise Unsupported("Hardmax of a non-float tensor")
+    dims = shape_tensor(em, x)
+    depth = em.tmp(T.INT32, [], "depth")
+    em.op("GATHER", [dims, em.const(np.array(axis, np.int32))], [depth], ("GatherOptions", {"axis": 0}))
+    em.op("ONE_HOT", [_arg(em, "ARG_MAX", x, axis), depth, em.const(np.float32(1)), em.const(np.float32(0))],
+          [em.out()], ("OneHotOptions", {"axis": axis}))
+
+
+@maps("LpNormalization")
+def lp_normalization(em: Emitter, node) -> None:
+    """x / ||x||_p along ``axis`` (p = 1: sum of |x|, p = 2: sqrt of the sum of squares)."""
+    a = attrs(node)
+    p = int(a.get("p", 2))
+    if p not in (1, 2):
+        raise Unsupported(f"LpNormalization with p={p} (ONNX defines 1 and 2)")
+    rank = em.rank(node.input[0])
+    axis = _axis(int(a.get("axis", -1)), rank)
+    x = em.t(node.input[0])
+    norm = em.tmp(T.FLOAT32, None, "norm")
+    _reduce(em, "SUM", em.unary("ABS", x) if p == 1 else em.binary("MUL", x, x, options=_MUL), [axis], True, norm)
+    if p == 2:
+        norm = em.unary("SQRT", norm)
+    em.op("DIV", [x, norm], [em.out()], ("DivOptions", {"fused_activation_function": 0}))
 
 
 @maps("TopK")
@@ -245,27 +296,33 @@ def _scalar(em: Emitter, k: int) -> int:
     return s
 
 
-def _normalized(em: Emitter, x: int, axes: list[int], eps: float) -> int:
+def _normalized(em: Emitter, x: int, axes: list[int], eps: float, parts: list | None = None) -> int:
     """``(x - mean) / sqrt(var + eps)`` over ``axes`` (population variance), as Layer- and
-    InstanceNormalization define it; the scale and bias are the caller's."""
+    InstanceNormalization define it; the scale and bias are the caller's. ``parts``, when
+    given, receives the mean and 1 / sqrt(var + eps) (kept dims)."""
     mean = em.tmp(T.FLOAT32, None, "mean")
     _reduce(em, "MEAN", x, axes, True, mean)
     d = em.binary("SUB", x, mean, options=("SubOptions", {"fused_activation_function": 0}))
     var = em.tmp(T.FLOAT32, None, "var")
     _reduce(em, "MEAN", em.binary("MUL", d, d, options=_MUL), axes, True, var)
     inv = em.unary("RSQRT", em.binary("ADD", var, em.const(np.float32(eps)), options=_ADD))
+    if parts is not None:
+        parts.extend([mean, inv])
     return em.binary("MUL", d, inv, options=_MUL)
 
 
 @maps("LayerNormalization")
 def layer_norm(em: Emitter, node) -> None:
-    if any(o for o in node.output[1:]):
-        raise Unsupported("LayerNormalization's mean/inv_std_dev outputs")
+    """Outputs 1 and 2 (when used) are the mean and 1 / sqrt(var + eps), reduced dims kept."""
     a = attrs(node)
     rank = em.rank(node.input[0])
     axes = list(range(_axis(int(a.get("axis", -1)), rank), rank))
     eps = float(a.get("epsilon", 1e-5))
-    y = _normalized(em, em.t(node.input[0]), axes, eps)
+    parts: list = []
+    y = _normalized(em, em.t(node.input[0]), axes, eps, parts)
+    for i, part in zip((1, 2), parts):
+        if len(node.output) > i and node.output[i]:
+            em.bind(node.output[i], part)
     has_bias = len(node.input) > 2 and node.input[2]
     y_out = em.out() if not has_bias else em.tmp(T.FLOAT32, em.shape(node.output[0]), "scaled")
     em.op("MUL", [y, em.t(node.input[1])], [y_out], _MUL)
