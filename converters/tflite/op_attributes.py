@@ -103,8 +103,9 @@ ATTRIBUTES: dict[str, dict] = {
     "TopK": {"axis": ANY, "largest": ANY, "sorted": ANY},
     "Transpose": {"perm": ANY},
     "Trilu": {"upper": ANY},
-    # ops_aliases.py, ops_activation.py (no attributes: Mean, Mish, Softsign, Sinh, Cosh, Tan, Asin, Acos,
-    # Asinh, Acosh, Atanh)
+    # ops_aliases.py, ops_activation.py
+    **{op: _NONE for op in ("Mean", "Mish", "Softsign", "Sinh", "Cosh", "Tan", "Asin", "Acos", "Asinh", "Acosh",
+                            "Atanh")},
     "CastLike": {"saturate": ANY, "round_mode": ANY},  # passed on to Cast's mapper
     "Dropout": {"seed": ANY},  # the mask is drawn in training mode only, which is refused
     "Selu": {"alpha": ANY, "gamma": ANY},
