@@ -20,6 +20,7 @@ from onnx import defs, helper
 from onnx.reference import ReferenceEvaluator
 
 from litert_child import run_in_child
+from pt2x.converters import to_tflite
 from pt2x.converters.tflite import int_compute
 from pt2x.converters.tflite.converter import convert_prepared
 from pt2x.converters.tflite.prepare import load_onnx, prepare
@@ -259,3 +260,36 @@ def test_the_rule_holds_only_measured_entries(measured):
     wide = {(code, None) for code in int_compute.INT32_KERNEL}
     missing = (exact | wide) - reached
     assert not missing, f"entries of the rule no case reached: {sorted(missing, key=str)}"
+
+
+def test_torch_small_int_program_matches_eager(tmp_path):
+    """A .pt2 torch exports at test time: arithmetic (wrapping), floor division, remainder, relu,
+    clamp, comparisons, max/min, abs and neg on int8, uint8 and int16, against eager."""
+    import torch
+
+    def ops(a, b):
+        nz = torch.where(b == 0, torch.ones_like(b), b)
+        signed = a.dtype != torch.uint8
+        return (a + b, a - b, a * b, a // nz, a % nz, torch.relu(a) if signed else a, torch.clamp(a, 3, 100),
+                a > b, a == b, torch.maximum(a, b), torch.minimum(a, b), a.abs() if signed else a, -a)
+
+    class SmallInts(torch.nn.Module):
+        def forward(self, a8, b8, au, bu, a16, b16):
+            return ops(a8, b8) + ops(au, bu) + ops(a16, b16)
+
+    g = torch.Generator().manual_seed(0)
+    args = []
+    for tt in (torch.int8, torch.uint8, torch.int16):
+        info = torch.iinfo(tt)
+        a, b = (torch.randint(info.min, info.max + 1, (3, 5), generator=g, dtype=torch.int64).to(tt) for _ in "ab")
+        a[0, :3] = torch.tensor([info.min, info.max, 0]).to(tt)  # wrap-around at the type's edges
+        b[0, :3] = torch.tensor([-1 if info.min < 0 else 1, info.max, 0]).to(tt)
+        args += [a, b]
+    path = str(tmp_path / "small_ints.pt2")
+    torch.export.save(torch.export.export(SmallInts(), tuple(args)), path)
+    [got] = run_in_child([(to_tflite(path), [x.numpy() for x in args])])
+    assert not isinstance(got, str), got
+    want = SmallInts()(*args)
+    assert len(got) == len(want)
+    for i, (g_, w) in enumerate(zip(got, want)):
+        assert g_.dtype == w.numpy().dtype and np.array_equal(g_, w.numpy()), (i, g_, w)
