@@ -25,7 +25,8 @@ Classes per case (and per LiteRT variant):
   abort                 the worker died by a signal (a LiteRT abort; in convert, a pt2x crash)
   rejected_at_allocate  LiteRT refused the file at load, resize or allocate_tensors
   rejected_at_invoke    LiteRT refused it at set_tensor or invoke
-  error                 any other exception out of ``to_tflite``: a pt2x bug
+  error                 any other exception out of ``to_tflite``, or a ``ConversionError`` raised
+                        from an IndexError/KeyError/TypeError/... (``_BUG_TYPES``): a pt2x bug
   timeout               a request ran past ``--timeout`` seconds
 
 Comparison, as ONNX's backend test runner does by default: ``rtol=1e-3, atol=1e-7`` for floats
@@ -281,6 +282,22 @@ def worker_main() -> None:
         channel.write(json.dumps({"reply": path + ".reply"}) + "\n")
 
 
+_BUG_TYPES = (IndexError, KeyError, TypeError, AttributeError, AssertionError, ZeroDivisionError, NameError,
+              RecursionError)
+"""Exceptions of Python code going wrong: a ``ConversionError`` raised from one (``guard.stage`` and the
+mapping loop wrap whatever a step raised) is the ``error`` class, not a refusal. ValueError and
+RuntimeError are left out: onnx's version converter and checker refuse invalid input with them."""
+
+
+def _root_cause(e: BaseException) -> BaseException | None:
+    """The innermost ``__cause__`` of ``e`` (None when it has none)."""
+    seen, cause = set(), e.__cause__
+    while cause is not None and cause.__cause__ is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        cause = cause.__cause__
+    return cause
+
+
 def _do_convert(case: str, model: bytes, const: list[bytes] | None = None) -> dict:
     """``to_tflite`` of the model (with the given inputs 1.. as initializers): the file or why not."""
     from pt2x.converters import to_tflite
@@ -294,7 +311,12 @@ def _do_convert(case: str, model: bytes, const: list[bytes] | None = None) -> di
         ops = [{"op": p.target, "reasons": list(p.reasons)} for p in e.ops]
         return {"status": "refused", "kind": type(e).__name__, "ops": ops, "message": str(e)[:2000]}
     except ConversionError as e:
-        return {"status": "refused", "kind": type(e).__name__, "ops": [], "message": str(e)[:2000]}
+        cause = _root_cause(e)
+        if isinstance(cause, _BUG_TYPES):  # pt2x's own code failed, and the guard dressed it as a refusal
+            return {"status": "error", "kind": f"{type(e).__name__} from {type(cause).__name__}",
+                    "message": str(e)[:2000], "traceback": "".join(traceback.format_exception(cause))[-4000:]}
+        return {"status": "refused", "kind": type(e).__name__, "ops": [], "message": str(e)[:2000],
+                "cause": type(cause).__name__ if cause is not None else None}
     except Exception as e:  # noqa: BLE001 - anything else out of pt2x is the bug class
         return {"status": "error", "kind": type(e).__name__, "message": str(e)[:2000],
                 "traceback": traceback.format_exc()[-4000:]}
@@ -535,7 +557,7 @@ def _record_conversion(res: CaseResult, rep: dict, model, ops: list[str], varian
     res.detail = rep.get("message", "")
     if status == "refused":
         res.refusal = {"kind": rep["kind"], "ops": rep["ops"], "message": rep["message"],
-                       "names_op": _names_op(rep, model, ops)}
+                       "names_op": _names_op(rep, model, ops), "cause": rep.get("cause")}
     elif status == "error":
         res.detail = f"{rep['kind']}: {rep['message']}"
         res.extra["traceback"] = rep.get("traceback", "")
@@ -715,6 +737,11 @@ def format_table(results: list[CaseResult], *, title: str = "") -> str:
     if ortc:
         out.append("ONNX Runtime vs the stored outputs: " + ", ".join(f"{k} {v}" for k, v in sorted(ortc.items())))
     out.append(f"refusals that name no op of the model: {len(unnamed)}")
+    kinds = Counter(refusal_kind(asdict(r)) for r in results if r.refusal)
+    if kinds:
+        out.append("")
+        out.append(f"refusals by kind ({len(kinds)} kinds):")
+        out += [f"  {n:5d}  {k}" for k, n in kinds.most_common()]
     out.append("")
     for c in (*BAD_CLASSES, "rejected_at_allocate", "rejected_at_invoke"):
         bad = [r for r in results if r.cls == c or r.cls_builtin == c]
@@ -744,7 +771,7 @@ def refusal_kind(r: dict) -> str:
     ops = ref["ops"]
     reason = ops[0]["reasons"][0] if ops and ops[0]["reasons"] else ref["message"]
     shape = re.sub(r"'[^']*'|\"[^\"]*\"|\d+|\[[^\]]*\]|\([^)]*\)", "_", reason)
-    return f"{ref['kind']}: {' '.join(shape.split()[:5])}"
+    return f"{ref['kind']}: {' '.join(shape.split()[:7])}"
 
 
 def select_subset(results: list[dict], sizes: dict[str, int]) -> list[str]:
