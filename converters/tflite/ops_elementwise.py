@@ -106,7 +106,10 @@ def mod(em: Emitter, node) -> None:
         qb = em.binary("MUL", q, b, options=("MulOptions", {"fused_activation_function": 0}))
         em.op("SUB", [a, qb], [em.out()], ("SubOptions", {"fused_activation_function": 0}))
         return
-    em.op("FLOOR_MOD", [em.t(node.input[0]), em.t(node.input[1])], [em.out()])
+    a = em.t(node.input[0])
+    if em.dtype_of(a) in _FLOAT:  # ONNX Runtime refuses the model
+        raise Unsupported("Mod with fmod=0 on floats is invalid ONNX (fmod must be 1 for floating-point types)")
+    em.op("FLOOR_MOD", [a, em.t(node.input[1])], [em.out()])
 
 
 @maps("Max", "Min", "Sum")

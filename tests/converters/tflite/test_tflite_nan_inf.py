@@ -177,3 +177,11 @@ def test_nan_and_inf_as_onnx_runtime_or_documented(outcomes):
 def test_no_case_is_refused(outcomes):
     refused = {k: v for k, v in outcomes.items() if v.startswith("refused")}
     assert not refused, refused
+
+
+def test_float_mod_with_fmod_0_is_refused_as_onnx_runtime_does():
+    m, _ = _case("Mod", {"fmod": 0}, ["x", "y"])
+    with pytest.raises(ort.capi.onnxruntime_pybind11_state.Fail):  # ONNX Runtime: invalid for floats
+        ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"in0": X, "in1": Y})
+    with pytest.raises(UnsupportedOpsError, match="fmod must be 1 for floating-point types"):
+        to_tflite(m)
