@@ -7,7 +7,8 @@ first use, only under ``serde.torch``): ``save``, ``load_exported_program``, ``t
 Inside: ``archive/`` (the zip reader and writer, the layouts of each torch release, tensor
 data), ``codec/`` (JSON, symbolic expressions, the data-only unpickler, the 7.x upgrader),
 ``compat/`` (what a target release can read, and the one downgrade planner), ``torch/`` (the
-bridge), ``validate`` (``pt2x validate``'s checks), ``findings``, and ``errors`` and ``limits``,
+bridge), ``validate`` (``pt2x validate``'s checks), ``code_bearing`` (what a torch release would
+execute: it is never valid and never written), ``findings``, and ``errors`` and ``limits``,
 which every layer above uses.
 """
 

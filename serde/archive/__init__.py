@@ -6,5 +6,6 @@ configs and raw storages), ``tensor_data`` (tensor bytes to numpy views, after c
 fit), ``package`` (schema programs and payloads to members in torch's PT2 layout),
 ``legacy_layout`` (the layouts torch 2.6-2.8 read: pickled weights, the flat zip) with
 ``torch_save`` (the records of a ``torch.save`` file of tensors) and ``zip_writer``
-(deterministic, aligned, atomic). Torch-free.
+(deterministic, aligned, atomic), and ``aoti`` (AOTInductor packages: member names and
+metadata, never loaded). Torch-free.
 """
