@@ -135,17 +135,21 @@ def pickle_findings(archive, *, drop_sample_inputs: bool = False) -> list[Findin
     and for each member torch unpickles that pt2x cannot scan."""
     seen: set[str] = set()
     out: list[Finding] = []
-    for member, what in (*_torch_pickles(archive, drop_sample_inputs), *_other_pickles(archive)):
+    candidates = [(m, what, True) for m, what in _torch_pickles(archive, drop_sample_inputs)]
+    candidates += [(m, what, False) for m, what in _other_pickles(archive)]
+    for member, what, unpickled in candidates:
         if member in seen:
             continue
         seen.add(member)
-        finding = _pickle_finding(archive.zip, member, what)
+        finding = _pickle_finding(archive.zip, member, what, unpickled)
         if finding is not None:
             out.append(finding)
     return out
 
 
-def _pickle_finding(zr, member: str, what: str) -> Finding | None:
+def _pickle_finding(zr, member: str, what: str, unpickled: bool) -> Finding | None:
+    """The finding for one member; ``unpickled``: torch unpickles it, so bytes pt2x cannot scan
+    are a finding too (an extra file that only looks like a pickle is left alone)."""
     from .archive.payload import pickle_bytes
     from .codec.pickle_reader import pickle_globals
     from .codec.weights_only import outside_weights_only
@@ -155,6 +159,8 @@ def _pickle_finding(zr, member: str, what: str) -> Finding | None:
     try:
         names = pickle_globals(pickle_bytes(zr, member), every_pickle=True)
     except Pt2FormatError as e:
+        if not unpickled:
+            return None
         return Finding("error", UNSAFE_PICKLE, f"{what} torch would unpickle is not a pickle pt2x can scan "
                        f"({e.reason}); it cannot be shown to be data only", member)
     refused = outside_weights_only(names)

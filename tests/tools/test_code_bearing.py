@@ -21,7 +21,7 @@ import zipfile
 import pytest
 
 from pt2x.serde import load
-from pt2x.serde.code_bearing import EXPRESSION_FIELDS
+from pt2x.serde.code_bearing import EXPRESSION_FIELDS, code_findings as archive_findings
 from pt2x.serde.codec.weights_only import TORCH_WEIGHTS_ONLY_GLOBALS, outside_weights_only
 from pt2x.serde.compat.plan import TargetNotWritable, plan_for_target, writable_for_target
 from pt2x.tools.cli import main
@@ -262,3 +262,14 @@ def test_expression_fields_are_every_symexpr_in_the_schema():
             if any(t in text.replace("Argument", "") for t in ("SymInt", "SymFloat", "SymBool")):
                 found.setdefault(name, set()).add(f.name)
     assert found == {k: set(v) for k, v in EXPRESSION_FIELDS.items()}
+
+
+def test_extra_files_that_only_look_like_pickles_are_data(tmp_path):
+    """torch never unpickles extra files: a zip without data.pkl or bytes starting like a pickle
+    are left alone; only a real pickle naming a refused global is reported."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("notes.txt", "hello")
+    path = _rebuild(tmp_path / "x.pt2", {}, {ROOT + "extra/a.zip": buf.getvalue(), ROOT + "extra/b.bin": b"\x80\x02garbage"})
+    with load(path) as archive:
+        assert [f for f in archive_findings(archive) if f.code == "unsafe-pickle"] == []
