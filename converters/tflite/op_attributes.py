@@ -118,6 +118,9 @@ ATTRIBUTES: dict[str, dict] = {
     # ops_reduce.py
     "Hardmax": _AXIS,
     "LpNormalization": {"axis": ANY, "p": ANY},
+    "CumProd": {"exclusive": ANY, "reverse": ANY},  # ops_cumprod.py
+    "CenterCropPad": {"axes": ANY},  # ops_crop.py
+    "AffineGrid": {"align_corners": ANY},  # ops_affine_grid.py
 }
 
 

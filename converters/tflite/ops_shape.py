@@ -365,28 +365,77 @@ def tile(em: Emitter, node) -> None:
 
 @maps("Pad")
 def pad(em: Emitter, node) -> None:
+    """Constant (PAD/PADV2), reflect (MIRROR_PAD), edge and wrap (a GATHER of source indices per
+    padded axis, static dims); ``axes`` spreads the pads over the listed axes; negative pads crop
+    afterwards (STRIDED_SLICE, counted from the end, so any size)."""
     a = attrs(node)
     mode = a.get("mode", b"constant")
     mode = mode.decode() if isinstance(mode, bytes) else mode
     rank = em.rank(node.input[0])
-    if len(node.input) > 3 and node.input[3]:
-        raise Unsupported("Pad with axes")
     pads = em.const_value(node.input[1])
     if pads is None:
         raise Unsupported("Pad with pads computed at run time")
-    pads = np.asarray(pads).reshape(2, rank).T.astype(np.int32)
-    if (pads < 0).any():
-        raise Unsupported("Pad with negative pads (cropping)")
-    x, p = em.t(node.input[0]), em.const(np.ascontiguousarray(pads))
-    if mode == "constant":
+    pads = _pads_by_axis(em, node, np.asarray(pads).reshape(-1).astype(np.int64), rank)
+    grow, crop = np.maximum(pads, 0).astype(np.int32), np.maximum(-pads, 0).astype(np.int32)
+    x = em.t(node.input[0])
+    y = em.out() if not crop.any() else em.tmp(em.dtype_of(x), None, "padded")
+    if not grow.any():
+        y = x
+    elif mode == "constant":
+        p = em.const(np.ascontiguousarray(grow))
         if len(node.input) > 2 and node.input[2]:
-            em.op("PADV2", [x, p, em.t(node.input[2])], [em.out()])
+            em.op("PADV2", [x, p, em.t(node.input[2])], [y])
         else:
-            em.op("PAD", [x, p], [em.out()])
+            em.op("PAD", [x, p], [y])
     elif mode == "reflect":
-        em.op("MIRROR_PAD", [x, p], [em.out()], ("MirrorPadOptions", {"mode": 0}))
+        em.op("MIRROR_PAD", [x, em.const(np.ascontiguousarray(grow))], [y], ("MirrorPadOptions", {"mode": 0}))
+    elif mode in ("edge", "wrap"):
+        y = _pad_by_gather(em, node, x, grow, mode, y)
     else:
-        raise Unsupported(f"Pad mode {mode!r} has no TFLite builtin")
+        raise Unsupported(f"Pad mode {mode!r}")
+    if crop.any():
+        _crop(em, y, crop, rank)
+    elif y == x:
+        em.bind(node.output[0], x)
+
+
+def _pads_by_axis(em: Emitter, node, flat: np.ndarray, rank: int) -> np.ndarray:
+    """ONNX pads (begins, then ends, over ``axes`` or every axis) as [rank, 2]."""
+    axes = list(range(rank))
+    if len(node.input) > 3 and node.input[3]:
+        v = em.const_value(node.input[3])
+        if v is None:
+            raise Unsupported("Pad with axes computed at run time")
+        axes = [_axis(int(i), rank) for i in np.asarray(v).reshape(-1)]
+    if flat.size != 2 * len(axes):
+        raise Unsupported("Pad whose pads do not hold a begin and an end per axis")
+    out = np.zeros((rank, 2), np.int64)
+    for k, ax in enumerate(axes):
+        out[ax] = [flat[k], flat[len(axes) + k]]
+    return out
+
+
+def _pad_by_gather(em: Emitter, node, x: int, grow: np.ndarray, mode: str, out: int) -> int:
+    """edge: a source index clamped to [0, n); wrap: taken modulo n; one GATHER per padded axis."""
+    shape = em.shape(node.input[0])
+    padded = [ax for ax in range(len(shape)) if grow[ax].any()]
+    if any(shape[ax] <= 0 for ax in padded):
+        raise Unsupported(f"Pad mode {mode!r} along a dim known only at run time, or empty")
+    for k, ax in enumerate(padded):
+        n = shape[ax]
+        src = np.arange(-int(grow[ax, 0]), n + int(grow[ax, 1]))
+        src = np.clip(src, 0, n - 1) if mode == "edge" else np.mod(src, n)
+        y = out if k == len(padded) - 1 else em.tmp(em.dtype_of(x), None, "padded")
+        em.op("GATHER", [x, em.const(src.astype(np.int32))], [y], ("GatherOptions", {"axis": ax}))
+        x = y
+    return x
+
+
+def _crop(em: Emitter, y: int, crop: np.ndarray, rank: int) -> None:
+    end_mask = sum(1 << ax for ax in range(rank) if not crop[ax, 1])
+    em.op("STRIDED_SLICE", [y, em.const(crop[:, 0].astype(np.int32)), em.const((-crop[:, 1]).astype(np.int32)),
+                            em.const(np.ones(rank, np.int32))], [em.out()],
+          ("StridedSliceOptions", {"begin_mask": 0, "end_mask": end_mask}))
 
 
 @maps("CumSum")

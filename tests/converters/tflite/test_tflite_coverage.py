@@ -17,11 +17,11 @@ from pt2x.converters import to_tflite
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 
-def _model(node, inputs, out_types=(F,), inits=(), opset=22):
+def _model(node, inputs, out_types=(F,), inits=(), opset=22, ir=10):
     g = helper.make_graph([node], "g", [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
                           [helper.make_tensor_value_info(o, t, None) for o, t in zip(node.output, out_types)],
                           [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
 
 
 def _compare(m, feeds, rtol=1e-5, atol=1e-6):
@@ -126,3 +126,38 @@ def test_flatten_zero_size():
     for shape, axis in (([2, 0, 3], 1), ([0, 4, 3], 2), ([2, 4, 0], 0)):
         m = _model(helper.make_node("Flatten", ["x"], ["y"], axis=axis), [("x", F, ["a", "b", 3 if shape[2] else 0])])
         _compare(m, [np.zeros(shape, np.float32)])
+
+
+@pytest.mark.parametrize("exclusive,reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumprod(exclusive, reverse):
+    x = np.random.default_rng(0).uniform(0.5, 1.5, (2, 11, 3)).astype(np.float32)
+    x[1, 4, 0] = 0.0
+    m = _model(helper.make_node("CumProd", ["x", "a"], ["y"], exclusive=exclusive, reverse=reverse),
+               [("x", F, ["n", 11, 3])], inits=[("a", np.array(1, np.int64))], opset=26, ir=13)
+    _compare(m, [x], rtol=1e-5)
+
+
+def test_center_crop_pad_and_affine_grid():
+    x = np.random.default_rng(0).standard_normal((2, 7, 6)).astype(np.float32)
+    for target in ([4, 9], [7, 3], [10, 6]):
+        m = _model(helper.make_node("CenterCropPad", ["x", "s"], ["y"], axes=[1, -1]), [("x", F, ["n", 7, 6])],
+                   inits=[("s", np.array(target, np.int64))])
+        _compare(m, [x])
+    theta = np.random.default_rng(1).standard_normal((3, 2, 3)).astype(np.float32)
+    theta3 = np.random.default_rng(2).standard_normal((3, 3, 4)).astype(np.float32)
+    for align in (0, 1):
+        m = _model(helper.make_node("AffineGrid", ["t", "s"], ["g"], align_corners=align), [("t", F, ["n", 2, 3])],
+                   inits=[("s", np.array([3, 1, 5, 4], np.int64))])
+        _compare(m, [theta], atol=1e-5)
+        m = _model(helper.make_node("AffineGrid", ["t", "s"], ["g"], align_corners=align), [("t", F, ["n", 3, 4])],
+                   inits=[("s", np.array([3, 1, 2, 5, 4], np.int64))])
+        _compare(m, [theta3], atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
+def test_pad_modes_axes_and_negative_pads(mode):
+    x = np.random.default_rng(0).standard_normal((2, 5, 6)).astype(np.float32)
+    for pads, axes in (([1, 2, 2, 1], [1, 2]), ([0, 2, 0, 3], [0, -1]), ([1, -1, 2, -2], [1, 2])):
+        m = _model(helper.make_node("Pad", ["x", "p", "", "a"], ["y"], mode=mode), [("x", F, ["n", 5, 6])],
+                   inits=[("p", np.array(pads, np.int64)), ("a", np.array(axes, np.int64))])
+        _compare(m, [x])
