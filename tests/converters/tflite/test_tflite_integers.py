@@ -293,3 +293,21 @@ def test_torch_small_int_program_matches_eager(tmp_path):
     assert len(got) == len(want)
     for i, (g_, w) in enumerate(zip(got, want)):
         assert g_.dtype == w.numpy().dtype and np.array_equal(g_, w.numpy()), (i, g_, w)
+
+
+def test_an_aborting_model_fails_its_own_case_only():
+    """The child-process harness itself: LiteRT's int8 ADD without quantization parameters (what
+    pt2x wrote before the rule) aborts the process; that case reports the abort, the cases
+    around it still run."""
+    from pt2x.converters.tflite.model import Op, Program, Subgraph, Tensor
+    from pt2x.converters.tflite.model import TensorType as T
+
+    def add(dtype: int) -> bytes:
+        sub = Subgraph("main", [Tensor("a", dtype, [4]), Tensor("b", dtype, [4]), Tensor("y", dtype, [4])],
+                       [Op("ADD", [0, 1], [2], ("AddOptions", {"fused_activation_function": 0}))], [0, 1], [2])
+        return write(Program([sub], signature_inputs=["a", "b"], signature_outputs=["y"]))
+
+    x32, x8 = np.arange(4, dtype=np.int32), np.arange(4, dtype=np.int8)
+    results = run_in_child([(add(T.INT32), [x32, x32]), (add(T.INT8), [x8, x8]), (add(T.INT32), [x32, x32])])
+    assert results[1].startswith("abort: "), results[1]
+    assert np.array_equal(results[0][0], 2 * x32) and np.array_equal(results[2][0], 2 * x32)
