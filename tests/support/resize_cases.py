@@ -1,6 +1,6 @@
 """``F.interpolate`` / ``upsample_*`` programs for the Resize tests of both targets: exported by
-torch at test time with a dynamic batch, each with its inputs at two batch sizes and torch
-eager's outputs. Non-integer scales (0.5x of 63, 1.5x, 0.35x, 2.7x), downscales to length 1
+torch at test time (all cases in one program: one input per shape, one output per case) with a
+dynamic batch, run at two batch sizes against torch eager's outputs. Non-integer scales (0.5x of 63, 1.5x, 0.35x, 2.7x), downscales to length 1
 in H, in W and in both, every mode, align_corners both ways, antialias, the ``.vec`` and
 ``.default`` overloads, 1-D and 3-D variants."""
 
@@ -79,39 +79,51 @@ REFUSED = {
 }
 
 _TMP = tempfile.mkdtemp(prefix="pt2x-resize-")
+SHAPES = sorted({shape for _, shape in CASES.values()}, key=lambda s: (len(s), s))
 
 
 class _Fn(torch.nn.Module):
-    def __init__(self, fn):
+    """One input per shape, one output per case (one export for all of them)."""
+
+    def __init__(self, table):
         super().__init__()
-        self.fn = fn
+        self.table = table
 
-    def forward(self, x):
-        return self.fn(x)
+    def forward(self, *xs):
+        return tuple(fn(xs[SHAPES.index(shape)]) for fn, shape in self.table.values())
 
 
-def _table(name):
-    return CASES[name] if name in CASES else REFUSED[name]
+def _inputs(batch: int, shapes, seed: int = 0) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed + batch)
+    return [torch.randn(batch, *s, generator=g) * 3 + 1 for s in shapes]  # far from zero mean
 
 
 @functools.cache
-def saved(name: str) -> str:
-    """The .pt2 of a case, its batch dimension dynamic."""
-    fn, shape = _table(name)
-    x = torch.randn(BATCHES[0], *shape)
-    ep = torch.export.export(_Fn(fn), (x,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=64)},))
-    path = os.path.join(_TMP, f"{name}.pt2")
+def saved() -> str:
+    """The .pt2 of every case: one input per shape, the batch dimension dynamic and shared."""
+    batch = torch.export.Dim("batch", min=1, max=64)
+    ep = torch.export.export(_Fn(CASES), tuple(_inputs(BATCHES[0], SHAPES)),
+                             dynamic_shapes=(tuple({0: batch} for _ in SHAPES),))  # forward(*xs)
+    path = os.path.join(_TMP, "resizes.pt2")
     torch.export.save(ep, path)
     return path
 
 
-def inputs_and_expected(name: str) -> list[tuple]:
-    """[(input, eager output)] at each batch size (the inputs far from zero mean)."""
-    fn, shape = _table(name)
-    g = torch.Generator().manual_seed(0)
+@functools.cache
+def runs() -> list[tuple[list, list]]:
+    """[(inputs as numpy, eager outputs as numpy, one per case)] at each batch size."""
     out = []
     for b in BATCHES:
-        x = torch.randn(b, *shape, generator=g) * 3 + 1
+        xs = _inputs(b, SHAPES)
         with torch.no_grad():
-            out.append((x.numpy(), fn(x).numpy()))
+            ys = _Fn(CASES)(*xs)
+        out.append(([x.numpy() for x in xs], [y.numpy() for y in ys]))
     return out
+
+
+def saved_refused(name: str) -> str:
+    fn, shape = REFUSED[name]
+    ep = torch.export.export(_Fn({name: (fn, shape)}), tuple(_inputs(1, SHAPES)))
+    path = os.path.join(_TMP, f"{name}.pt2")
+    torch.export.save(ep, path)
+    return path
