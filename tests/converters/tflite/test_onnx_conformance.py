@@ -49,11 +49,6 @@ for _mode in ("plain", "const-inputs"):
 for _c in ("test_blackmanwindow_expanded", "test_blackmanwindow_symmetric_expanded", "test_hammingwindow_expanded",
            "test_hammingwindow_symmetric_expanded", "test_hannwindow_expanded", "test_hannwindow_symmetric_expanded"):
     KNOWN_BAD.update({(_c, "plain", v): "rejected_at_allocate" for v in _both})
-# pools and convolutions with auto_pad SAME_*: an IndexError in the mapper, wrapped as a ConversionError
-for _c in ("test_averagepool_2d_precomputed_same_upper", "test_averagepool_2d_same_lower",
-           "test_maxpool_2d_precomputed_same_upper", "test_maxpool_2d_same_lower"):
-    KNOWN_BAD.update({(_c, "plain", v): "error" for v in _both})
-KNOWN_BAD.update({("test_conv_with_autopad_same", "const-inputs", v): "error" for v in _both})
 # Gather with negative indices computed at run time: LiteRT's GATHER refuses them at invoke
 KNOWN_BAD.update({("test_gather_negative_indices", "plain", v): "rejected_at_invoke" for v in _both})
 # Einsum to a 0-d result comes out with shape [1]
