@@ -2,9 +2,9 @@
 
 The cases are the ``onnx/backend/test/data/node/test_*`` folders of the onnx 1.22.0 wheel (the
 last release that ships them): a ``model.onnx`` and ``test_data_set_*/{input,output}_*.pb``.
-``--wheel PATH`` names the wheel; without it the script looks in ``--cache`` (default
-``~/.cache/pt2x-conformance``, and ``/work/cache``) and else runs ``pip download --no-deps
-onnx==1.22.0`` into ``--cache``. ``--cases DIR`` reads case folders from a directory instead
+``--wheel PATH`` names the wheel; without it the script looks in ``--cache DIR`` (default
+``~/.cache/pt2x-conformance``) and, when it is not there, runs ``pip download --no-deps
+onnx==1.22.0`` into it (any platform's wheel holds the same cases; it is read, never installed). ``--cases DIR`` reads case folders from a directory instead
 (the committed subset under ``tests/fixtures/onnx_node/``).
 
 Each case runs in a long-lived worker process, one request at a time, each under a time limit
@@ -77,7 +77,7 @@ RTOL, ATOL = 1e-3, 1e-7  # onnx.backend.test.runner's defaults
 VARIANTS = ("xnnpack", "builtin")  # LiteRT as shipped (XNNPACK by default), and no default delegate
 DEFAULT_TIMEOUT = 120.0
 WORKER_MEMORY_MIB = 4096
-_CACHES = (os.path.expanduser("~/.cache/pt2x-conformance"), "/work/cache")
+DEFAULT_CACHE = os.path.expanduser("~/.cache/pt2x-conformance")
 
 
 # ============================================================================ cases
@@ -148,14 +148,12 @@ def _load_case(name: str, rels: list[str], read) -> Case:
 
 
 def find_wheel(cache: str | None = None) -> str:
-    """The onnx 1.22.0 wheel in a cache folder, else ``pip download``-ed into ``cache``."""
-    dirs = [cache] if cache else []
-    dirs += [d for d in _CACHES if d not in dirs]
-    for d in dirs:
-        found = sorted(glob.glob(os.path.join(d, f"onnx-{ONNX_WHEEL_VERSION}-*.whl")))
-        if found:
-            return found[0]
-    target = dirs[0]
+    """The onnx 1.22.0 wheel in ``cache`` (default ``DEFAULT_CACHE``), ``pip download``-ed there
+    when it is not."""
+    target = cache or DEFAULT_CACHE
+    found = sorted(glob.glob(os.path.join(target, f"onnx-{ONNX_WHEEL_VERSION}-*.whl")))
+    if found:
+        return found[0]
     os.makedirs(target, exist_ok=True)
     # any platform's wheel holds the same test data; the node tests are not compiled
     subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", target,
@@ -808,7 +806,7 @@ def write_subset(source: WheelCases, names: list[str], dst: str) -> int:
 def _parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wheel", help=f"the onnx {ONNX_WHEEL_VERSION} wheel (default: found in --cache, else pip download)")
-    p.add_argument("--cache", help=f"where to look for / download the wheel (default {_CACHES[0]})")
+    p.add_argument("--cache", help=f"where to look for / download the wheel (default {DEFAULT_CACHE})")
     p.add_argument("--cases", help="a directory of case folders instead of the wheel (tests/fixtures/onnx_node)")
     p.add_argument("-k", "--filter", action="append", default=[], help="run only cases whose name contains this (repeatable)")
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
