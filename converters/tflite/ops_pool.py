@@ -6,7 +6,8 @@ Every pad becomes an explicit PAD before a VALID pool, so any ``auto_pad``, ``pa
 at the end. MaxPool pads with -inf, which never wins a window. AveragePool pads with zeros and
 divides the windows' sums by how many cells each one counts (``count_include_pad``: the
 explicit pads are counted, ceil mode's extension never is), a constant per output position;
-where every window counts the same the plain TFLite pool already averages right. On spatial
+where every window counts the same the plain TFLite pool already averages right. Dilated pools
+(static sizes) take one strided slice per kernel tap, combined by MAXIMUM or summed. On spatial
 sizes known only at run time the pads must not depend on them: explicit pads (MaxPool, and
 AveragePool with ``count_include_pad``), or ``SAME_UPPER``, which is TFLite's SAME padding.
 """
@@ -27,6 +28,7 @@ _VALID, _SAME = 1, 0
 # are its quantized kernels
 _VIA_FLOAT = (T.INT8, T.UINT8, T.INT16)
 _MUL = ("MulOptions", {"fused_activation_function": 0})
+_ADD = ("AddOptions", {"fused_activation_function": 0})
 
 
 def _pool_axes(em: Emitter, node, a: dict) -> list[Axis] | None:
@@ -40,8 +42,9 @@ def _pool_axes(em: Emitter, node, a: dict) -> list[Axis] | None:
     if any(d < 0 for d in sizes) and auto_pad(a) == "SAME_UPPER":
         return None
     axes = window_axes(a, sizes, kernel, node.op_type)
-    if any(ax.dilation != 1 for ax in axes):
-        raise Unsupported(f"dilated {node.op_type} (TFLite's pools have no dilation)")
+    if any(ax.dilation != 1 for ax in axes) and any(ax.size < 0 for ax in axes):
+        raise Unsupported(f"dilated {node.op_type} over a spatial dim known only at run time (TFLite's pools "
+                          "have no dilation; its taps are sliced at static sizes)")
     if int(a.get("ceil_mode", 0)) and any(ax.size < 0 for ax in axes):
         raise Unsupported(f"{node.op_type} with ceil_mode=1 over a spatial dim known only at run time "
                           "(its extra pad depends on the size)")
@@ -58,17 +61,52 @@ def _pad(em: Emitter, x: int, axes: list[Axis], ends: list[int], value) -> int:
     if not any(ax.begin for ax in axes) and not any(ends):
         return x
     spec = em.const(np.array([[0, 0]] + [[ax.begin, e] for ax, e in zip(axes, ends)] + [[0, 0]], np.int32))
-    y = em.tmp(em.dtype_of(x), None, "pad")
+    s = em.shape_of(x)
+    shape = None if s is None else [s[0]] + [d + ax.begin + e if d >= 0 else -1
+                                             for d, ax, e in zip(s[1:3], axes, ends)] + [s[3]]
+    y = em.tmp(em.dtype_of(x), shape, "pad")
     em.op("PADV2", [x, spec, em.const(np.asarray(value, np.float32))], [y])
     return y
 
 
 def _pool2d(em: Emitter, code: str, x: int, axes: list[Axis], padding: int) -> int:
+    if any(ax.dilation != 1 for ax in axes):
+        return _dilated(em, code, x, axes)
     y = em.tmp(T.FLOAT32, None, "pool")
     em.op(code, [x], [y], ("Pool2DOptions", {
         "padding": padding, "stride_h": axes[0].stride, "stride_w": axes[1].stride,
         "filter_height": axes[0].kernel, "filter_width": axes[1].kernel, "fused_activation_function": 0}))
     return y
+
+
+def _dilated(em: Emitter, code: str, x: int, axes: list[Axis]) -> int:
+    """A VALID dilated pool of the padded NHWC ``x`` (static sizes): one strided slice per
+    kernel tap, combined by MAXIMUM, or summed and divided by the kernel size (the average
+    pool's full-window divisor, which the caller rescales as for any pool)."""
+    h, w = _padded_sizes(em, x, axes)
+    oh, ow = ((n - ax.extent) // ax.stride + 1 for n, ax in zip((h, w), axes))
+    acc = None
+    for i in range(axes[0].kernel):
+        for j in range(axes[1].kernel):
+            top, left = i * axes[0].dilation, j * axes[1].dilation
+            tap = em.tmp(T.FLOAT32, None, "tap")
+            em.op("STRIDED_SLICE", [x, em.const(np.array([0, top, left, 0], np.int32)),
+                                    em.const(np.array([0, top + (oh - 1) * axes[0].stride + 1,
+                                                       left + (ow - 1) * axes[1].stride + 1, 0], np.int32)),
+                                    em.const(np.array([1, axes[0].stride, axes[1].stride, 1], np.int32))], [tap],
+                  ("StridedSliceOptions", {"begin_mask": 9, "end_mask": 9}))
+            acc = tap if acc is None else em.binary("MAXIMUM" if code == "MAX_POOL_2D" else "ADD", acc, tap,
+                                                    options=None if code == "MAX_POOL_2D" else _ADD)
+    if code == "MAX_POOL_2D":
+        return acc
+    return em.binary("MUL", acc, em.const(np.float32(1.0 / (axes[0].kernel * axes[1].kernel))), options=_MUL)
+
+
+def _padded_sizes(em: Emitter, x: int, axes: list[Axis]) -> tuple[int, int]:
+    shape = em.shape_of(x)
+    if shape is None or any(d < 0 for d in shape[1:3]):
+        raise Unsupported("dilated pooling over a size known only at run time")
+    return shape[1], shape[2]
 
 
 def _same_axes(em: Emitter, node, a: dict) -> list[Axis]:
@@ -151,7 +189,9 @@ def _average(em: Emitter, node, a: dict, x: int, axes: list[Axis], include: bool
 
 
 def _is_same(ax: Axis) -> bool:
-    """Whether the axis' pads are TFLite's SAME ones (the odd pad at the end)."""
+    """Whether the axis' pads are TFLite's SAME ones (the odd pad at the end), undilated."""
+    if ax.dilation != 1:
+        return False
     out = -(-ax.size // ax.stride)
     total = max((out - 1) * ax.stride + ax.kernel - ax.size, 0)
     return (ax.begin, ax.end) == (total // 2, total - total // 2)
@@ -175,8 +215,6 @@ def _pool3d(em: Emitter, node, a: dict, code: str) -> None:
     if any(d < 0 for d in shape[1:]):
         raise Unsupported(f"3-D {node.op_type} over dims known only at run time")
     axes = window_axes(a, shape[2:], list(a.get("kernel_shape", [])), node.op_type)
-    if any(ax.dilation != 1 for ax in axes):
-        raise Unsupported(f"dilated {node.op_type} (TFLite's pools have no dilation)")
     ceil = bool(int(a.get("ceil_mode", 0)))
     include = bool(int(a.get("count_include_pad", 0)))
     value = -np.inf if code == "MAX_POOL_2D" else 0.0

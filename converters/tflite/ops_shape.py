@@ -342,20 +342,26 @@ def range_(em: Emitter, node) -> None:
 
 @maps("Split")
 def split(em: Emitter, node) -> None:
+    """SPLIT_V with the sizes (constant, or a run-time int32 tensor); without sizes, ONNX's
+    ceil(n / k) parts with a smaller last one (SPLIT where they are even, or where n is known
+    only at run time: LiteRT then refuses an uneven n at invoke)."""
     rank = em.rank(node.input[0])
     axis = _axis(int(attrs(node).get("axis", 0)), rank)
-    sizes = attrs(node).get("split")
-    if sizes is None and len(node.input) > 1 and node.input[1]:
-        sizes = em.const_value(node.input[1])
-        if sizes is None:
-            raise Unsupported("Split with sizes computed at run time")
     outs = [em.out(i) for i in range(len(node.output))]
-    if sizes is None:
-        em.op("SPLIT", [em.const(np.array(axis, np.int32)), em.t(node.input[0])], outs,
-              ("SplitOptions", {"num_splits": len(outs)}))
-        return
-    em.op("SPLIT_V", [em.t(node.input[0]), em.const(np.asarray(sizes, np.int32).reshape(-1)),
-                      em.const(np.array(axis, np.int32))], outs, ("SplitVOptions", {"num_splits": len(outs)}))
+    if len(node.input) > 1 and node.input[1]:
+        sizes = em.const_value(node.input[1])
+        s = em.const(np.asarray(sizes, np.int32).reshape(-1)) if sizes is not None else \
+            em.cast(em.t(node.input[1]), T.INT32)
+    else:
+        n, k = em.shape(node.input[0])[axis], len(outs)
+        if n < 0 or n % k == 0:
+            em.op("SPLIT", [em.const(np.array(axis, np.int32)), em.t(node.input[0])], outs,
+                  ("SplitOptions", {"num_splits": k}))
+            return
+        part = -(-n // k)
+        s = em.const(np.asarray([part] * (k - 1) + [n - part * (k - 1)], np.int32))
+    em.op("SPLIT_V", [em.t(node.input[0]), s, em.const(np.array(axis, np.int32))], outs,
+          ("SplitVOptions", {"num_splits": len(outs)}))
 
 
 @maps("Tile")

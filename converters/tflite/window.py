@@ -92,7 +92,7 @@ def window_axes(a: dict, sizes: list[int], kernel: list[int], what: str) -> list
             out = -(-ax.size // ax.stride)
             total = max((out - 1) * ax.stride + ax.extent - ax.size, 0)
             small, big = total // 2, total - total // 2
-            pads = (small, big) if mode == "SAME_UPPER" else (big, small)
-            ax = Axis(ax.size, ax.kernel, ax.stride, ax.dilation, *pads)
+            side = (small, big) if mode == "SAME_UPPER" else (big, small)
+            ax = Axis(ax.size, ax.kernel, ax.stride, ax.dilation, *side)
         axes.append(ax)
     return axes

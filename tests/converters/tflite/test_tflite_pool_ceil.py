@@ -75,6 +75,19 @@ def test_3d_pools_with_pads(ceil, include):
         _compare(_model(node, shape), [_x(shape)])
 
 
+@pytest.mark.parametrize("ceil,include", [(0, 0), (1, 1)])
+def test_dilated_pools_1d_2d_3d(ceil, include):
+    """Dilated windows (one strided slice per tap), with pads and ceil_mode."""
+    for shape, k, s, d, p in (([1, 2, 13], [3], [2], [2], [1, 1]),
+                              ([1, 2, 9, 10], [2, 3], [1, 2], [2, 2], [1, 0, 1, 2]),
+                              ([1, 2, 6, 7, 8], [2, 2, 3], [1, 2, 2], [2, 1, 2], [0, 1, 1, 1, 0, 0])):
+        for op in ("MaxPool", "AveragePool"):
+            extra = {"count_include_pad": include} if op == "AveragePool" else {}
+            node = helper.make_node(op, ["x"], ["y"], kernel_shape=k, strides=s, dilations=d, pads=p, ceil_mode=ceil,
+                                    **extra)
+            _compare(_model(node, shape), [_x(shape)])
+
+
 def test_max_pool_pads_with_minus_inf():
     """A window of -inf values and padding is -inf, as in torch and onnx's reference (ONNX
     Runtime starts its windows at float32's lowest, so it answers -3.4e38 where a window
