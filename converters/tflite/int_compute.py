@@ -55,7 +55,7 @@ EXACT_NARROW = {
 INT32_KERNEL = frozenset({
     "ADD", "SUB", "MUL", "DIV", "FLOOR_DIV", "FLOOR_MOD", "POW", "ABS", "NEG", "SIGN", "SUM", "REDUCE_PROD",
     "MEAN", "EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "ARG_MAX", "ARG_MIN",
-    "TOPK_V2", "ONE_HOT", "BITWISE_XOR", "CUMSUM", "SELECT_V2", "RANGE", "SCATTER_ND", "REDUCE_MAX", "REDUCE_MIN",
+    "TOPK_V2", "ONE_HOT", "BITWISE_XOR", "CUMSUM", "RANGE", "SCATTER_ND", "REDUCE_MAX", "REDUCE_MIN",
 })
 # activations with no integer kernel -> (lower bound, upper bound) of the clamp they are
 CLAMP_OF = {"RELU": (0, None), "RELU6": (0, 6), "RELU_N1_TO_1": (-1, 1), "RELU_0_TO_1": (0, 1)}
