@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterator, NamedTuple, Protocol
 
 from ...schema import definitions as d
-from ...schema.walk import subgraphs
+from ...schema.walk import subgraphs, value_refs
 from ..errors import NotConverted, Unsupported
 from ..report import Problems
 from . import registry, views
@@ -230,11 +230,13 @@ def output_slots(node: d.Node) -> list[str | None]:
 
 def _bind_outputs(ctx: Target, node: d.Node, result, mark: int) -> None:
     """``ctx.env[program value] = target value`` for each output the lowering returned; a value
-    this lowering made is renamed after the program's value."""
+    this lowering made is renamed after the program's value. An output the lowering left out
+    (``None``) that anything reads makes the node unsupported (``_refuse_unproduced``)."""
     if result is None:
         return
     if isinstance(result, str):
         result = [result]
+    _refuse_unproduced(ctx, node, result)
     made = ctx.made_since(mark)
     for prog, value in zip(output_slots(node), result):
         if prog is None or value is None:
@@ -245,6 +247,31 @@ def _bind_outputs(ctx: Target, node: d.Node, result, mark: int) -> None:
             made.discard(value)
             value = new
         ctx.env[prog] = value
+
+
+def _refuse_unproduced(ctx: Target, node: d.Node, result: list) -> None:
+    """``Unsupported`` naming the first output of ``node`` that its lowering did not produce
+    (``None``, or missing from a short list) while a node or the graph's outputs read it
+    (``max_pool2d_with_indices``'s indices, ``native_layer_norm``'s mean): the report then names
+    this operator, not a reader that finds no value."""
+    slots = output_slots(node)
+    for i, prog in enumerate(slots):
+        if not isinstance(prog, str) or (i < len(result) and result[i] is not None):
+            continue
+        reader = _first_reader(ctx.view, prog)
+        if reader is not None:
+            raise Unsupported(f"output {i} of {len(slots)} ({prog!r}) is not converted by the {ctx.backend} "
+                              f"lowering, and is read by {reader}")
+
+
+def _first_reader(view: GraphView, name: str) -> str | None:
+    """What reads value ``name`` in ``view``: a node (``node 'add'``), the graph's outputs, or None."""
+    readers = view.consumers.get(name)
+    if readers:
+        return f"node {readers[0].name!r}"
+    if any(ref == name for a in view.output_args for _, ref in value_refs(a)):
+        return "the graph's outputs"
+    return None
 
 
 def _rebind_mutated(ctx: Target, node: d.Node) -> None:

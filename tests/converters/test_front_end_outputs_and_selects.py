@@ -1,0 +1,84 @@
+"""The ATen front end on patterns users hit: an output a lowering does not produce.
+
+* A multi-output operator whose lowering leaves an output out (``max_pool2d``'s indices,
+  ``native_layer_norm``'s mean) is converted while nothing reads that output; once a node or the
+  graph's outputs read it, the one unsupported-operator report names the operator and the
+  output, for ONNX and TFLite alike (not "value 'getitem_1' used before it is defined").
+
+Programs are exported by torch here; ONNX Runtime and LiteRT run the converted models.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import onnx_zoo  # noqa: E402
+import tflite_zoo  # noqa: E402
+from tolerances import TFLITE_SCALE, assert_close  # noqa: E402
+
+from pt2x.converters import to_onnx, to_tflite  # noqa: E402
+from pt2x.converters.errors import UnsupportedOpsError  # noqa: E402
+
+
+def _saved(tmp_path, module: torch.nn.Module, args: tuple, dynamic_shapes=None) -> str:
+    path = str(tmp_path / f"{type(module).__name__}.pt2")
+    torch.export.save(torch.export.export(module.eval(), args, dynamic_shapes=dynamic_shapes), path)
+    return path
+
+
+# ------------------------------------------------------------------ outputs not produced
+
+
+class PoolIndicesOut(torch.nn.Module):
+    def forward(self, x):
+        return F.max_pool2d(x, 2, return_indices=True)[1]
+
+
+class PoolIndicesRead(torch.nn.Module):
+    def forward(self, x):
+        y, i = F.max_pool2d(x, 2, return_indices=True)
+        return y + i.float()
+
+
+class LayerNormMean(torch.nn.Module):
+    def forward(self, x):
+        y, mean, _ = torch.ops.aten.native_layer_norm.default(x, [8], None, None, 1e-5)
+        return y, mean
+
+
+class PoolValuesOnly(torch.nn.Module):
+    def forward(self, x):
+        y, _ = F.max_pool2d(x, 2, return_indices=True)
+        return y * 2
+
+
+@pytest.mark.parametrize("module, args, op, value, reader", [
+    (PoolIndicesOut(), (torch.randn(1, 3, 8, 8),), "aten.max_pool2d_with_indices.default", "getitem_1",
+     "the graph's outputs"),
+    (PoolIndicesRead(), (torch.randn(1, 3, 8, 8),), "aten.max_pool2d_with_indices.default", "getitem_1",
+     "node '"),
+    (LayerNormMean(), (torch.randn(2, 8),), "aten.native_layer_norm.default", "getitem_1", "the graph's outputs"),
+], ids=["indices-as-output", "indices-read-by-a-node", "layer-norm-mean"])
+@pytest.mark.parametrize("convert", [to_onnx, to_tflite], ids=["onnx", "tflite"])
+def test_an_output_the_lowering_leaves_out_is_reported_on_its_operator(tmp_path, module, args, op, value, reader,
+                                                                       convert):
+    path = _saved(tmp_path, module, args)
+    with pytest.raises(UnsupportedOpsError) as e:
+        convert(path)
+    assert [p.target for p in e.value.ops] == [op], str(e.value)
+    [reason] = e.value.ops[0].reasons
+    assert f"({value!r}) is not converted by the onnx lowering, and is read by {reader}" in reason, reason
+    assert "used before it is defined" not in str(e.value)
+
+
+def test_an_output_nothing_reads_may_stay_unproduced(tmp_path):
+    x = torch.randn(2, 3, 8, 8)
+    module = PoolValuesOnly()
+    path = _saved(tmp_path, module, (x,))
+    [got] = onnx_zoo.run(onnx_zoo.ort_session(to_onnx(path).SerializeToString()), [x])
+    assert_close(got, module(x).numpy(), torch.float32, what="ONNX Runtime")
+    [got] = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(path)), [x.numpy()])
+    assert_close(got, module(x).numpy(), torch.float32, what="LiteRT", scale=TFLITE_SCALE["float32"])
