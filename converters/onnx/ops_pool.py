@@ -130,6 +130,9 @@ def _resize(ctx, node, mode, n):
         raise Unsupported(f"{node.target} with align_corners=True (ONNX's antialias filter is centred by the scale)")
     if mode.startswith("nearest") and static:
         r = _nearest_static(ctx, x, mode, lengths, outs, scales)
+    elif mode.startswith("nearest") and any(s is not None and s != int(s) for s in scales):
+        raise Unsupported(f"{node.target} with scale {scales} at a size known only at run time: torch's float32 "
+                          "index arithmetic (i * (1/scale)) and ONNX Resize's (i / scale) can pick different pixels")
     elif a.align_corners or (not static and None in scales):
         r = _resize_to_sizes(ctx, x, a, n, outs, dict(_RESIZE_MODES[mode], **_align(mode, a.align_corners)))
     else:

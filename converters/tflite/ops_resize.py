@@ -30,7 +30,7 @@ from .ops_shape import _slice1d, shape_tensor
 from .resize_weights import MODES, NEAREST_MODES, TRANSFORMS, AxisMap, AxisResize, axis_map
 
 # attribute -> the values implemented (None: any value of its type), and its default
-ATTRIBUTES = {
+_IMPLEMENTED = {
     "mode": (MODES, "nearest"),
     "coordinate_transformation_mode": (TRANSFORMS, "half_pixel"),
     "nearest_mode": (NEAREST_MODES, "round_prefer_floor"),
@@ -125,15 +125,15 @@ def _attributes(node) -> dict:
     got = attrs(node)
     out = {}
     for name, value in got.items():
-        if name not in ATTRIBUTES:
+        if name not in _IMPLEMENTED:
             raise Unsupported(f"Resize attribute {name}={value!r} is not implemented")
         if isinstance(value, bytes):
             value = value.decode(errors="replace")
-        allowed = ATTRIBUTES[name][0]
+        allowed = _IMPLEMENTED[name][0]
         if allowed is not None and value not in allowed:
             raise Unsupported(f"Resize {name}={value!r} is not one of {list(allowed)}")
         out[name] = value
-    for name, (_, default) in ATTRIBUTES.items():
+    for name, (_, default) in _IMPLEMENTED.items():
         out.setdefault(name, default)
     if out["antialias"] and out["mode"] == "nearest":
         raise Unsupported("Resize antialias=1 with mode=nearest (ONNX defines antialias for linear and cubic)")

@@ -61,3 +61,40 @@ def test_scale_factor_is_a_resize_scale_not_a_size_ratio():
 def test_refused_by_name(name):
     with pytest.raises(UnsupportedOpsError, match="align_corners=True"):
         to_onnx(resize_cases.saved_refused(name))
+
+
+def _dynamic_hw(mode, scale):
+    """A resize exported with H and W known only at run time."""
+    import os
+    import tempfile
+
+    import torch
+    import torch.nn.functional as F
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return F.interpolate(x, scale_factor=scale, mode=mode)
+
+    dim = torch.export.Dim("hw", min=4, max=64)
+    ep = torch.export.export(M(), (torch.randn(1, 2, 8, 10),), dynamic_shapes=({2: dim, 3: dim * 2 - 6},))
+    path = os.path.join(tempfile.mkdtemp(prefix="pt2x-resize-dyn-"), f"{mode}.pt2")
+    torch.export.save(ep, path)
+    return M(), path
+
+
+def test_dynamic_sizes_bilinear_scale_matches_eager():
+    import torch
+
+    m, path = _dynamic_hw("bilinear", 1.5)
+    sess = onnx_zoo.ort_session(to_onnx(path).SerializeToString())
+    for h in (8, 13):
+        x = torch.randn(1, 2, h, 2 * h - 6) * 3 + 1
+        with torch.no_grad():
+            want = m(x).numpy()
+        assert_close(onnx_zoo.run(sess, [x.numpy()])[0], want, "float32", what=f"H={h}", scale=MODEL_SCALE["float32"])
+
+
+def test_dynamic_sizes_nearest_non_integer_scale_refused():
+    _, path = _dynamic_hw("nearest", 1.5)
+    with pytest.raises(UnsupportedOpsError, match="at a size known only at run time"):
+        to_onnx(path)
