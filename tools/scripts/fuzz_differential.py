@@ -17,7 +17,10 @@ conformance_onnx.py's runner, so a LiteRT abort kills a worker, not the run), an
 with XNNPACK as shipped; the outputs are compared with ONNX Runtime's (floats: ``rtol=1e-3,
 atol=1e-4``; float16 ``1e-2``; integers and booleans exactly; shapes and dtypes equal).
 
-Outcomes: ``match``; ``refused`` (``UnsupportedOpsError``/``ConversionError``: fine); ``invalid``;
+Where they differ, onnx's reference evaluator decides: LiteRT agreeing with it and ONNX Runtime not
+is ``ort_wrong`` (ONNX Runtime's bug, not a finding).
+
+Outcomes: ``match``; ``refused`` (``UnsupportedOpsError``/``ConversionError``: fine); ``invalid``; ``ort_wrong``;
 and the findings: ``wrong`` (a silent divergence), ``abort`` (a process died), ``rejected_at_allocate``,
 ``rejected_at_invoke`` (LiteRT refused the written file), ``error`` (any other exception out of
 pt2x), ``timeout``. Exit status 1 when there is a finding.
@@ -760,9 +763,32 @@ def run_case(case: FuzzCase, worker, timeout: float = DEFAULT_TIMEOUT) -> FuzzRe
         why = compare(a, b)
         if why:
             res.outcome, res.detail = "wrong", f"output {i}: {why}"
+            _second_opinion(res, case, got, want)
             return res
     res.outcome, res.detail = "match", ""
     return res
+
+
+def _second_opinion(res: FuzzResult, case: FuzzCase, got: list, want: list) -> None:
+    """LiteRT and ONNX Runtime disagree: onnx's reference evaluator decides. Where LiteRT agrees with
+    it and ONNX Runtime does not (MaxPool SAME_UPPER with dilations, say), ONNX Runtime is wrong:
+    ``ort_wrong``, not a finding."""
+    import onnx
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        m = onnx.load_from_string(case.model)
+        ref = ReferenceEvaluator(m).run(None, dict(zip([i.name for i in m.graph.input], case.inputs)))
+    except Exception as e:  # noqa: BLE001 - the reference cannot run it: ONNX Runtime's answer stands
+        res.detail += f" (onnx's reference evaluator: {type(e).__name__})"
+        return
+    litert_ok = all(compare(g, r) is None for g, r in zip(got, ref))
+    ort_ok = all(compare(w, r) is None for w, r in zip(want, ref))
+    if litert_ok and not ort_ok:
+        res.outcome = "ort_wrong"
+        res.detail = "LiteRT agrees with onnx's reference evaluator, ONNX Runtime does not: " + res.detail
+    else:
+        res.detail += " (onnx's reference evaluator agrees with ONNX Runtime)" if ort_ok else " (and with neither)"
 
 
 def run_fuzz(seed: int, n: int, *, jobs: int = 1, start: int = 0, timeout: float = DEFAULT_TIMEOUT,
