@@ -22,14 +22,28 @@ def gather(em: Emitter, node) -> None:
     rank = em.rank(node.input[0])
     axis = _axis(int(attrs(node).get("axis", 0)), rank)
     idx_v = em.const_value(node.input[1])
+    data = em.t(node.input[0])
     if idx_v is not None and (np.asarray(idx_v) < 0).any():
-        dim = em.shape(node.input[0])[axis]
-        if dim < 0:
-            raise Unsupported("Gather with a negative constant index along a dynamic dim")
-        idx = em.const(np.where(idx_v < 0, idx_v + dim, idx_v).astype(np.int32))
+        idx = _from_end(em, data, axis, np.asarray(idx_v), em.shape(node.input[0])[axis])
     else:
         idx = em.t(node.input[1])
-    em.op("GATHER", [em.t(node.input[0]), idx], [em.out()], ("GatherOptions", {"axis": axis}))
+    em.op("GATHER", [data, idx], [em.out()], ("GatherOptions", {"axis": axis}))
+
+
+def _from_end(em: Emitter, data: int, axis: int, idx_v: np.ndarray, dim: int) -> int:
+    """Constant indices with negative ones counted from the end of ``data``'s dim ``axis``
+    (TFLite's GATHER takes none): folded when the dim is static, else the dim read at run time
+    (``x[:, -1]`` along a dynamic sequence) and added to the negative ones."""
+    negative = idx_v < 0
+    if dim >= 0:
+        return em.const(np.where(negative, idx_v + dim, idx_v).astype(np.int32))
+    size = em.tmp(T.INT32, [], "dim")
+    em.op("GATHER", [shape_tensor(em, data), em.const(np.array(axis, np.int32))], [size],
+          ("GatherOptions", {"axis": 0}))
+    no_activation = {"fused_activation_function": 0}
+    if not negative.all():  # only the negative ones move: + dim * (index < 0)
+        size = em.binary("MUL", em.const(negative.astype(np.int32)), size, options=("MulOptions", no_activation))
+    return em.binary("ADD", em.const(idx_v.astype(np.int32)), size, options=("AddOptions", no_activation))
 
 
 @maps("GatherND")

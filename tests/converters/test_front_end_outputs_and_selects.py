@@ -1,15 +1,20 @@
-"""The ATen front end on patterns users hit: an output a lowering does not produce.
+"""The ATen front end on two patterns users hit: an output a lowering does not produce, and
+``x[:, -1]`` along a dynamic dim.
 
 * A multi-output operator whose lowering leaves an output out (``max_pool2d``'s indices,
   ``native_layer_norm``'s mean) is converted while nothing reads that output; once a node or the
   graph's outputs read it, the one unsupported-operator report names the operator and the
   output, for ONNX and TFLite alike (not "value 'getitem_1' used before it is defined").
+* ``x[:, -1]`` (``aten.select.int`` with a negative index on a symbolic dim, the "last token"
+  of a sequence) converts to ONNX and to TFLite, and both runtimes match torch eager at two
+  sequence lengths.
 
 Programs are exported by torch here; ONNX Runtime and LiteRT run the converted models.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -21,6 +26,8 @@ from tolerances import TFLITE_SCALE, assert_close  # noqa: E402
 
 from pt2x.converters import to_onnx, to_tflite  # noqa: E402
 from pt2x.converters.errors import UnsupportedOpsError  # noqa: E402
+
+_SEQ = torch.export.Dim("seq", min=2, max=64)
 
 
 def _saved(tmp_path, module: torch.nn.Module, args: tuple, dynamic_shapes=None) -> str:
@@ -82,3 +89,56 @@ def test_an_output_nothing_reads_may_stay_unproduced(tmp_path):
     assert_close(got, module(x).numpy(), torch.float32, what="ONNX Runtime")
     [got] = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(path)), [x.numpy()])
     assert_close(got, module(x).numpy(), torch.float32, what="LiteRT", scale=TFLITE_SCALE["float32"])
+
+
+# ------------------------------------------------------------------ the last token
+
+
+class LastToken(torch.nn.Module):
+    """A projection then the last (and second-to-last) position of a dynamic sequence."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = torch.nn.Linear(8, 6)
+
+    def forward(self, x):
+        h = self.proj(x)
+        return h[:, -1] * 2, h[:, -2]
+
+
+class LastColumn(torch.nn.Module):
+    """``x[:, :, -1]``: a negative select on a dynamic inner dim of a 4-d tensor."""
+
+    def forward(self, x):
+        return x[:, :, -1] + 1
+
+
+@pytest.mark.parametrize("module, shape, dynamic, sizes", [
+    (LastToken(), (2, 5, 8), {"x": {1: _SEQ}}, (5, 11)),
+    (LastColumn(), (2, 3, 4, 5), {"x": {2: _SEQ}}, (4, 9)),
+], ids=["last-token", "last-column"])
+def test_select_from_the_end_of_a_dynamic_dim(tmp_path, module, shape, dynamic, sizes):
+    path = _saved(tmp_path, module, (torch.randn(*shape),), dynamic)
+    session = onnx_zoo.ort_session(to_onnx(path).SerializeToString())
+    interpreter = tflite_zoo.interpreter(to_tflite(path))
+    axis = next(iter(dynamic["x"]))
+    torch.manual_seed(1)
+    for size in sizes:
+        x = torch.randn(*shape[:axis], size, *shape[axis + 1:]) * 3 + 1
+        want = module(x)
+        want = [w.detach().numpy() for w in (want if isinstance(want, tuple) else (want,))]
+        for runtime, got, scale in (("ONNX Runtime", onnx_zoo.run(session, [x]), 1.0),
+                                    ("LiteRT", tflite_zoo.run(interpreter, [x.numpy()]), TFLITE_SCALE["float32"])):
+            assert len(got) == len(want), runtime
+            for i, (g, w) in enumerate(zip(got, want)):
+                assert_close(g, w, torch.float32, what=f"{runtime}, size {size}, output {i}", scale=scale)
+
+
+def test_the_selected_position_moves_with_the_size(tmp_path):
+    """Not the same position at every size: LiteRT's answer at size 11 is position 10, not 4."""
+    module = LastColumn()
+    path = _saved(tmp_path, module, (torch.randn(1, 1, 5, 2),), {"x": {2: _SEQ}})
+    x = torch.arange(22, dtype=torch.float32).reshape(1, 1, 11, 2)
+    [got] = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(path)), [x.numpy()])
+    np.testing.assert_array_equal(got, np.array([[[21.0, 22.0]]], np.float32))
