@@ -43,7 +43,8 @@ def test_valid_programs(tmp_path, capsys, name):
     rc, out = _run(capsys, "validate", "--json", path)
     report = json.loads(out.out)
     assert rc == 0 and report["valid"] and report["readable"]
-    assert set(report) == {"file", "valid", "readable", "target", "findings"}
+    assert set(report) == {"file", "valid", "readable", "kind", "target", "findings"}
+    assert report["kind"] == "exported-program"
 
 
 def _graph(obj):
