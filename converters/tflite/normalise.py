@@ -16,7 +16,8 @@ checked by onnx itself, before shape inference, folding or any mapper runs.
   whose stated type or shape contradicts its node); then ``onnx.checker`` (the schemas'
   attribute, input and output rules). The checker also refuses a graph output without a
   shape, which real exporters write and ONNX Runtime runs: it checks a copy in which such
-  outputs carry the shape inference found, or an empty one. ``onnx_check.py`` keeps pt2x's own
+  outputs carry an empty one (after inference has filled in what it could), and in which the
+  initializers are graph inputs of their type and dims (their data was checked before). ``onnx_check.py`` keeps pt2x's own
   checks that come first (sizes, tensor data, structure), where onnx's would allocate or crash.
 
 Other domains: a model may import them (``ai.onnx.ml``, a vendor's); their nodes have no TFLite
@@ -29,7 +30,7 @@ from __future__ import annotations
 import re
 
 import onnx
-from onnx import shape_inference, version_converter
+from onnx import helper, shape_inference, version_converter
 
 from ..errors import ConversionError
 from ..guard import safe_text
@@ -78,8 +79,8 @@ def _refuse_deprecated(m: onnx.ModelProto) -> None:
             continue  # not an onnx op: the dispatch reports it as unmapped
         if schema.deprecated:
             problems.add(f"ONNX {node.op_type}", node.name or node.output[0],
-                         f"{node.op_type} is deprecated at opset {opset} and onnx's version converter has no "
-                         "adapter to its replacement")
+                         f"{node.op_type} is deprecated at opset {opset}: it has only an older version's "
+                         "semantics, which pt2x's mappers do not implement")
     problems.raise_if_any()
 
 
@@ -102,13 +103,24 @@ def _check(m: onnx.ModelProto) -> None:
 
 
 def _checkable(m: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``m`` whose graph outputs all carry a shape (empty where none is known): the
-    checker requires one, exporters do not write one."""
-    if all(o.type.tensor_type.HasField("shape") for o in m.graph.output if o.type.HasField("tensor_type")):
-        return m
-    c = onnx.ModelProto()
-    c.CopyFrom(m)
-    for o in c.graph.output:
+    """What the checker reads of ``m``: its graph with each main-graph initializer stated as a
+    graph input of its type and dims instead of its data (``onnx_check.py`` has checked the data
+    against the dims; serialising the weights for the checker again cost seconds on a 440 MB
+    BERT), and every graph output with a shape (an empty one where none is known: the checker
+    requires one, exporters do not write one)."""
+    c = onnx.ModelProto(ir_version=m.ir_version)
+    c.opset_import.extend(m.opset_import)
+    c.functions.extend(m.functions)
+    g, src = c.graph, m.graph
+    g.name = src.name
+    g.node.extend(src.node)
+    g.input.extend(src.input)
+    g.output.extend(src.output)
+    g.value_info.extend(src.value_info)
+    stated = {i.name for i in src.input}
+    g.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                   for t in src.initializer if t.name not in stated)
+    for o in g.output:
         if o.type.HasField("tensor_type") and not o.type.tensor_type.HasField("shape"):
             o.type.tensor_type.shape.SetInParent()
     return c

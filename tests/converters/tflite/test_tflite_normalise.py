@@ -100,11 +100,14 @@ def test_an_operator_the_version_converter_has_no_adapter_for_is_refused_naming_
 
 
 def test_a_deprecated_operator_is_refused_naming_it():
-    m = _model([helper.make_node("Scatter", ["x", "i", "u"], ["y"], axis=0)], 10,
-               inputs=(("x", [2, 3]), ("i", [1, 3]), ("u", [1, 3])))
-    m.graph.input[1].type.tensor_type.elem_type = TensorProto.INT64
-    with pytest.raises(UnsupportedOpsError, match=r"ONNX Scatter"):
+    """Upsample at opset 18 (deprecated since 10); at an older opset the converter's adapter makes it a Resize."""
+    scales = helper.make_tensor("s", TensorProto.FLOAT, [4], [1, 1, 2, 2])
+    m = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], 18, inputs=(("x", [1, 1, 2, 2]),))
+    m.graph.initializer.append(scales)
+    with pytest.raises(UnsupportedOpsError, match=r"ONNX Upsample(.|\n)*deprecated at opset 18"):
         to_tflite(m)
+    m.opset_import[0].version = 9
+    _matches_ort(m, {"x": np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)})
 
 
 @pytest.mark.parametrize("nodes, outputs, message", [
