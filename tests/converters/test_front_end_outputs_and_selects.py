@@ -142,3 +142,25 @@ def test_the_selected_position_moves_with_the_size(tmp_path):
     x = torch.arange(22, dtype=torch.float32).reshape(1, 1, 11, 2)
     [got] = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(path)), [x.numpy()])
     np.testing.assert_array_equal(got, np.array([[[21.0, 22.0]]], np.float32))
+
+
+def test_gather_mixing_negative_and_positive_constant_indices_on_a_dynamic_dim(tmp_path):
+    """An ONNX file's Gather with indices [-1, 0, -2] along a dynamic dim: only the negative
+    ones move with the size (LiteRT vs numpy at two sizes)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    idx = numpy_helper.from_array(np.array([-1, 0, -2], np.int64), "idx")
+    graph = helper.make_graph([helper.make_node("Gather", ["x", "idx"], ["y"], axis=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "s", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 3])], [idx])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = str(tmp_path / "gather.onnx")
+    onnx.save(model, path)
+    interpreter = tflite_zoo.interpreter(to_tflite(path))
+    rng = np.random.default_rng(0)
+    for size in (4, 7):
+        x = rng.standard_normal((2, size, 3)).astype(np.float32)
+        [got] = tflite_zoo.run(interpreter, [x])
+        np.testing.assert_array_equal(got, x[:, [size - 1, 0, size - 2]])
