@@ -3,7 +3,8 @@ TFLite builtins, written as a TFL3 flatbuffer with the ``flatbuffers`` package.
 
 Modules, in the order a conversion uses them: ``onnx_check`` (an ONNX model from outside
 pt2x checked before it is read), ``prepare`` (the ONNX model, shape-inferred and folded),
-``emit`` (the mapping state and the node loop), ``mappers`` (the ONNX op -> mapper table)
+``emit`` (the mapping state and the node loop; every operator through ``int_compute``, the
+rule that keeps 8/16-bit integers out of LiteRT's quantized kernels), ``mappers`` (the ONNX op -> mapper table)
 filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape``, ``ops_index``,
 ``ops_gridsample``, ``ops_reduce``, ``ops_nn``, ``ops_resize`` (on
 ``resize_weights``, the interpolation matrices), ``ops_blocks``, ``ops_attention``, ``ops_rnn``
