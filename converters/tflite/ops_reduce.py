@@ -237,7 +237,8 @@ def hardmax(em: Emitter, node) -> None:
 
 @maps("LpNormalization")
 def lp_normalization(em: Emitter, node) -> None:
-    """x / ||x||_p along ``axis`` (p = 1: sum of |x|, p = 2: sqrt of the sum of squares)."""
+    """x / ||x||_p along ``axis`` (p = 1: sum of |x|, p = 2: sqrt of the sum of squares); 0
+    where the norm is 0."""
     a = attrs(node)
     p = int(a.get("p", 2))
     if p not in (1, 2):
@@ -249,7 +250,11 @@ def lp_normalization(em: Emitter, node) -> None:
     _reduce(em, "SUM", em.unary("ABS", x) if p == 1 else em.binary("MUL", x, x, options=_MUL), [axis], True, norm)
     if p == 2:
         norm = em.unary("SQRT", norm)
-    em.op("DIV", [x, norm], [em.out()], ("DivOptions", {"fused_activation_function": 0}))
+    # a zero norm divides by 1 (its slice is all zeros: 0, as ONNX Runtime gives, not 0/0)
+    zero = em.binary("EQUAL", norm, em.const(np.float32(0)), dtype=T.BOOL)
+    safe = em.tmp(T.FLOAT32, None, "norm")
+    em.op("SELECT_V2", [zero, em.const(np.float32(1)), norm], [safe])
+    em.op("DIV", [x, safe], [em.out()], ("DivOptions", {"fused_activation_function": 0}))
 
 
 @maps("TopK")

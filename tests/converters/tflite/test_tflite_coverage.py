@@ -161,3 +161,25 @@ def test_pad_modes_axes_and_negative_pads(mode):
         m = _model(helper.make_node("Pad", ["x", "p", "", "a"], ["y"], mode=mode), [("x", F, ["n", 5, 6])],
                    inits=[("p", np.array(pads, np.int64)), ("a", np.array(axes, np.int64))])
         _compare(m, [x])
+
+
+@pytest.mark.parametrize("p", [1, 2])
+def test_hardmax_lp_normalization_zero_norm_and_select_last_index(p):
+    x = np.array([[[1, 3, 3], [0, 0, 0]], [[2, -2, 2], [0, 5, 0]]], np.float32)
+    m = _model(helper.make_node("LpNormalization", ["x"], ["y"], axis=1, p=p), [("x", F, ["n", 2, 3])])
+    _compare(m, [x])
+    m = _model(helper.make_node("LpNormalization", ["x"], ["y"], axis=-1, p=p), [("x", F, ["n", 2, 3])])
+    _compare(m, [x])
+    _compare(_model(helper.make_node("Hardmax", ["x"], ["y"], axis=-1), [("x", F, ["n", 2, 3])]), [x])
+    for op in ("ArgMax", "ArgMin"):
+        m = _model(helper.make_node(op, ["x"], ["y"], axis=2, select_last_index=1, keepdims=p - 1),
+                   [("x", F, ["n", 2, "k"])], out_types=(I64,))
+        _compare(m, [x])
+
+
+def test_layer_norm_mean_and_inv_std_dev_outputs():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32) * 3 + 5
+    m = _model(helper.make_node("LayerNormalization", ["x", "s", "b"], ["y", "mean", "inv"], axis=1),
+               [("x", F, ["n", 3, 4])], out_types=(F, F, F),
+               inits=[("s", np.full((3, 4), 1.5, np.float32)), ("b", np.full((3, 4), 0.5, np.float32))])
+    _compare(m, [x], atol=1e-5)
