@@ -16,6 +16,11 @@ each (but cli) only if the one before succeeded:
             or 8.2 in turn where that is another schema (the torch 2.8 and 2.6 layouts;
             each output must load again), in
             process, printing to strict UTF-8; runs after a refusal too
+  scan      ``pt2x scan``'s discovery over a tree holding the case: link loops, a link to the
+            case, a FIFO, deep folders (``fuzz_scan_stages.py``; every 25th case): quick,
+            regular files only, each file once
+  resume    ``pt2x scan --resume`` over a results file of mutated records: records or a
+            ``Pt2UsageError``, nothing else (``fuzz_scan_stages.py``; every 5th case)
 
 With ``--onnx`` the cases are ONNX models instead (``fuzz_onnx_mutations.py``: pt2x's own
 ``to_onnx`` output of fixtures and hand-built graphs, mutated as ModelProtos or as bytes,
@@ -83,7 +88,7 @@ __all__ = [
     "worker_main",
 ]
 
-STAGES = ("load", "validate", "onnx", "tflite", "cli")
+STAGES = ("load", "validate", "onnx", "tflite", "cli", "scan", "resume")
 ONNX_STAGES = ("tflite-onnx", "cli-onnx")
 """The stages of an ``--onnx`` run (cases are ``.onnx`` models, not archives)."""
 _SELFTEST = ("selftest-sleep", "selftest-alloc", "selftest-crash", "selftest-escape", "selftest-marker")
@@ -468,10 +473,23 @@ def _stage_cli(ctx: _Ctx) -> None:
         raise refused
 
 
+def _stage_scan(ctx: _Ctx) -> None:
+    import fuzz_scan_stages
+
+    fuzz_scan_stages.stage_scan(ctx.scratch, ctx.path, ctx.index)
+
+
+def _stage_resume(ctx: _Ctx) -> None:
+    import fuzz_scan_stages
+
+    fuzz_scan_stages.stage_resume(ctx.scratch, ctx.index)
+
+
 _STAGE_FUNCS = {"load": _stage_load, "validate": _stage_validate, "onnx": _stage_onnx, "tflite": _stage_tflite,
-                "cli": _stage_cli, "tflite-onnx": _stage_tflite_onnx, "cli-onnx": _stage_cli_onnx}
+                "cli": _stage_cli, "scan": _stage_scan, "resume": _stage_resume,
+                "tflite-onnx": _stage_tflite_onnx, "cli-onnx": _stage_cli_onnx}
 _NEEDS = {"load": "chain", "validate": "chain", "onnx": "chain", "tflite": "load", "cli": None,
-          "tflite-onnx": None, "cli-onnx": None}
+          "scan": None, "resume": None, "tflite-onnx": None, "cli-onnx": None}
 """What a stage needs before it runs: ``chain`` every stage before it succeeded, ``load`` the
 load stage succeeded (it uses the loaded archive), None nothing (it reads the file itself; it
 runs unless an earlier stage went wrong, a refusal by pt2x being fine)."""

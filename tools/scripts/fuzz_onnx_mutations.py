@@ -10,8 +10,10 @@ Mutations edit the ``ModelProto`` (attributes deleted, retyped, out of range; di
 zero, huge; initializers whose bytes do not match their dims or type; missing inputs, cycles,
 duplicate names, unknown ops and domains, odd opset imports; broken subgraph bodies; external
 data at locations inside, beside (a symlink) and outside the model's folder; constants that ask
-for huge tensors; graphs with very many nodes or deeply nested bodies) or, last, its bytes
-(truncated, flipped, framed, garbage).
+for huge tensors; graphs with very many nodes or deeply nested bodies; hostile work for the
+folding of constants: pools with huge windows, GridSample over large grids, ConstantOfShape
+chains worth gigabytes; external data lying about its size: dims past the file, lengths past the
+file or the dims, offsets past the end) or, last, its bytes (truncated, flipped, framed, garbage).
 
 A case runs in a folder ``case_folder`` lays out: the model is ``model/model.onnx`` next to
 ``model/weights.bin`` (real external data), ``model/link.bin`` (a symlink to ``outside.bin``
@@ -622,6 +624,73 @@ def _node_io(rng, m):
     return f"{_node_label(n)}: {what}"
 
 
+def _const_tensor(g: onnx.GraphProto, name: str, shape: list[int], value: float = 1.0) -> str:
+    """``name``: a float tensor of ``shape`` made by ConstantOfShape from a constant shape (folded)."""
+    g.initializer.append(numpy_helper.from_array(np.array(shape, np.int64), f"{name}_shape"))
+    g.node.append(helper.make_node("ConstantOfShape", [f"{name}_shape"], [name], name=name,
+                                   value=numpy_helper.from_array(np.array([value], np.float32))))
+    return name
+
+
+def _fold_work(rng, m):
+    """A hostile node fed only by constants, which folding would evaluate: a pool with a huge
+    window, a GridSample over a large grid, or a chain of ConstantOfShape that together ask for
+    gigabytes (the work and byte budgets of the TFLite target's folding must stop each)."""
+    g = m.graph
+    what = rng.choice(["maxpool", "gridsample", "constant-chain", "tile"])
+    if what == "maxpool":
+        n, k = rng.choice([(2000, 1000), (600, 3)])
+        x = _const_tensor(g, "fw_x", [1, 1, n, n])
+        g.node.append(helper.make_node("MaxPool", [x], ["fw_out"], name="fw_pool", kernel_shape=[k, k]))
+    elif what == "gridsample":
+        n = rng.choice([512, 1024])
+        x = _const_tensor(g, "fw_x", [1, 4, n, n])
+        grid = _const_tensor(g, "fw_grid", [1, n, n, 2], 0.25)
+        g.node.append(helper.make_node("GridSample", [x, grid], ["fw_out"], name="fw_grid_sample", mode="bicubic"))
+    elif what == "constant-chain":
+        count = rng.choice([6, 16])
+        outs = [_const_tensor(g, f"fw_c{i}", [4, 1024, 1024]) for i in range(count)]
+        g.node.append(helper.make_node("Sum", outs, ["fw_out"], name="fw_sum"))
+    else:
+        x = _const_tensor(g, "fw_x", [64, 64])
+        g.initializer.append(numpy_helper.from_array(np.array([4096, 4096], np.int64), "fw_reps"))
+        g.node.append(helper.make_node("Tile", [x, "fw_reps"], ["fw_out"], name="fw_tile"))
+    g.output.append(_vi("fw_out", TensorProto.FLOAT, None))
+    return f"{what} over folded constants as an extra output"
+
+
+def _external_lie(rng, m):
+    """An initializer whose external data lies about its size: dims far past the file, a length
+    past the file or past the dims, an offset past the end (size and dims are checked before any
+    byte is read)."""
+    inits = _inits(m)
+    if not inits:
+        return None
+    _, t = rng.choice(inits)
+    for f in ("raw_data", "float_data", "int32_data", "int64_data", "double_data"):
+        t.ClearField(f)
+    lie = rng.choice(["dims", "length", "offset", "length-vs-dims"])
+    dims, offset, length = [4, 8], 0, 4 * 8 * 4
+    if lie == "dims":
+        dims, length = [1 << 20, 1 << 20], None
+    elif lie == "length":
+        length = 3 << 30
+    elif lie == "offset":
+        offset = _WEIGHT_BYTES - 4
+    else:
+        dims = [2, 2]
+    t.data_type = TensorProto.FLOAT
+    del t.dims[:]
+    t.dims.extend(dims)
+    t.data_location = TensorProto.EXTERNAL
+    del t.external_data[:]
+    t.external_data.add(key="location", value=_WEIGHTS)
+    t.external_data.add(key="offset", value=str(offset))
+    if length is not None:
+        t.external_data.add(key="length", value=str(length))
+    return f"initializer {t.name!r}: external data lying about its size ({lie})"
+
+
 _MODEL_OPS = [
     ("attr-delete", 8, _attr_delete),
     ("attr-retype", 8, _attr_retype),
@@ -640,6 +709,8 @@ _MODEL_OPS = [
     ("many-nodes", 1, _many_nodes),
     ("deep-nesting", 1, _deep_nesting),
     ("node-io", 5, _node_io),
+    ("fold-work", 1, _fold_work),
+    ("external-lie", 2, _external_lie),
 ]
 
 
