@@ -1,10 +1,13 @@
 """The TFLite (LiteRT) target: ONNX (pt2x's own, built in memory, or any ONNX file) ->
 TFLite builtins, written as a TFL3 flatbuffer with the ``flatbuffers`` package.
 
-Modules, in the order a conversion uses them: ``onnx_check`` (an ONNX model from outside
-pt2x checked before it is read), ``prepare`` (the ONNX model, shape-inferred and folded),
+Modules, in the order a conversion uses them: ``external_data`` (weights beside an ONNX file,
+checked, then read), ``onnx_check`` (an ONNX model from outside pt2x checked before it is read),
+``normalise`` (its opset brought to the mappers' by onnx's version converter, onnx's strict
+shape inference and checker), ``prepare`` (the ONNX model, shape-inferred and folded, each
+folded node's work bounded by ``fold_cost``),
 ``emit`` (the mapping state and the node loop; every operator through ``int_compute``, the
-rule that keeps 8/16-bit integers out of LiteRT's quantized kernels), ``mappers`` (the ONNX op -> mapper table)
+rule that keeps 8/16-bit integers out of LiteRT's quantized kernels), ``mappers`` (the ONNX op -> mapper table, each mapper behind ``op_attributes``' declared attributes)
 filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape``, ``ops_index``,
 ``ops_gridsample``, ``ops_reduce``, ``ops_nn``, ``ops_resize`` (on
 ``resize_weights``, the interpolation matrices), ``ops_blocks``, ``ops_attention``, ``ops_rnn``
