@@ -54,6 +54,17 @@ down a chain of n elementwise ops costs n^2 (a 5,000-op chain: minutes). Real mo
 few hundred thousand (BERT: ~1,500 ops, ~100 rewrites); past the bound the pass stops where
 it is, which leaves transposes in place: the model stays exact, only slower."""
 
+MAX_RESIZE_MATRIX = 1 << 24
+"""Elements (output length x input length) of the interpolation matrix the TFLite target
+computes for one axis of a Resize at static sizes (``converters/tflite/resize_weights.py``;
+a FULLY_CONNECTED's weights, 4 bytes each, or the indices of a GATHER). A 4K frame halved is
+3840 x 1920 = 7.4e6; without the bound a Resize of a few bytes could ask for 2**31 x 2**31.
+Over it the Resize is refused, naming the axis."""
+
+MAX_RESIZE_LENGTH = 1 << 16
+"""Output length of one axis of such a Resize: its matrix is computed one output index per
+Python step (a 2**16-long axis: about a second)."""
+
 MAX_FOLD_WORK = 200_000_000
 """Element operations (``converters/tflite/fold_cost.py``'s estimate, made before evaluating)
 one ONNX node folded by the TFLite target's ``prepare.fold`` may cost: about a second of numpy.

@@ -188,6 +188,7 @@ def _onnx_scale(node, length: int, out: int, scale: float | None) -> float:
 def _nearest_static(ctx, x, mode, lengths, outs, scales):
     """torch's nearest indices at static sizes: a Resize where the factor is an integer upscale,
     else a Gather of the indices per axis."""
+    ctx.reserve_array([sum(outs)], 8, "resize indices")
     picks = [_torch_nearest(mode, L, o, s) for L, o, s in zip(lengths, outs, scales)]
     exact = "floor" if mode == "nearest" else "half"
     if all(o % L == 0 and np.array_equal(p, _integer_upscale(exact, L, o)) for L, o, p in zip(lengths, outs, picks)):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import Unsupported
+from ..limits import MAX_RESIZE_LENGTH, MAX_RESIZE_MATRIX
 from .emit import Emitter, attrs
 from .mappers import maps
 from .model import TensorType as T
@@ -219,6 +220,10 @@ def _axis_map(spec: _Spec, ax: int, r: AxisResize) -> AxisMap:
     a = spec.a
     if r.out == 0:
         raise Unsupported(f"Resize to an empty axis {ax}")
+    if r.out * r.length > MAX_RESIZE_MATRIX or r.out > MAX_RESIZE_LENGTH:
+        raise Unsupported(f"Resize of axis {ax} from {r.length} to {r.out}: its interpolation matrix is over "
+                          f"converters/limits.py MAX_RESIZE_MATRIX/MAX_RESIZE_LENGTH ({MAX_RESIZE_MATRIX} elements, "
+                          f"{MAX_RESIZE_LENGTH} rows)")
     return axis_map(r, mode=a["mode"], ctm=a["coordinate_transformation_mode"], nearest_mode=a["nearest_mode"],
                     cubic_coeff_a=float(a["cubic_coeff_a"]), exclude_outside=bool(a["exclude_outside"]),
                     antialias=bool(a["antialias"]), extrapolation_value=float(a["extrapolation_value"]))

@@ -261,3 +261,11 @@ def test_onnx_node_tests():
         assert_close(got, want, "float32", what=name, scale=SCALE)
         matched.append(name)
     assert len(matched) == len(cases) - len(_NODE_REFUSED & set(cases)) >= 12
+
+
+@pytest.mark.parametrize("length,sizes", [(4, [100_000, 4]), (5000, [5000, 4])])
+def test_huge_interpolation_matrix_refused(length, sizes):
+    """A few bytes of Resize may not make the converter build a 2**31 x 2**31 matrix."""
+    m = _resize_model((1, 1, length, 4), dict(mode="linear", axes=[2, 3]), sizes=sizes)
+    with pytest.raises(UnsupportedOpsError, match="MAX_RESIZE_MATRIX"):
+        to_tflite(m)
