@@ -149,3 +149,19 @@ def test_a_model_older_than_the_version_converter_reaches_is_refused_not_crashed
     m.opset_import[0].version = 0
     with pytest.raises(ConversionError):
         to_tflite(m)
+
+
+def test_an_old_opset_model_converts_torch_free(tmp_path):
+    """The version converter, strict inference and checker are onnx's: no torch on the way."""
+    from torchfree import run_torch_free
+
+    path = tmp_path / "clip6.onnx"
+    onnx.save(_model(*_OLD["clip6_attributes"]), path)
+    code = """
+        import sys
+        from pt2x.converters import to_tflite
+        print("bytes:", len(to_tflite(sys.argv[1])))
+    """
+    out = run_torch_free(code, str(path))
+    assert out.returncode == 0, out.stderr
+    assert "bytes:" in out.stdout
