@@ -62,13 +62,13 @@ def binary(em: Emitter, node) -> None:
 def _pow(em: Emitter, a: int, b: int, node) -> None:
     """``Pow``. A float exponent constant 2, 0.5 or 1 takes the exact kernel (MUL, SQRT, the base
     itself) as torch does. An integer base with a float exponent is ONNX Runtime's
-    ``(T) pow(double(x), y)``: an exponent constant with integral values becomes an integer POW
+    ``(T) pow(double(x), y)``: an exponent constant of integral values >= 0 becomes an integer POW
     (exact); any other is computed in float32 and truncated towards zero (CAST), exact while |x|
     and the result stay within float32's 2^24. Otherwise the exponent takes the base's type."""
     e = em.const_value(node.input[1])
     v = float(np.asarray(e).reshape(())) if e is not None and e.size == 1 else None
     if em.dtype_of(a) not in _FLOAT and em.dtype_of(b) in _FLOAT:
-        if e is None or not np.all(np.isfinite(e)) or not np.all(e == np.round(e)):
+        if e is None or not np.all(np.isfinite(e)) or not np.all(e == np.round(e)) or np.any(e < 0):
             y = em.binary("POW", em.cast(a, T.FLOAT32), b, dtype=T.FLOAT32)
             em.op("CAST", [y], [em.out()], ("CastOptions", {"in_data_type": T.FLOAT32,
                                                            "out_data_type": em.dtype_of(em.out())}))

@@ -42,6 +42,7 @@ CASES = [
     ("Pow", {}, ["x", ("c", [[2], [3], [0]])], "small"), ("Pow", {}, ["x", ("f", [[2.0], [1.0], [3.0]])], "small"),
     # a fractional power of a negative base is NaN, whose integer cast C++ leaves undefined
     ("Pow", {}, ["x", ("f", [[2.0], [0.5], [1.7]])], "pos"), ("Pow", {}, ["x", ("fx", (3, 1))], "pos"),
+    ("Pow", {}, ["nz", ("f", [[-1.0], [2.0], [-2.0]])], "small"),  # float32: exact below 2^24
     ("Max", {}, ["x", "y"], "full"), ("Min", {}, ["x", "y"], "full"), ("Sum", {}, ["x", "y", "x"], "full"),
     ("Abs", {}, ["x"], "full"), ("Neg", {}, ["x"], "full"), ("Sign", {}, ["x"], "full"), ("Relu", {}, ["x"], "full"),
     ("Clip", {}, ["x", ("c", -7), ("c", 100)], "full"), ("Clip", {}, ["x", ("c", 0), ("c", 6)], "small"),
@@ -93,13 +94,15 @@ def _allowed(op: str, elem: int) -> bool:
     return want in allowed
 
 
-def _values(kind: str, np_t, shape, rng) -> np.ndarray:
+def _values(kind: str, value_range: str, np_t, shape, rng) -> np.ndarray:
+    """``value_range``: "full", "small" or "pos"; ``kind``: the operand ("nz": no zeros, "ix":
+    indices, "u": distinct values), else the range itself."""
     info = np.iinfo(np_t)
     # int32 and int64 (computed in int32, see docs/tflite.md) within 16 bits: sums and products fit
     lo, hi = max(info.min, -(2**15)), min(info.max, 2**15)
-    if kind == "small":
+    if value_range == "small":
         lo, hi = max(lo, -4), 5
-    if kind == "pos":
+    if value_range == "pos":
         lo, hi = 0, 9
     x = rng.integers(lo, hi, shape, dtype=np.int64, endpoint=True)
     if kind == "full":  # the type's edges, where wrap-around shows
@@ -127,7 +130,7 @@ def _case(op, attrs, operands, value_range, elem, rng):
             shape = _SHAPES[spec]
             kind = spec if spec in ("nz", "u", "ix") else value_range
             inputs.append(helper.make_tensor_value_info(name, elem, list(shape)))
-            feeds.append(_values(kind, np_t, shape, rng))
+            feeds.append(_values(kind, value_range, np_t, shape, rng))
         elif spec[0] == "b":
             inputs.append(helper.make_tensor_value_info(name, TP.BOOL, list(spec[1])))
             feeds.append(rng.integers(0, 2, spec[1]).astype(bool))
