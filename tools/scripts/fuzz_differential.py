@@ -105,9 +105,11 @@ ATTRS: dict[str, dict[str, list]] = {
     "InstanceNormalization": {"epsilon": [1e-5, 1e-3]},
     "LayerNormalization": {"axis": [-1, 1, -2], "epsilon": [1e-5, 1e-3]},
     "Gemm": {"transA": [0, 1], "transB": [0, 1], "alpha": [1.0, 0.5], "beta": [1.0, 2.0]},
-    "Resize": {"mode": ["nearest", "linear"],
+    "Resize": {"mode": ["nearest", "linear", "cubic"],
                "coordinate_transformation_mode": ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"],
-               "nearest_mode": ["round_prefer_floor", "floor", "ceil"]},
+               "nearest_mode": ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"],
+               "antialias": [0, 1], "exclude_outside": [0, 1], "cubic_coeff_a": [-0.75, -0.5],
+               "keep_aspect_ratio_policy": ["stretch", "not_larger", "not_smaller"]},
     **{op: {"keepdims": [0, 1], "noop_with_empty_axes": [0, 1]} for op in REDUCE},
 }
 
@@ -666,14 +668,15 @@ def _chain(g: _Graph, steps: list[str]) -> list[str]:
 # ---------------------------------------------------------------------------- making and running cases
 
 
-def make_case(seed: int, index: int) -> FuzzCase:
-    """The case ``(seed, index)``: a model and its inputs, the same on every run."""
+def make_case(seed: int, index: int, ops: list[str] | None = None) -> FuzzCase:
+    """The case ``(seed, index)``: a model and its inputs, the same on every run (``ops``: draw
+    single-op cases from these only, and no chains)."""
     import onnx
 
-    rng = random.Random(f"{seed}:{index}")
+    rng = random.Random(f"{seed}:{index}" if ops is None else f"{seed}:{index}:{','.join(ops)}")
     nrng = np.random.default_rng([seed, index])
     g = _Graph(rng, nrng)
-    if rng.random() < 0.2:
+    if ops is None and rng.random() < 0.2:
         steps = [rng.choice(CHAIN_STEPS) for _ in range(rng.randint(2, 6))]
         case = FuzzCase(seed, index, "chain", " > ".join(steps))
         try:
@@ -682,7 +685,7 @@ def make_case(seed: int, index: int) -> FuzzCase:
             case.invalid = str(e)
             return case
     else:
-        op = rng.choice(OPS)
+        op = rng.choice(ops or OPS)
         case = FuzzCase(seed, index, "single", op)
         try:
             outs = _single(g, op)
@@ -792,7 +795,7 @@ def _second_opinion(res: FuzzResult, case: FuzzCase, got: list, want: list) -> N
 
 
 def run_fuzz(seed: int, n: int, *, jobs: int = 1, start: int = 0, timeout: float = DEFAULT_TIMEOUT,
-             progress=None) -> list[FuzzResult]:
+             ops: list[str] | None = None, progress=None) -> list[FuzzResult]:
     """Cases ``start .. start+n-1`` of ``seed`` on ``jobs`` worker processes, in index order."""
     todo: queue.Queue = queue.Queue()
     for i in range(start, start + n):
@@ -808,7 +811,7 @@ def run_fuzz(seed: int, n: int, *, jobs: int = 1, start: int = 0, timeout: float
                     i = todo.get_nowait()
                 except queue.Empty:
                     return
-                case = make_case(seed, i)
+                case = make_case(seed, i, ops)
                 r = run_case(case, w, timeout)
                 results[i] = r
                 if progress:
@@ -840,8 +843,9 @@ def _save(case: FuzzCase, out: str) -> str:
     return stem + ".onnx"
 
 
-def summary(results: list[FuzzResult], seed: int) -> str:
+def summary(results: list[FuzzResult], seed: int, ops: list[str] | None = None) -> str:
     counts = Counter(r.outcome for r in results)
+    ops_arg = f" --ops {','.join(ops)}" if ops else ""
     lines = [f"seed {seed}: {len(results)} cases: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))]
     per_op: dict[str, Counter] = {}
     for r in results:
@@ -849,7 +853,7 @@ def summary(results: list[FuzzResult], seed: int) -> str:
     for r in results:
         if r.outcome in FINDINGS:
             lines.append(f"  FINDING {r.outcome} {r.kind} {r.what}: {r.detail[:300]}"
-                         f"\n      replay: python tools/scripts/fuzz_differential.py --replay {r.seed}:{r.index}")
+                         f"\n      replay: python tools/scripts/fuzz_differential.py --replay {r.seed}:{r.index}{ops_arg}")
     return "\n".join(lines)
 
 
@@ -861,18 +865,24 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per step of a case")
     p.add_argument("--out", help="keep each finding's model and inputs here")
+    p.add_argument("--ops", help="comma-separated ops to draw from (single-op cases only; other cases than "
+                                 "without it); replay with the same --ops")
     p.add_argument("--replay", metavar="SEED:INDEX", help="run one case and print it")
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
+    ops = args.ops.split(",") if args.ops else None
+    unknown = sorted(set(ops or ()) - set(OPS))
+    if unknown:
+        p.error(f"--ops: no recipe for {', '.join(unknown)} (the ops: {', '.join(OPS)})")
     if args.replay:
         seed, index = (int(x) for x in args.replay.split(":"))
-        case = make_case(seed, index)
+        case = make_case(seed, index, ops)
         print(f"case {seed}:{index} {case.kind} {case.what}")
         if case.model:
             import onnx
 
             print(onnx.printer.to_text(onnx.load_from_string(case.model)))
-        r = run_fuzz(seed, 1, start=index)[0]
+        r = run_fuzz(seed, 1, start=index, ops=ops)[0]
         print(f"{r.outcome}: {r.detail}")
         if args.out and r.outcome in FINDINGS:
             print("saved", _save(case, args.out))
@@ -889,8 +899,8 @@ def main(argv=None) -> int:
             if args.out and r.outcome in FINDINGS:
                 _save(case, args.out)
 
-    results = run_fuzz(seed, args.n, jobs=args.jobs, start=args.start, timeout=args.timeout, progress=progress)
-    print(summary(results, seed))
+    results = run_fuzz(seed, args.n, jobs=args.jobs, start=args.start, timeout=args.timeout, ops=ops, progress=progress)
+    print(summary(results, seed, ops))
     print(f"{time.monotonic() - t0:.0f} s")
     return 1 if any(r.outcome in FINDINGS for r in results) else 0
 
