@@ -36,16 +36,23 @@ SCALE = TFLITE_SCALE["float32"]
 
 
 @functools.cache
-def _pt2_outputs() -> list[list]:
-    it = tflite_zoo.interpreter(to_tflite(resize_cases.saved()))
+def _pt2_outputs(xnnpack: bool) -> list[list]:
+    it = tflite_zoo.interpreter(_pt2_model(), xnnpack=xnnpack)
     return [tflite_zoo.run(it, xs) for xs, _ in resize_cases.runs()]
+
+
+@functools.cache
+def _pt2_model() -> bytes:
+    return to_tflite(resize_cases.saved())
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_pt2_resize_matches_eager(name):
     i = CASES.index(name)
-    for got, (xs, want) in zip(_pt2_outputs(), resize_cases.runs()):
-        assert_close(got[i], want[i], "float32", what=f"{name} at batch {xs[0].shape[0]}", scale=SCALE)
+    for xnnpack in (True, False):
+        for got, (xs, want) in zip(_pt2_outputs(xnnpack), resize_cases.runs()):
+            assert_close(got[i], want[i], "float32", what=f"{name} at batch {xs[0].shape[0]}, XNNPACK {xnnpack}",
+                         scale=SCALE)
 
 
 # ---------------------------------------------------------------- ONNX Resize vs ONNX Runtime
