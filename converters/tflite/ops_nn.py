@@ -79,23 +79,24 @@ def _pad_axes(em: Emitter, x: int, axes: list[Axis]) -> int:
 def conv(em: Emitter, node) -> None:
     a = attrs(node)
     w = em.const_value(node.input[1])
-    if w is None:
-        raise Unsupported("Conv with weights computed at run time")
+    w_shape = list(w.shape) if w is not None else em.shape(node.input[1])
+    if w_shape is None or any(d < 0 for d in w_shape):
+        raise Unsupported("Conv with weights of a shape known only at run time")
     rank = em.rank(node.input[0])
     if rank not in (3, 4, 5):
         raise Unsupported(f"{rank - 2}-D Conv (TFLite has 1-D, 2-D and 3-D convolutions)")
-    axes, padding = _conv_axes(em, node, a, list(w.shape[2:]))
+    axes, padding = _conv_axes(em, node, a, w_shape[2:])
     if rank == 5:
+        if w is None:
+            raise Unsupported("3-D Conv with weights computed at run time")
         _conv3d(em, node, a, w, axes, padding)
         return
     if rank == 3:
-        w = w[:, :, None, :]
         axes = [Axis(1, 1, 1, 1, 0, 0)] + axes
     x, rank = _to_4d(em, node.input[0])
     group = int(a.get("group", 1))
     x = _pad_axes(em, x, axes)
-    w = to_compute_array(w, "the weight")
-    m, cg = w.shape[0], w.shape[1]
+    m, cg = w_shape[0], w_shape[1]
     c = cg * group
     # CONV_2D's kernel reads a bias whenever the op lists three inputs: zeros when ONNX has none
     bias = em.t(node.input[2]) if len(node.input) > 2 and node.input[2] else em.const(np.zeros(m, np.float32))
@@ -104,13 +105,30 @@ def conv(em: Emitter, node) -> None:
                 "dilation_h_factor": axes[0].dilation, "dilation_w_factor": axes[1].dilation,
                 "fused_activation_function": 0}
     if group > 1 and group == c and m % c == 0:
-        filt = em.const(np.ascontiguousarray(w.transpose(1, 2, 3, 0)))  # [1, kh, kw, C*mult]
+        filt = _filter(em, node, w, [1, 2, 3, 0])  # [1, kh, kw, C*mult]
         em.op("DEPTHWISE_CONV_2D", [x, filt, bias], [y],
               ("DepthwiseConv2DOptions", {**geometry, "depth_multiplier": m // c}))
     else:
-        filt = em.const(np.ascontiguousarray(w.transpose(0, 2, 3, 1)))  # OHWI (I = C/group)
+        filt = _filter(em, node, w, [0, 2, 3, 1])  # OHWI (I = C/group)
         em.op("CONV_2D", [x, filt, bias], [y], ("Conv2DOptions", geometry))
     _from_4d(em, y, rank)
+
+
+def _filter(em: Emitter, node, w: np.ndarray | None, perm: list[int]) -> int:
+    """The 2-D weight [M, C/g, kh, kw] (1-D ones get kh = 1) laid out by ``perm``: once, at
+    conversion, for a constant; by EXPAND_DIMS and TRANSPOSE for one computed at run time."""
+    if w is not None:
+        w = to_compute_array(w, "the weight")
+        w = w[:, :, None, :] if w.ndim == 3 else w
+        return em.const(np.ascontiguousarray(w.transpose(perm)))
+    wt = em.t(node.input[1])
+    shape = em.shape(node.input[1])
+    if len(shape) == 3:
+        shape = shape[:2] + [1] + shape[2:]
+        w4 = em.tmp(em.dtype_of(wt), shape, "w4")
+        em.op("EXPAND_DIMS", [wt, em.const(np.array(2, np.int32))], [w4])
+        wt = w4
+    return transpose(em, wt, perm, "filter")
 
 
 def _conv3d(em: Emitter, node, a: dict, w: np.ndarray, axes: list[Axis], padding: int) -> None:
@@ -151,20 +169,23 @@ def conv_transpose(em: Emitter, node) -> None:
     its end pads less ``output_padding`` crop its end (STRIDED_SLICE), or pad it with zeros
     where ``output_padding`` passes them, before the bias. Groups run one TRANSPOSE_CONV each."""
     a = attrs(node)
-    w = em.const_value(node.input[1])
-    if w is None:
-        raise Unsupported("ConvTranspose with weights computed at run time")
     rank = em.rank(node.input[0])
     if rank not in (3, 4):
         raise Unsupported(f"{rank - 2}-D ConvTranspose (TFLite's TRANSPOSE_CONV is 2-D)")
-    w = _dilated(to_compute_array(w, "the weight"), a)
-    begin, end = _transpose_crops(em, node, a, w.shape[2:])
+    w = em.const_value(node.input[1])
+    group = int(a.get("group", 1))
+    if w is None:
+        w = _run_time_weight(em, node, a, group)
+    else:
+        w = _dilated(to_compute_array(w, "the weight"), a)
+    begin, end = _transpose_crops(em, node, a, list(w.shape[2:]))
     strides = [int(v) for v in a.get("strides", [1] * (rank - 2))]
     if rank == 3:
-        w, strides, begin, end = w[:, :, None, :], [1] + strides, [0] + begin, [0] + end
+        w = w[:, :, None, :] if isinstance(w, np.ndarray) else w.unit_height()
+        strides, begin, end = [1] + strides, [0] + begin, [0] + end
     x, rank = _to_4d(em, node.input[0])
-    group = int(a.get("group", 1))
-    ys = [_transpose_conv(em, part, w[g * (w.shape[0] // group):(g + 1) * (w.shape[0] // group)], strides)
+    per = w.shape[0] // group
+    ys = [_transpose_conv(em, part, w if group == 1 else w[g * per:(g + 1) * per], strides)
           for g, part in enumerate(_channel_groups(em, x, group))]
     y = ys[0]
     if group > 1:
@@ -222,11 +243,43 @@ def _channel_groups(em: Emitter, x: int, group: int) -> list[int]:
     return parts
 
 
-def _transpose_conv(em: Emitter, x: int, w: np.ndarray, strides: list[int]) -> int:
+class _RunTimeWeight:
+    """A ConvTranspose weight computed at run time: its static shape and tensor (no groups, no
+    dilation: those would slice or spread it at conversion)."""
+
+    def __init__(self, em: Emitter, name: str, shape: list[int]):
+        self.em, self.name, self.shape = em, name, tuple(shape)
+
+    def unit_height(self) -> "_RunTimeWeight":
+        """The 1-D weight [C, M, k] seen as [C, M, 1, k] (EXPAND_DIMS in ``filter``)."""
+        return _RunTimeWeight(self.em, self.name, list(self.shape[:2]) + [1] + list(self.shape[2:]))
+
+    def filter(self, em: Emitter) -> int:
+        wt = em.t(self.name)
+        if len(em.shape(self.name)) == 3:
+            w4 = em.tmp(em.dtype_of(wt), list(self.shape), "w4")
+            em.op("EXPAND_DIMS", [wt, em.const(np.array(2, np.int32))], [w4])
+            wt = w4
+        return transpose(em, wt, [1, 2, 3, 0], "filter")
+
+
+def _run_time_weight(em: Emitter, node, a: dict, group: int) -> _RunTimeWeight:
+    shape = em.shape(node.input[1])
+    if shape is None or any(d < 0 for d in shape):
+        raise Unsupported("ConvTranspose with weights of a shape known only at run time")
+    if group != 1 or any(int(d) != 1 for d in a.get("dilations", [1])):
+        raise Unsupported("grouped or dilated ConvTranspose with weights computed at run time")
+    return _RunTimeWeight(em, node.input[1], shape)
+
+
+def _transpose_conv(em: Emitter, x: int, w, strides: list[int]) -> int:
     """The full VALID TRANSPOSE_CONV of NHWC ``x`` by ONNX weight ``w`` [C, M, kh, kw]; its
     output shape is computed at run time from x's."""
     m, kh, kw = w.shape[1], w.shape[2], w.shape[3]
-    filt = em.const(np.ascontiguousarray(w.transpose(1, 2, 3, 0)))  # [M, kh, kw, C]
+    if isinstance(w, _RunTimeWeight):
+        filt = w.filter(em)
+    else:
+        filt = em.const(np.ascontiguousarray(w.transpose(1, 2, 3, 0)))  # [M, kh, kw, C]
     dims = shape_tensor(em, x)  # NHWC
     hw = _slice1d(em, dims, 1, 3)
     full = em.binary("ADD", em.binary("MUL", em.binary("SUB", hw, em.const(np.array(1, np.int32)),

@@ -183,3 +183,17 @@ def test_layer_norm_mean_and_inv_std_dev_outputs():
                [("x", F, ["n", 3, 4])], out_types=(F, F, F),
                inits=[("s", np.full((3, 4), 1.5, np.float32)), ("b", np.full((3, 4), 0.5, np.float32))])
     _compare(m, [x], atol=1e-5)
+
+
+def test_conv_and_conv_transpose_with_run_time_weights():
+    rng = np.random.default_rng(0)
+    for op, shape, w_shape, extra in (("Conv", [2, 4, 9, 8], [6, 2, 3, 2], {"group": 2, "pads": [1, 0, 1, 1]}),
+                                      ("Conv", [2, 3, 11], [5, 3, 3], {"strides": [2]}),
+                                      ("Conv", [2, 4, 7, 7], [8, 1, 3, 3], {"group": 4}),
+                                      ("ConvTranspose", [2, 3, 5, 4], [3, 2, 3, 3],
+                                       {"strides": [2, 2], "pads": [1, 0, 0, 1], "output_padding": [1, 1]}),
+                                      ("ConvTranspose", [2, 3, 6], [3, 4, 2], {"strides": [3]})):
+        node = helper.make_node(op, ["x", "w"], ["y"], **extra)
+        m = _model(node, [("x", F, ["n", *shape[1:]]), ("w", F, w_shape)])
+        _compare(m, [rng.standard_normal(shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)],
+                 atol=1e-5)
