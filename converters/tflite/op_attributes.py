@@ -121,6 +121,7 @@ ATTRIBUTES: dict[str, dict] = {
     "CumProd": {"exclusive": ANY, "reverse": ANY},  # ops_cumprod.py
     "CenterCropPad": {"axes": ANY},  # ops_crop.py
     "AffineGrid": {"align_corners": ANY},  # ops_affine_grid.py
+    "LpPool": {**_POOL, "p": ANY},  # ops_pool.py
 }
 
 

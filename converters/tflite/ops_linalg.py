@@ -31,8 +31,29 @@ def matmul(em: Emitter, node) -> None:
         return
     b = em.t(b_name)
     if ra == 1 or rb == 1:
-        raise Unsupported("MatMul of a 1-D operand")
+        _matmul_vector(em, a, b, ra, rb)
+        return
     em.op("BATCH_MATMUL", [a, b], [em.out()], ("BatchMatMulOptions", {"adj_x": False, "adj_y": False}))
+
+
+def _matmul_vector(em: Emitter, a: int, b: int, ra: int, rb: int) -> None:
+    """numpy's rule for a 1-D operand: a vector on the left is a row [1, k], on the right a
+    column [k, 1]; that dim is squeezed from the product."""
+    if ra == 1:
+        a = _expand(em, a, 0)
+    if rb == 1:
+        b = _expand(em, b, 1)
+    y = em.tmp(em.dtype_of(a), None, "mm")
+    em.op("BATCH_MATMUL", [a, b], [y], ("BatchMatMulOptions", {"adj_x": False, "adj_y": False}))
+    rank = max(ra, rb, 2)
+    dims = ([rank - 2] if ra == 1 else []) + ([rank - 1] if rb == 1 else [])
+    em.op("SQUEEZE", [y], [em.out()], ("SqueezeOptions", {"squeeze_dims": dims}))
+
+
+def _expand(em: Emitter, x: int, axis: int) -> int:
+    y = em.tmp(em.dtype_of(x), None, "vec")
+    em.op("EXPAND_DIMS", [x, em.const(np.array(axis if axis == 0 else -1, np.int32))], [y])
+    return y
 
 
 def _per_column(c_shape: tuple, n: int) -> bool:

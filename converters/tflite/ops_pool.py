@@ -1,5 +1,5 @@
 """MaxPool and AveragePool (1-D and 2-D as TFLite's 2-D NHWC pools, 3-D by separable passes),
-GlobalAveragePool and GlobalMaxPool.
+LpPool (1-D, 2-D), GlobalAveragePool and GlobalMaxPool.
 
 Every pad becomes an explicit PAD before a VALID pool, so any ``auto_pad``, ``pads`` and
 ``ceil_mode`` is exact (``window.py`` has the geometry): a ceil-mode output reads an extra pad
@@ -239,6 +239,36 @@ def _pool3d(em: Emitter, node, a: dict, code: str) -> None:
     em.op("RESHAPE", [y, em.const(np.array([-1, od, oh, ow, c], np.int32))], [out])
     em.op("TRANSPOSE", [em.cast(out, em.dtype_of(em.out())), em.const(np.asarray(TO_NCHW[5], np.int32))],
           [em.out()])
+
+
+@maps("LpPool")
+def lp_pool(em: Emitter, node) -> None:
+    """(sum over the window of |x|^p)^(1/p): the window sums are the average pool of |x|^p
+    over zero pads times the kernel size (pads add nothing to a sum); p = 1 and 2 take ABS
+    and MUL, others POW."""
+    a = attrs(node)
+    p = int(a.get("p", 2))
+    if p < 1:
+        raise Unsupported(f"LpPool with p={p}")
+    rank = em.rank(node.input[0])
+    if rank not in (3, 4):
+        raise Unsupported(f"{rank - 2}-D LpPool")
+    axes = _pool_axes(em, node, a)
+    if axes is None:
+        raise Unsupported("LpPool with auto_pad=SAME_UPPER over a spatial dim known only at run time")
+    x, rank = _to_4d(em, node.input[0])
+    x = em.unary("ABS", _in_float(em, x, node))
+    if p == 2:
+        x = em.binary("MUL", x, x, options=_MUL)
+    elif p > 2:
+        x = em.binary("POW", x, em.const(np.float32(p)))
+    y = _pool2d(em, "AVERAGE_POOL_2D", _pad(em, x, axes, _end_pads(a, axes), 0.0), axes, _VALID)
+    y = em.binary("MUL", y, em.const(np.float32(axes[0].kernel * axes[1].kernel)), options=_MUL)
+    if p == 2:
+        y = em.unary("SQRT", y)
+    elif p > 2:
+        y = em.binary("POW", y, em.const(np.float32(1.0 / p)))
+    _finish(em, node, y, rank)
 
 
 @maps("GlobalAveragePool", "GlobalMaxPool")

@@ -197,3 +197,15 @@ def test_conv_and_conv_transpose_with_run_time_weights():
         m = _model(node, [("x", F, ["n", *shape[1:]]), ("w", F, w_shape)])
         _compare(m, [rng.standard_normal(shape).astype(np.float32), rng.standard_normal(w_shape).astype(np.float32)],
                  atol=1e-5)
+
+
+def test_matmul_of_vectors_and_lp_pool():
+    rng = np.random.default_rng(0)
+    for sa, sb in (([4], [2, 4, 3]), ([2, 3, 4], [4]), ([4], [4]), ([4], [4, 5])):
+        m = _model(helper.make_node("MatMul", ["a", "b"], ["y"]), [("a", F, sa), ("b", F, sb)])
+        _compare(m, [rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)],
+                 atol=1e-5)
+    for p, extra in ((1, {}), (2, {"pads": [1, 0, 1, 1]}), (3, {"strides": [2, 1], "ceil_mode": 1})):
+        node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], p=p, **extra)
+        _compare(_model(node, [("x", F, ["n", 2, 7, 6])]), [rng.standard_normal((2, 2, 7, 6)).astype(np.float32)],
+                 atol=1e-5)
