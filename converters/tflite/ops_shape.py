@@ -380,7 +380,8 @@ def pad(em: Emitter, node) -> None:
     rank = em.rank(node.input[0])
     pads = em.const_value(node.input[1])
     if pads is None:
-        raise Unsupported("Pad with pads computed at run time")
+        _pad_run_time(em, node, mode, rank)
+        return
     pads = _pads_by_axis(em, node, np.asarray(pads).reshape(-1).astype(np.int64), rank)
     grow, crop = np.maximum(pads, 0).astype(np.int32), np.maximum(-pads, 0).astype(np.int32)
     x = em.t(node.input[0])
@@ -403,6 +404,27 @@ def pad(em: Emitter, node) -> None:
         _crop(em, y, crop, rank)
     elif y == x:
         em.bind(node.output[0], x)
+
+
+def _pad_run_time(em: Emitter, node, mode: str, rank: int) -> None:
+    """Constant or reflect Pad by pads computed at run time (all axes): [begins, ends] as the
+    [rank, 2] int32 table PAD/PADV2/MIRROR_PAD read. A negative pad, which would crop, makes
+    LiteRT fail at invoke."""
+    if len(node.input) > 3 and node.input[3]:
+        raise Unsupported("Pad with pads computed at run time over given axes")
+    if mode not in ("constant", "reflect"):
+        raise Unsupported(f"Pad mode {mode!r} with pads computed at run time")
+    pairs = em.tmp(T.INT32, [2, rank], "pads")
+    em.op("RESHAPE", [em.cast(em.t(node.input[1]), T.INT32), em.const(np.array([2, rank], np.int32))], [pairs])
+    table = em.tmp(T.INT32, [rank, 2], "pads")
+    em.op("TRANSPOSE", [pairs, em.const(np.array([1, 0], np.int32))], [table])
+    x = em.t(node.input[0])
+    if mode == "reflect":
+        em.op("MIRROR_PAD", [x, table], [em.out()], ("MirrorPadOptions", {"mode": 0}))
+    elif len(node.input) > 2 and node.input[2]:
+        em.op("PADV2", [x, table, em.t(node.input[2])], [em.out()])
+    else:
+        em.op("PAD", [x, table], [em.out()])
 
 
 def _pads_by_axis(em: Emitter, node, flat: np.ndarray, rank: int) -> np.ndarray:

@@ -209,3 +209,13 @@ def test_matmul_of_vectors_and_lp_pool():
         node = helper.make_node("LpPool", ["x"], ["y"], kernel_shape=[2, 3], p=p, **extra)
         _compare(_model(node, [("x", F, ["n", 2, 7, 6])]), [rng.standard_normal((2, 2, 7, 6)).astype(np.float32)],
                  atol=1e-5)
+
+
+def test_pad_with_run_time_pads():
+    x = np.random.default_rng(0).standard_normal((2, 5, 6)).astype(np.float32)
+    for mode in ("constant", "reflect"):
+        m = _model(helper.make_node("Pad", ["x", "p"], ["y"], mode=mode), [("x", F, ["n", 5, 6]), ("p", I64, [6])])
+        _compare(m, [x, np.array([0, 1, 2, 1, 0, 3], np.int64)])
+    m = _model(helper.make_node("Pad", ["x", "p"], ["y"]), [("x", F, ["n", 5, 6]), ("p", I64, [6])])
+    with pytest.raises(RuntimeError, match="greater than equal to 0"):  # a crop at run time fails loudly
+        tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m)), [x, np.array([0, -1, 0, 0, 0, 0], np.int64)])
