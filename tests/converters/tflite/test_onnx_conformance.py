@@ -53,8 +53,6 @@ for _c in ("test_blackmanwindow_expanded", "test_blackmanwindow_symmetric_expand
 KNOWN_BAD.update({("test_gather_negative_indices", "plain", v): "rejected_at_invoke" for v in _both})
 # Einsum to a 0-d result comes out with shape [1]
 KNOWN_BAD.update({("test_einsum_scalar", "plain", v): "wrong" for v in _both})
-# Mish expanded (Softplus, Tanh, Mul): XNNPACK's results are 1.7e-6 off near zero, beyond atol 1e-7
-KNOWN_BAD[("test_mish_expanded", "plain", "xnnpack")] = "wrong"
 
 # (case, mode): refusals whose message names no op of the model. Remove an entry when it does.
 KNOWN_UNNAMED_REFUSALS: set[tuple[str, str]] = set()
