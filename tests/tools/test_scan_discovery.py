@@ -50,27 +50,60 @@ def test_a_folder_walk_does_not_enter_linked_folders(looped):
     assert _locations(looped) == [str(looped / "a" / "m.pt2")]
 
 
-def _deep(root, depth: int) -> str:
-    path = str(root / "deep")
-    os.mkdir(path)
-    for _ in range(depth):
-        path = os.path.join(path, "d")
-        os.mkdir(path)
-    with open(os.path.join(path, "x.pt2"), "wb") as f:
-        f.write(b"x")
-    return os.path.join(path, "x.pt2")
+DEPTH = max(1100, sys.getrecursionlimit() + 100)
 
 
-def test_a_tree_deeper_than_the_recursion_limit(tmp_path):
-    leaf = _deep(tmp_path, max(1100, sys.getrecursionlimit() + 100))
-    assert _locations(tmp_path / "deep" / "**" / "*.pt2") == [leaf]
-    assert _locations(tmp_path / "deep") == [leaf]
+@pytest.fixture(scope="module")
+def deep(tmp_path_factory):
+    """``deep/d/d/.../d/x.pt2``, ``DEPTH`` folders, made relative to an open descriptor (each step
+    costs the same however deep); the root and the file's path."""
+    root = tmp_path_factory.mktemp("tree") / "deep"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(DEPTH):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        with os.fdopen(os.open("x.pt2", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
+            f.write(b"x")
+    finally:
+        os.close(fd)
+    yield root, os.path.join(root, *(["d"] * DEPTH), "x.pt2")
+    _remove_deep(root)  # pytest's own clean-up (shutil.rmtree) recurses: past the limit here
 
 
-def test_deep_tree_through_the_command(tmp_path):
+def _remove_deep(root) -> None:
+    """Remove the chain without recursion or long paths: each folder is moved up to ``root``'s
+    parent before it is emptied."""
+    holder, pending, moved = os.path.dirname(root), [str(root)], []
+    while pending:
+        folder = pending.pop()
+        with os.scandir(folder) as it:
+            entries = list(it)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                up = os.path.join(holder, f"up{len(moved)}")
+                os.rename(e.path, up)
+                moved.append(up)
+                pending.append(up)
+            else:
+                os.unlink(e.path)
+    for folder in [*moved, str(root)]:
+        os.rmdir(folder)
+
+
+def test_a_tree_deeper_than_the_recursion_limit(deep):
+    root, leaf = deep
+    assert _locations(root / "**" / "*.pt2") == [leaf]
+    assert _locations(root) == [leaf]
+
+
+def test_deep_tree_through_the_command(deep):
     """The whole ``pt2x scan``: the file is checked (unreadable: not a zip), exit 1, no traceback."""
-    _deep(tmp_path, 1100)
-    r = subprocess.run([sys.executable, "-m", "pt2x", "scan", str(tmp_path / "deep" / "**"), "--jobs", "1", "--json"],
+    root, _ = deep
+    r = subprocess.run([sys.executable, "-m", "pt2x", "scan", str(root / "**"), "--jobs", "1", "--json"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr and '"unreadable": 1' in r.stdout
