@@ -75,6 +75,18 @@ and weight transposes, casts and dequantisations, a few element operations per w
 over the bound stays a run-time op, which computes the same values."""
 
 
+MAX_FOLD_TOTAL_WORK = 10 * MAX_FOLD_WORK
+"""Element operations (the same estimate) all the nodes folded in one ONNX model may cost
+together, on top of ``FOLD_WORK_PER_WEIGHT`` per initializer element: about ten seconds. Each
+node within ``MAX_FOLD_WORK`` is not enough: a 40 KB file of a thousand pools over one folded
+constant, each just within it, would fold for many minutes. Real models fold a few operations
+per weight (transposes, casts, dequantisation) and shape arithmetic (a BERT-base export: 3 nodes,
+1.3 million). Past the bound the remaining nodes stay run-time ops."""
+
+FOLD_WORK_PER_WEIGHT = 16
+"""Element operations folding may spend per initializer element beyond ``MAX_FOLD_TOTAL_WORK``:
+a weight transposed, cast and dequantised costs a few."""
+
 MAX_FOLDED_BYTES = 1 << 26
 """Bytes of constants the TFLite target's folding of an ONNX model (``prepare.fold``) may make on
 top of ``WEIGHT_BYTES_FACTOR`` times its initializers' bytes: the weights' factor is shared with

@@ -160,18 +160,24 @@ def _bounded(node: onnx.NodeProto, infos: dict) -> bool:
     return True
 
 
-def _affordable(node: onnx.NodeProto, inputs: list[np.ndarray], infos: dict) -> bool:
-    """Whether evaluating ``node`` costs at most ``MAX_FOLD_WORK`` (estimated before it runs)."""
-    outs = [_static_shape(infos[o]) if o in infos else None for o in node.output]
-    return fold_work(node, [a.shape for a in inputs], outs) <= limits.MAX_FOLD_WORK
-
-
 class _Budget:
-    """The bytes folding may still materialise: ``limits.constant_budget`` of the initializers,
-    with ``MAX_FOLDED_BYTES`` as the allowance."""
+    """What folding may still spend: bytes (``limits.constant_budget`` of the initializers, with
+    ``MAX_FOLDED_BYTES`` as the allowance) and estimated work (``MAX_FOLD_WORK`` per node,
+    ``MAX_FOLD_TOTAL_WORK`` plus ``FOLD_WORK_PER_WEIGHT`` per initializer element in all)."""
 
     def __init__(self, consts: dict[str, np.ndarray]):
         self.left = limits.constant_budget(sum(a.nbytes for a in consts.values()), limits.MAX_FOLDED_BYTES)
+        self.work_left = limits.MAX_FOLD_TOTAL_WORK + limits.FOLD_WORK_PER_WEIGHT * sum(
+            a.size for a in consts.values())
+
+    def afford(self, node: onnx.NodeProto, inputs: list[np.ndarray], infos: dict) -> bool:
+        """Whether evaluating ``node`` fits the work bounds (estimated before it runs); counts it."""
+        outs = [_static_shape(infos[o]) if o in infos else None for o in node.output]
+        work = fold_work(node, [a.shape for a in inputs], outs)
+        if work > limits.MAX_FOLD_WORK or work > self.work_left:
+            return False
+        self.work_left -= work
+        return True
 
     def take(self, arrays) -> bool:
         need = sum(np.asarray(a).nbytes for a in arrays)
@@ -181,7 +187,8 @@ class _Budget:
         return True
 
 
-def _fold_one(node: onnx.NodeProto, consts: dict, infos: dict, opset_imports) -> list[np.ndarray] | None:
+def _fold_one(node: onnx.NodeProto, consts: dict, infos: dict, opset_imports,
+              budget: _Budget) -> list[np.ndarray] | None:
     """The node's outputs when it can be folded within the bounds, else None."""
     if node.op_type == "Constant":
         return _eval(node, [], opset_imports)
@@ -192,7 +199,7 @@ def _fold_one(node: onnx.NodeProto, consts: dict, infos: dict, opset_imports) ->
         return _eval(node, [np.zeros(shape, np.float32)], opset_imports)
     if node.input and all((not i) or i in consts for i in node.input) and _bounded(node, infos):
         inputs = [consts[i] for i in node.input if i]
-        if _affordable(node, inputs, infos):
+        if budget.afford(node, inputs, infos):
             return _eval(node, inputs, opset_imports)
     return None
 
@@ -200,9 +207,8 @@ def _fold_one(node: onnx.NodeProto, consts: dict, infos: dict, opset_imports) ->
 def fold(m: onnx.ModelProto) -> onnx.ModelProto:
     """Evaluate nodes of the main graph whose inputs are all constants; ``Shape`` of a value
     whose shape inference found fully static becomes a constant too. A node stays a run-time op
-    when its output would be over ``_FOLD_MAX_ELEMENTS``, its estimated work over
-    ``limits.MAX_FOLD_WORK`` (``fold_cost.py``), or the bytes folded so far over
-    ``limits.constant_budget`` of the model's initializers (``_Budget``)."""
+    when its output would be over ``_FOLD_MAX_ELEMENTS``, or past what ``_Budget`` has left:
+    the work (estimated by ``fold_cost.py`` before it runs) and the bytes folded so far."""
     g = m.graph
     consts = _constants(g)
     budget = _Budget(consts)
@@ -212,7 +218,7 @@ def fold(m: onnx.ModelProto) -> onnx.ModelProto:
         if node.domain not in ("", "ai.onnx") or node.op_type in _NO_FOLD:
             kept.append(node)
             continue
-        out = _fold_one(node, consts, infos, m.opset_import)
+        out = _fold_one(node, consts, infos, m.opset_import, budget)
         if out is None or any(np.asarray(o).size > _FOLD_MAX_ELEMENTS for o in out) or not budget.take(out):
             kept.append(node)
             continue

@@ -73,6 +73,24 @@ def test_a_grid_sample_over_folded_constants_stays_a_run_time_op():
     assert seconds < 15
 
 
+def test_many_pools_each_within_the_node_bound_stop_at_the_total_bound():
+    """300 small pools over one folded constant, each affordable alone: past
+    ``MAX_FOLD_TOTAL_WORK`` the rest stay run-time ops (a thousand such pools: 14 s of folding
+    with only a per-node bound)."""
+    n = 300
+    nodes = [_fill("c", "s")]
+    for i in range(n):
+        nodes.append(helper.make_node("MaxPool", ["c"], [f"p{i}"], kernel_shape=[2, 2]))
+    m = _model(nodes, [helper.make_tensor_value_info(f"p{i}", TensorProto.FLOAT, None) for i in range(n)],
+               [_shape("s", [1, 1, 40, 40])])
+    one = fold_work(nodes[1], [(1, 1, 40, 40)], [(1, 1, 39, 39)])
+    assert one <= limits.MAX_FOLD_WORK and n * one > limits.MAX_FOLD_TOTAL_WORK
+    folded, seconds = _folded(m)
+    kept = sum(node.op_type == "MaxPool" for node in folded.graph.node)
+    assert n - limits.MAX_FOLD_TOTAL_WORK // one - 1 <= kept < n
+    assert seconds < 15
+
+
 def test_a_flood_of_constant_fills_folds_within_the_byte_budget_and_the_rest_runs():
     """20 fills of 16 MB: past ``MAX_FOLDED_BYTES`` the fills stay FILL ops, and LiteRT's sums are right."""
     n = 20
