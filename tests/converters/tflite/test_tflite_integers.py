@@ -293,12 +293,13 @@ def test_torch_small_int_program_matches_eager(tmp_path):
         args += [a, b]
     path = str(tmp_path / "small_ints.pt2")
     torch.export.save(torch.export.export(SmallInts(), tuple(args)), path)
-    [got] = run_in_child([(to_tflite(path), [x.numpy() for x in args])])
-    assert not isinstance(got, str), got
+    case = [(to_tflite(path), [x.numpy() for x in args])]
     want = SmallInts()(*args)
-    assert len(got) == len(want)
-    for i, (g_, w) in enumerate(zip(got, want)):
-        assert g_.dtype == w.numpy().dtype and np.array_equal(g_, w.numpy()), (i, g_, w)
+    for got in run_in_child(case) + run_in_child(case, xnnpack=True):
+        assert not isinstance(got, str), got
+        assert len(got) == len(want)
+        for i, (g_, w) in enumerate(zip(got, want)):
+            assert g_.dtype == w.numpy().dtype and np.array_equal(g_, w.numpy()), (i, g_, w)
 
 
 def test_an_aborting_model_fails_its_own_case_only():
