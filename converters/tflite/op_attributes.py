@@ -122,6 +122,8 @@ ATTRIBUTES: dict[str, dict] = {
     "CenterCropPad": {"axes": ANY},  # ops_crop.py
     "AffineGrid": {"align_corners": ANY},  # ops_affine_grid.py
     "LpPool": {**_POOL, "p": ANY},  # ops_pool.py
+    "Compress": _AXIS,  # ops_compress.py
+    "EyeLike": {"dtype": ANY, "k": ANY},  # ops_eye_like.py
 }
 
 

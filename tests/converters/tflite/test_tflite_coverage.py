@@ -219,3 +219,15 @@ def test_pad_with_run_time_pads():
     m = _model(helper.make_node("Pad", ["x", "p"], ["y"]), [("x", F, ["n", 5, 6]), ("p", I64, [6])])
     with pytest.raises(RuntimeError, match="greater than equal to 0"):  # a crop at run time fails loudly
         tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m)), [x, np.array([0, -1, 0, 0, 0, 0], np.int64)])
+
+
+def test_compress_and_eye_like():
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    for axis, cond in ((0, [True, False, True, True]), (1, [False, True]), (None, [True, False, False, True, True])):
+        extra = {} if axis is None else {"axis": axis}
+        m = _model(helper.make_node("Compress", ["x", "c"], ["y"], **extra), [("x", F, ["n", 3]), ("c", B, ["k"])])
+        _compare(m, [x, np.array(cond)])
+    for k, dtype in ((0, F), (1, I64), (-2, F)):
+        m = _model(helper.make_node("EyeLike", ["x"], ["y"], k=k, dtype=dtype), [("x", F, ["n", "m"])],
+                   out_types=(dtype,))
+        _compare(m, [x])
