@@ -76,12 +76,44 @@ def _adaptive(ctx, node, op, n, with_indices=False):
         r = ctx.op("GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool", x)
     else:
         spatial = info.shape[-n:]
-        if not all(isinstance(s, int) for s in spatial) or any(i % o for i, o in zip(spatial, sizes)):
+        static = all(isinstance(s, int) for s in spatial)
+        if static and op == "AveragePool" and any(i % o for i, o in zip(spatial, sizes)):
+            r = _adaptive_average(ctx, x, info.rank, list(spatial), sizes, cst)
+        elif not static or any(i % o for i, o in zip(spatial, sizes)):
             raise Unsupported("adaptive pool with an output size that does not divide the (static) input")
-        k = [i // o for i, o in zip(spatial, sizes)]
-        r = ctx.op(op, x, kernel_shape=k, strides=k)
+        else:
+            k = [i // o for i, o in zip(spatial, sizes)]
+            r = ctx.op(op, x, kernel_shape=k, strides=k)
     r = ctx.cast(r, cst, out)
     return [r, None] if with_indices else r
+
+
+def _adaptive_average(ctx, x, rank, lengths, sizes, cst):
+    """Adaptive average pooling where the windows overlap or differ in size (``F.interpolate``'s
+    area mode, 63 -> 22): torch's window i along an axis is [floor(i*L/O), ceil((i+1)*L/O)), the
+    mean over a box of such windows is separable, so each pooled axis is a MatMul with the
+    [O, L] matrix of 1/window-length entries."""
+    ctx.reserve_array([sum(o * L for o, L in zip(sizes, lengths))], dtypes.to_numpy(cst).itemsize,
+                      "adaptive pool weights")
+    for k, (length, size) in enumerate(zip(lengths, sizes)):
+        if length == size:
+            continue
+        w = np.zeros((size, length))
+        for i in range(size):
+            lo, hi = (i * length) // size, -(-(i + 1) * length // size)
+            w[i, lo:hi] = 1.0 / (hi - lo)
+        x = _along_axis(ctx, x, rank - len(lengths) + k, rank, w.astype(dtypes.to_numpy(cst)))
+    return x
+
+
+def _along_axis(ctx, x, axis, rank, w):
+    """``w @ x`` over ``axis`` (w: [out, in]): a MatMul, the axis moved last and back."""
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    if axis != rank - 1:
+        x = ctx.op("Transpose", x, perm=perm)
+    y = ctx.op("MatMul", x, ctx.const_array(np.ascontiguousarray(w.T), "pool_weights"))
+    return y if axis == rank - 1 else ctx.op("Transpose", y, perm=perm)
 
 
 for _n in (1, 2, 3):

@@ -1,7 +1,8 @@
 """``F.interpolate`` / ``upsample_*`` programs for the Resize tests of both targets: exported by
 torch at test time (all cases in one program: one input per shape, one output per case) with a
 dynamic batch, run at two batch sizes against torch eager's outputs. Non-integer scales (0.5x of 63, 1.5x, 0.35x, 2.7x), downscales to length 1
-in H, in W and in both, every mode, align_corners both ways, antialias, the ``.vec`` and
+in H, in W and in both, every mode (area: adaptive average pooling over windows that overlap),
+align_corners both ways, antialias, the ``.vec`` and
 ``.default`` overloads, 1-D and 3-D variants."""
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ CASES = {
     "trilinear_0.35_2.7": (_interp(scale_factor=(0.35, 2.7, 1.5), mode="trilinear"), (2, 20, 4, 5)),
     "nearest3d_1.5": (_interp(scale_factor=1.5, mode="nearest"), (2, 5, 4, 3)),
     "nearest_exact3d_0.35": (_interp(scale_factor=0.35, mode="nearest-exact"), (2, 20, 9, 11)),
+    "area_0.35": (_interp(scale_factor=0.35, mode="area"), (2, 63, 40)),
+    "area_to_7x5": (_interp(size=(7, 5), mode="area"), (2, 10, 12)),
+    "area1d_0.35": (_interp(scale_factor=0.35, mode="area"), (2, 40)),
     # the .default overloads: an output size and, optionally, the scales the kernel uses
     "default_bilinear_scales": (lambda x: aten.upsample_bilinear2d.default(x, [22, 14], False, 0.35, 0.35), (2, 63, 40)),
     "default_bilinear_sizes": (lambda x: aten.upsample_bilinear2d.default(x, [22, 1], False), (2, 63, 40)),
