@@ -28,7 +28,7 @@ from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from .context import Ctx, onnx_type
 from .fold import fold_batch_norms
-from .fold import subgraph_inputs as _subgraph_inputs
+from .graph_tools import live_nodes
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
 
@@ -266,14 +266,7 @@ def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_node
 def prune(nodes, outputs, initializers):
     """Drop nodes whose outputs nobody reads (lowerings emit SymInt arithmetic that a
     Reshape with 0/-1 made unnecessary) and initializers nothing reads (weights folded)."""
-    used = set(outputs)
-    keep = []
-    for n in reversed(nodes):
-        if any(o in used for o in n.output):
-            keep.append(n)
-            used.update(n.input)
-            _subgraph_inputs(n, used)
-    keep.reverse()
+    keep, used = live_nodes(nodes, outputs)
     return keep, [t for t in initializers if t.name in used]
 
 

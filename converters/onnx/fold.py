@@ -22,8 +22,9 @@ import numpy as np
 from onnx import helper
 
 from ..errors import ConversionError
+from .graph_tools import DefUse, copy_stamp
 
-__all__ = ["fold_batch_norms", "subgraph_inputs"]
+__all__ = ["fold_batch_norms"]
 
 _PRODUCERS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 
@@ -44,28 +45,6 @@ def _attr(node, name, default=None):
         if a.name == name:
             return helper.get_attribute_value(a)
     return default
-
-
-def subgraph_inputs(node, acc: set) -> None:
-    """Add to ``acc`` every value the subgraphs of ``node`` (If/Loop bodies) read."""
-    for attr in node.attribute:
-        for g in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-            for n in g.node:
-                acc.update(n.input)
-                subgraph_inputs(n, acc)
-
-
-def _readers(nodes, outputs) -> dict[str, int]:
-    """How many times each value is read: node inputs, subgraph inputs, graph outputs."""
-    count: dict[str, int] = {}
-    for n in nodes:
-        sub: set = set()
-        subgraph_inputs(n, sub)
-        for x in list(n.input) + sorted(sub):
-            count[x] = count.get(x, 0) + 1
-    for o in outputs:
-        count[o] = count.get(o, 0) + 2  # an output is never folded away
-    return count
 
 
 def _bn_params(bn, consts):
@@ -133,13 +112,14 @@ def _fold_one(ctx, prod, bn, params):
     new = helper.make_node(op, [prod.input[0], w_name, b_name], [bn.output[0]],
                            name=prod.name, domain=prod.domain or None)
     new.attribute.extend(prod.attribute)
+    copy_stamp(prod, new)  # the producer's origin (the BN's node is folded into it)
     return new
 
 
 def fold_batch_norms(ctx, nodes: list, outputs: list[str]) -> list:
     """``nodes`` with each foldable BatchNormalization merged into its producer."""
     consts = ctx.root.consts
-    readers = _readers(nodes, outputs)
+    uses = DefUse.of_nodes(nodes, outputs)
     producer = {}
     for i, n in enumerate(nodes):
         for o in n.output:
@@ -151,7 +131,7 @@ def fold_batch_norms(ctx, nodes: list, outputs: list[str]) -> list:
             continue
         params = _bn_params(bn, consts)
         i = producer.get(bn.input[0])
-        if params is None or i is None or i in drop or readers.get(bn.input[0], 0) != 1:
+        if params is None or i is None or i in drop or uses.sole_reader(bn.input[0]) is not bn:
             continue
         prod = out[i]
         if prod.op_type not in _PRODUCERS or prod.domain not in ("", "ai.onnx") or len(prod.output) != 1:

@@ -34,6 +34,7 @@ from onnx import helper, shape_inference, version_converter
 
 from ..errors import ConversionError
 from ..guard import safe_text
+from ..onnx.graph_tools import walk_nodes
 from ..report import Problems
 
 __all__ = ["TARGET_OPSET", "normalise", "default_opset"]
@@ -70,7 +71,7 @@ def _refuse_deprecated(m: onnx.ModelProto) -> None:
     their semantics are the older version's, which the mappers do not implement."""
     opset = default_opset(m)
     problems = Problems("tflite")
-    for node in _nodes(m.graph):
+    for node in walk_nodes(m.graph):
         if node.domain not in ("", "ai.onnx"):
             continue
         try:
@@ -126,14 +127,6 @@ def _checkable(m: onnx.ModelProto) -> onnx.ModelProto:
     return c
 
 
-def _nodes(g: onnx.GraphProto):
-    for node in g.node:
-        yield node
-        for a in node.attribute:
-            for sg in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
-                yield from _nodes(sg)
-
-
 def _text(e: Exception) -> str:
     text = re.sub(r"\s+", " ", str(e)).strip()
     text = re.sub(r"^/\S+?:\d+: \w+: ", "", text)  # the C++ source location onnx prefixes
@@ -143,7 +136,7 @@ def _text(e: Exception) -> str:
 def _refuse_op(m: onnx.ModelProto, e: Exception, reason: str) -> None:
     """An ``UnsupportedOpsError`` naming the first of the model's operators onnx's message names."""
     text = str(e)
-    for node in _nodes(m.graph):
+    for node in walk_nodes(m.graph):
         op = node.op_type
         if op and re.search(rf"(?<![A-Za-z]){re.escape(op)}(?![A-Za-z])", text):
             problems = Problems("tflite")

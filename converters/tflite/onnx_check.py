@@ -33,6 +33,7 @@ from ...serde.limits import MAX_TENSOR_RANK
 from ..errors import ConversionError
 from ..guard import safe_text
 from ..limits import MAX_ONNX_DIM, MAX_ONNX_NODES, MAX_ONNX_SUBGRAPH_DEPTH
+from ..onnx.graph_tools import subgraphs
 
 __all__ = ["check_onnx_model"]
 
@@ -97,7 +98,7 @@ def _check_graph(g: onnx.GraphProto, path: str, depth: int, count: list[int], ou
                 raise ConversionError(f"{where}: input {k} {safe_text(repr(name), 200)} is not defined before the "
                                       "node (a missing value, or a cycle)")
         _check_schema(node, where, opsets)
-        if any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute):
+        if next(subgraphs(node), None) is not None:
             inner = outer | defined  # a body sees what is defined before its node
         else:
             inner = outer

@@ -14,39 +14,13 @@ import onnx
 from onnx import helper
 
 from ..errors import Unsupported
+from ..onnx.graph_tools import free_vars
 from .emit import Emitter, attrs, compute_type
 from .mappers import maps
 from .model import Subgraph, Tensor
 from .model import TensorType as T
 
 _I32_MAX = np.iinfo(np.int32).max
-
-
-def _subgraphs(node):
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            yield a.g
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            yield from a.graphs
-
-
-def free_vars(g: onnx.GraphProto) -> list[str]:
-    """Names ``g`` (and the bodies nested in it) read but does not define, in reading order."""
-    defined = {i.name for i in g.input} | {t.name for t in g.initializer}
-    out: list[str] = []
-
-    def need(n):
-        if n and n not in defined and n not in out:
-            out.append(n)
-
-    for node in g.node:
-        for i in node.input:
-            need(i)
-        for sg in _subgraphs(node):
-            for n in free_vars(sg):
-                need(n)
-        defined.update(o for o in node.output if o)
-    return out
 
 
 def _captures(em: Emitter, graphs) -> list[str]:

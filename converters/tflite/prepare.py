@@ -20,6 +20,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from .. import limits
 from ..errors import ConversionError, UnsupportedOpsError
+from ..onnx.graph_tools import prune_unused
 from .external_data import load_external_data
 from .fold_cost import fold_work
 from .normalise import normalise
@@ -232,32 +233,6 @@ def fold(m: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
-def _prune(m: onnx.ModelProto) -> None:
-    """Drop nodes and initializers nothing reads (graph outputs and subgraphs count)."""
-    g = m.graph
-    needed = {o.name for o in g.output}
-
-    def sub_reads(node):
-        for a in node.attribute:
-            for sg in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
-                for n in sg.node:
-                    yield from n.input
-                    yield from sub_reads(n)
-
-    kept = []
-    for node in reversed(list(g.node)):
-        if any(o in needed for o in node.output):
-            kept.append(node)
-            needed.update(i for i in node.input if i)
-            needed.update(sub_reads(node))
-    kept.reverse()
-    del g.node[:]
-    g.node.extend(kept)
-    inits = [t for t in g.initializer if t.name in needed]
-    del g.initializer[:]
-    g.initializer.extend(inits)
-
-
 def prepare(p: Prepared) -> Prepared:
     """An ONNX model from outside pt2x checked and normalised (``onnx_check.py``, then
     ``normalise.py``: its opset brought to the mappers', strict shape inference, onnx's checker);
@@ -274,7 +249,7 @@ def prepare(p: Prepared) -> Prepared:
         if p.source != "onnx":
             m = shape_inference.infer_shapes(m, data_prop=True)
         m = fold(m)
-        _prune(m)
+        prune_unused(m)
         m = shape_inference.infer_shapes(m, data_prop=True)
     except onnx.shape_inference.InferenceError as e:
         raise ConversionError(f"ONNX shape inference failed: {e}") from e
