@@ -34,11 +34,13 @@ def cast_like(em: Emitter, node) -> None:
 
 @maps("Dropout")
 def dropout(em: Emitter, node) -> None:
-    """Identity unless ``training_mode`` is given and not a constant false (then refused: the
-    mask is random)."""
+    """Identity unless ``training_mode`` is given and not a constant false, with a ratio that
+    is not a constant 0 (then refused: the mask is random)."""
     if len(node.input) > 2 and node.input[2]:
         training = em.const_value(node.input[2])
-        if training is None or bool(np.asarray(training).reshape(-1)[0]):
+        ratio = em.const_value(node.input[1]) if len(node.input) > 1 and node.input[1] else np.float32(0.5)
+        drops = ratio is None or float(np.asarray(ratio).reshape(-1)[0]) != 0.0
+        if (training is None or bool(np.asarray(training).reshape(-1)[0])) and drops:
             raise Unsupported("Dropout in training mode (random; only inference is exact)")
     x = em.t(node.input[0])
     em.bind(node.output[0], x)

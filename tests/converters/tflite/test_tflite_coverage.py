@@ -69,6 +69,9 @@ def test_cast_like_dropout_mean():
     m = _model(helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"]), [("x", F, ["n", 4])], out_types=(F, B),
                inits=[("r", np.float32(0.3)), ("t", np.bool_(False))])
     _compare(m, [x])
+    m = _model(helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"]), [("x", F, ["n", 4])], out_types=(F, B),
+               inits=[("r", np.float32(0.0)), ("t", np.bool_(True))])  # training, but nothing dropped
+    _compare(m, [x])
     m = _model(helper.make_node("Mean", ["a", "b", "c"], ["y"]), [("a", F, ["n", 4]), ("b", F, [4]), ("c", F, [1, 1])])
     _compare(m, [x, x[0] * 3, np.ones((1, 1), np.float32)])
 
