@@ -17,7 +17,7 @@ from ..errors import Unsupported
 from ..onnx.graph_tools import free_vars
 from .emit import Emitter, attrs, compute_type
 from .mappers import maps
-from .model import Subgraph, Tensor
+from .model import NUMPY_OF, Subgraph, Tensor
 from .model import TensorType as T
 
 _I32_MAX = np.iinfo(np.int32).max
@@ -110,7 +110,7 @@ def _empty_accumulator(em: Emitter, body, out_vi) -> int:
         raise Unsupported("Loop scan output whose element shape is not static")
     dtype = compute_type(elem.elem_type, "a Loop scan output")
     acc = em.tmp(dtype, [0] + shape, "scan")
-    zero = np.zeros((), {T.FLOAT32: np.float32, T.INT32: np.int32, T.BOOL: np.bool_}.get(dtype, np.float32))
+    zero = np.zeros((), NUMPY_OF[dtype])  # FILL's value has the accumulator's own type
     em.op("FILL", [em.const(np.asarray([0] + shape, np.int32)), em.const(zero)], [acc])
     em.sub.tensors[acc].shape = [-1] + shape
     return acc
