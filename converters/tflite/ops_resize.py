@@ -60,7 +60,7 @@ class _Spec:
 @maps("Resize")
 def resize(em: Emitter, node) -> None:
     spec = _read(em, node)
-    axes = _static_axes(spec)
+    axes = _static_axes(spec, em.shape(node.output[0]))
     if axes is None:
         _dynamic(em, node, spec)
         return
@@ -166,12 +166,17 @@ def _roi(em: Emitter, name: str, a: dict, axes: list[int], rank: int) -> dict:
 # ------------------------------------------------------------------ static sizes: ONNX's matrices
 
 
-def _static_axes(spec: _Spec) -> dict | None:
-    """axis -> AxisResize for every axis in ``axes``, or None when a length is known only at run time."""
+def _static_axes(spec: _Spec, out_shape) -> dict | None:
+    """axis -> AxisResize for every resized axis, or None when a length is known only at run time."""
     if spec.sizes is not None:
-        if len(spec.sizes) != len(spec.axes) or any(spec.shape[ax] < 0 for ax in spec.axes):
+        sizes = spec.sizes or _inferred_sizes(spec, out_shape)
+        if sizes is None:
             return None
-        return _from_sizes(spec)
+        if spec.a["keep_aspect_ratio_policy"] == "stretch":  # an axis kept at its length is the identity
+            sizes = {ax: n for ax, n in sizes.items() if n != spec.shape[ax] or spec.roi[ax] != (0.0, 1.0)}
+        if any(spec.shape[ax] < 0 or n < 0 for ax, n in sizes.items()):
+            return None
+        return _from_sizes(spec, sizes)
     kept = [ax for ax in spec.axes if spec.scales[ax] == 1 and spec.roi[ax] == (0.0, 1.0)]  # any length
     if any(spec.shape[ax] < 0 for ax in spec.axes if ax not in kept):
         return None
@@ -189,15 +194,30 @@ def _static_axes(spec: _Spec) -> dict | None:
     return out
 
 
-def _from_sizes(spec: _Spec) -> dict:
+def _inferred_sizes(spec: _Spec, out_shape) -> dict | None:
+    """Sizes computed at run time, read from the output shape ONNX's shape inference found (it
+    propagates ``Concat(Shape(x)[:2], [h, w])``, how exporters write a resize with a dynamic
+    batch). An N or C dim known only at run time keeps the input's, as the builtins do."""
+    if spec.a["keep_aspect_ratio_policy"] != "stretch" or out_shape is None or len(out_shape) != spec.rank:
+        return None
+    sizes = {}
+    for ax in spec.axes:
+        if out_shape[ax] >= 0:
+            sizes[ax] = out_shape[ax]
+        elif spec.shape[ax] < 0 and ax < 2 and spec.axes == list(range(spec.rank)):
+            sizes[ax] = spec.shape[ax]
+        else:
+            return None
+    return sizes
+
+
+def _from_sizes(spec: _Spec, sizes: dict) -> dict:
     policy = spec.a["keep_aspect_ratio_policy"]
-    ratios = {ax: spec.sizes[ax] / spec.shape[ax] for ax in spec.axes}
+    ratios = {ax: sizes[ax] / spec.shape[ax] for ax in sizes}
     if policy == "stretch":
-        return {ax: AxisResize(spec.shape[ax], spec.sizes[ax], ratios[ax], spec.roi[ax])
-                for ax in spec.axes}
+        return {ax: AxisResize(spec.shape[ax], sizes[ax], ratios[ax], spec.roi[ax]) for ax in sizes}
     s = (min if policy == "not_larger" else max)(ratios.values())
-    return {ax: AxisResize(spec.shape[ax], int(s * spec.shape[ax] + 0.5), s, spec.roi[ax])
-            for ax in spec.axes}
+    return {ax: AxisResize(spec.shape[ax], int(s * spec.shape[ax] + 0.5), s, spec.roi[ax]) for ax in sizes}
 
 
 def _refuse_where_runtimes_differ(spec: _Spec, axes: dict) -> None:

@@ -270,9 +270,23 @@ def test_onnx_node_tests():
     assert len(matched) == len(cases) - len(_NODE_REFUSED & set(cases)) >= 12
 
 
-@pytest.mark.parametrize("length,sizes", [(4, [100_000, 4]), (5000, [5000, 4])])
+@pytest.mark.parametrize("length,sizes", [(4, [100_000, 4]), (5000, [4999, 4])])
 def test_huge_interpolation_matrix_refused(length, sizes):
     """A few bytes of Resize may not make the converter build a 2**31 x 2**31 matrix."""
     m = _resize_model((1, 1, length, 4), dict(mode="linear", axes=[2, 3]), sizes=sizes)
     with pytest.raises(UnsupportedOpsError, match="MAX_RESIZE_MATRIX"):
         to_tflite(m)
+
+
+@pytest.mark.parametrize("attrs", [dict(mode="cubic"), dict(mode="linear", antialias=1),
+                                   dict(mode="nearest", coordinate_transformation_mode="half_pixel")])
+def test_sizes_from_shape_of_a_dynamic_batch(attrs):
+    """sizes = Concat(Shape(x)[:2], [h, w]) as exporters write it with a dynamic batch: a run-time
+    tensor whose H and W ONNX's shape inference knows, so the exact matrices apply."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], end=2),
+             helper.make_node("Concat", ["s", "hw"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], **attrs)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, ["n", 2, 9, 7])],
+                          [helper.make_tensor_value_info("y", F, None)],
+                          [numpy_helper.from_array(np.array([4, 13], np.int64), "hw")])
+    _compare_with_ort(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=10))
