@@ -12,7 +12,6 @@ import pytest
 
 from pt2x.serde.errors import Pt2UsageError
 from pt2x.tools.cli import main
-from pt2x.tools.scan.options import ScanOptions
 from pt2x.tools.scan.results import ResultsFile, shape_problem
 from paths import PT2_FIXTURES
 
@@ -81,11 +80,13 @@ def test_good_records_resume_and_count_in_the_summary(capsys, tmp_path):
     assert len(out.read_text().splitlines()) == 1
 
 
-def test_options_table_unchanged():
-    """The record table names what the summary reads; the summary takes a checked record."""
+def test_the_summary_takes_every_record_the_table_accepts():
+    """The record table names what the summary reads: a record that passes it is summarised."""
     from pt2x.tools.scan.report import Summary
 
     s = Summary("torch==2.10", ("onnx",))
     s.add(GOOD)
-    assert s.as_dict()["blockers"] == [{"code": "bad-dtype", "artifacts": 1}]
-    assert ScanOptions  # the scan's options stay out of the records (resume with the same options)
+    d = s.as_dict()
+    assert d["blockers"] == [{"code": "bad-dtype", "artifacts": 1}]
+    assert d["conversions"]["onnx"]["errors"] == [{"error": "E: m", "models": 1}]
+    assert "not recorded" in d["torch_versions"] and s.table()
