@@ -278,6 +278,9 @@ def squeeze(em: Emitter, node) -> None:
 
 @maps("Unsqueeze")
 def unsqueeze(em: Emitter, node) -> None:
+    if "axes" not in attrs(node) and len(node.input) > 1 and em.const_value(node.input[1]) is None:
+        _unsqueeze_run_time(em, node)
+        return
     out_rank = em.rank(node.output[0])
     axes = sorted(_axis(a, out_rank) for a in axes_of(em, node, 1))
     x = em.t(node.input[0])
@@ -286,6 +289,39 @@ def unsqueeze(em: Emitter, node) -> None:
         y = em.out() if last else em.tmp(em.dtype_of(x), None, "unsqueeze")
         em.op("EXPAND_DIMS", [x, em.const(np.array(a, np.int32))], [y])
         x = y
+
+
+def _unsqueeze_run_time(em: Emitter, node) -> None:
+    """Axes computed at run time (their count static): a RESHAPE to the target shape built at
+    run time: 1 at each listed position, else the input's dims in order (the position among
+    them is the exclusive CUMSUM of "not listed")."""
+    n = em.shape(node.input[1])
+    if n is None or len(n) != 1 or n[0] < 0:
+        raise Unsupported("Unsqueeze with axes computed at run time whose count is unknown")
+    rank_in = em.rank(node.input[0])
+    out_rank = rank_in + n[0]
+    x = em.t(node.input[0])
+    axes = em.binary("FLOOR_MOD", em.cast(em.t(node.input[1]), T.INT32), em.const(np.array(out_rank, np.int32)))
+    row = em.tmp(T.INT32, [1, n[0]], "axes")
+    em.op("RESHAPE", [axes, em.const(np.array([1, n[0]], np.int32))], [row])
+    hit = em.binary("EQUAL", em.const(np.arange(out_rank, dtype=np.int32).reshape(out_rank, 1)), row, dtype=T.BOOL)
+    new = em.tmp(T.BOOL, [out_rank], "is_new")
+    em.op("REDUCE_ANY", [hit, em.const(np.array([1], np.int32))], [new], ("ReducerOptions", {"keep_dims": False}))
+    if rank_in == 0:
+        em.op("RESHAPE", [x, em.const(np.ones(out_rank, np.int32))], [em.out()])
+        return
+    kept = em.tmp(T.INT32, [out_rank], "kept")
+    em.op("CAST", [em.unary("LOGICAL_NOT", new)], [kept], ("CastOptions", {"in_data_type": T.BOOL,
+                                                                            "out_data_type": T.INT32}))
+    pos = em.tmp(T.INT32, [out_rank], "pos")
+    em.op("CUMSUM", [kept, em.const(np.array(0, np.int32))], [pos], ("CumsumOptions", {"exclusive": True,
+                                                                                        "reverse": False}))
+    pos = em.binary("MINIMUM", pos, em.const(np.array(rank_in - 1, np.int32)))
+    dims = em.tmp(T.INT32, [out_rank], "dims")
+    em.op("GATHER", [shape_tensor(em, x), pos], [dims], ("GatherOptions", {"axis": 0}))
+    target = em.tmp(T.INT32, [out_rank], "shape")
+    em.op("SELECT_V2", [new, em.const(np.array(1, np.int32)), dims], [target])
+    em.op("RESHAPE", [x, target], [em.out()])
 
 
 @maps("Shape")

@@ -234,3 +234,10 @@ def test_compress_and_eye_like():
         m = _model(helper.make_node("EyeLike", ["x"], ["y"], k=k, dtype=dtype), [("x", F, ["n", "m"])],
                    out_types=(dtype,))
         _compare(m, [x])
+
+
+def test_unsqueeze_with_run_time_axes():
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    m = _model(helper.make_node("Unsqueeze", ["x", "a"], ["y"]), [("x", F, ["n", 3]), ("a", I64, [2])])
+    for axes in ([0, 3], [-1, 1], [2, 1]):
+        _compare(m, [x, np.array(axes, np.int64)])
