@@ -46,10 +46,11 @@ ATTRIBUTES: dict[str, dict] = {
         "Sqrt", "Squeeze", "Sub", "Sum", "Tanh", "Tile", "Unsqueeze", "Where", "Xor")},
     "ArgMax": {"axis": ANY, "keepdims": ANY, "select_last_index": ANY},
     "ArgMin": {"axis": ANY, "keepdims": ANY, "select_last_index": ANY},
-    # 3-D inputs (which need q_num_heads/kv_num_heads), a KV cache, softcap and the qk output are refused
-    # by the mapper; the window and precision attributes it does not read are declared at their defaults
+    # the mapper refuses qk_matmul_output_mode 0 with softcap and a softmax_precision other than float;
+    # the window attributes it does not read are declared at their defaults
     "Attention": {"is_causal": ANY, "scale": ANY, "softcap": ANY, "kv_num_heads": ANY, "q_num_heads": ANY,
-                  "qk_matmul_output_mode": (0,), "left_window_size": (-1,), "right_window_size": (-1,)},
+                  "qk_matmul_output_mode": ANY, "softmax_precision": ANY, "left_window_size": (-1,),
+                  "right_window_size": (-1,)},
     "AveragePool": {**_POOL, "count_include_pad": ANY},
     # momentum only updates the running statistics of training_mode=1, which the mapper refuses
     "BatchNormalization": {"epsilon": ANY, "momentum": ANY, "training_mode": ANY},

@@ -32,8 +32,6 @@ conformance = load_script("conformance_onnx")
 KNOWN_BAD: dict[tuple[str, str, str], str] = {}
 _both = ("xnnpack", "builtin")
 for _mode in ("plain", "const-inputs"):
-    # Attention with a 4-D mask over a padded KV length: the broadcast of mask and scores fails at allocate
-    KNOWN_BAD.update({("test_attention_4d_diff_heads_mask4d_padded_kv", _mode, v): "rejected_at_allocate" for v in _both})
     # Range of scalars read from 1-element tensors: LiteRT's RANGE wants 0-d start/limit/delta
     for _c in ("test_range_bfloat16_type_positive_delta", "test_range_float16_type_positive_delta",
                "test_range_float_type_positive_delta", "test_range_int32_type_negative_delta"):
