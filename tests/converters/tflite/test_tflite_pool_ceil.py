@@ -135,7 +135,7 @@ def _networks():
     import model_zoo
 
     return [model_zoo.ZooModel("tv_googlenet", "torchvision googlenet", model_zoo._tv("googlenet", aux_logits=False,
-                                                                                        init_weights=True),
+                                                                                        init_weights=False),
                                model_zoo._image(64)),
             model_zoo.ZooModel("tv_squeezenet1_0", "torchvision squeezenet1_0 .features", _squeezenet_features,
                                model_zoo._image(64)),
