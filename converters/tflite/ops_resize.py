@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import Unsupported
-from ..limits import MAX_RESIZE_LENGTH, MAX_RESIZE_MATRIX
+from ..limits import MAX_ONNX_DIM, MAX_RESIZE_LENGTH, MAX_RESIZE_MATRIX
 from .emit import Emitter, attrs
 from .mappers import maps
 from .model import TensorType as T
@@ -44,6 +44,7 @@ _IMPLEMENTED = {
 }
 _BUILTIN_OPTIONS = ((False, False), (True, False), (False, True))  # (align_corners, half_pixel_centers)
 _WEIGHT_TOL = 1e-5  # a builtin's float32 weights against ONNX's
+_MAX_SCALE = 2.0 ** 20  # a larger scale makes an output over any length limit (and overflows floats)
 
 
 @dataclass
@@ -103,8 +104,10 @@ def _read(em: Emitter, node) -> _Spec:
     if ins[3]:
         v = em.const_value(ins[3])
         sizes = dict(zip(axes, (int(s) for s in np.asarray(v).reshape(-1)))) if v is not None else None
-        if v is not None and np.asarray(v).size != len(axes):
-            raise Unsupported(f"Resize sizes has {np.asarray(v).size} values for {len(axes)} axes")
+        if v is not None and (np.asarray(v).size != len(axes)
+                              or not all(0 < n <= MAX_ONNX_DIM for n in sizes.values())):
+            raise Unsupported(f"Resize sizes {np.asarray(v).reshape(-1).tolist()[:8]} (one positive length per axis "
+                              "expected)")
         if sizes is None:
             sizes = {}
     elif ins[2]:
@@ -112,8 +115,8 @@ def _read(em: Emitter, node) -> _Spec:
         if v is None:
             raise Unsupported("Resize with scales computed at run time")
         v = np.asarray(v, np.float32).reshape(-1)
-        if v.size != len(axes) or not np.all(v > 0):
-            raise Unsupported(f"Resize scales {v.tolist()} (one positive value per axis expected)")
+        if v.size != len(axes) or not np.all((v > 0) & (v <= _MAX_SCALE)):
+            raise Unsupported(f"Resize scales {v.tolist()[:8]} (one value in (0, {_MAX_SCALE}] per axis expected)")
         scales = {ax: float(s) for ax, s in zip(axes, v)}
     else:
         raise Unsupported("Resize with neither scales nor sizes")
@@ -158,8 +161,8 @@ def _roi(em: Emitter, name: str, a: dict, axes: list[int], rank: int) -> dict:
     if v is None:
         raise Unsupported("Resize tf_crop_and_resize with a roi that is not a constant")
     v = np.asarray(v, np.float64).reshape(-1)
-    if v.size != 2 * len(axes):
-        raise Unsupported(f"Resize roi has {v.size} values for {len(axes)} axes")
+    if v.size != 2 * len(axes) or not np.all(np.isfinite(v)):
+        raise Unsupported(f"Resize roi {v.tolist()[:8]} (2 finite values per axis expected)")
     return {ax: (float(v[i]), float(v[i + len(axes)])) for i, ax in enumerate(axes)}
 
 
@@ -188,8 +191,8 @@ def _static_axes(spec: _Spec, out_shape) -> dict | None:
         n32 = math.floor(np.float32(length) * np.float32(s))
         n64 = math.floor(length * s)
         if n32 != n64:
-            raise Unsupported(f"Resize scale {_num(s)} of length {length}: floor(length x scale) is {n64} in float64 and "
-                              f"{n32} in float32 (runtimes differ)")
+            raise Unsupported(f"Resize scale {_num(s)} of length {length}: floor(length x scale) is {n64} in "
+                              f"float64 and {n32} in float32 (runtimes differ)")
         out[ax] = AxisResize(length, n64, s, spec.roi[ax])
     return out
 

@@ -1,9 +1,9 @@
-"""``F.interpolate`` / ``upsample_*`` programs for the Resize tests of both targets: exported by
+"""``F.interpolate`` / ``upsample_*`` programs for the Resize tests of both targets, exported by
 torch at test time (all cases in one program: one input per shape, one output per case) with a
-dynamic batch, run at two batch sizes against torch eager's outputs. Non-integer scales (0.5x of 63, 1.5x, 0.35x, 2.7x), downscales to length 1
-in H, in W and in both, every mode (area: adaptive average pooling over windows that overlap),
-align_corners both ways, antialias, the ``.vec`` and
-``.default`` overloads, 1-D and 3-D variants."""
+dynamic batch, run at two batch sizes against torch eager's outputs: non-integer scales (0.5x
+of 63, 1.5x, 0.35x, 2.7x), downscales to length 1 in H, in W and in both, every mode (area:
+adaptive average pooling over windows that overlap), align_corners both ways, antialias, the
+``.vec`` and ``.default`` overloads, 1-D and 3-D variants."""
 
 from __future__ import annotations
 

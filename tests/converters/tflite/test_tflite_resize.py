@@ -290,3 +290,16 @@ def test_sizes_from_shape_of_a_dynamic_batch(attrs):
                           [helper.make_tensor_value_info("y", F, None)],
                           [numpy_helper.from_array(np.array([4, 13], np.int64), "hw")])
     _compare_with_ort(helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)], ir_version=10))
+
+
+@pytest.mark.parametrize("scales,sizes,roi,match", [
+    ([1, 1, np.inf, 2], None, None, "Resize scales"),
+    ([1, 1, -2, 2], None, None, "Resize scales"),
+    (None, [1, 2, -3, 4], None, "Resize sizes"),
+    ([1, 1, 2, 2], None, [0, 0, np.nan, 0, 1, 1, 1, 1], "Resize roi"),
+])
+def test_malformed_operands_refused(scales, sizes, roi, match):
+    attrs = dict(mode="linear", coordinate_transformation_mode="tf_crop_and_resize" if roi else "half_pixel")
+    m = _resize_model((1, 2, 9, 7), attrs, scales=scales, sizes=sizes, roi=roi)
+    with pytest.raises(UnsupportedOpsError, match=match):
+        to_tflite(m)
