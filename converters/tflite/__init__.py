@@ -12,7 +12,7 @@ filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape``, ``
 ``ops_gridsample``, ``ops_reduce``, ``ops_nn`` (convolutions) and ``ops_pool``, both on ``window``
 (the pads, auto_pad and ceil_mode geometry), ``ops_activation``, ``ops_aliases`` (CastLike,
 Dropout, Mean), ``ops_loss``, ``ops_cumprod``, ``ops_crop``, ``ops_affine_grid``, ``ops_compress``,
-``ops_eye_like``, ``ops_resize`` (on
+``ops_eye_like``, ``ops_bitshift``, ``ops_resize`` (on
 ``resize_weights``, the interpolation matrices), ``ops_blocks``, ``ops_attention``, ``ops_rnn``
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``layout`` (the NCHW -> NHWC pass), ``shapes``

@@ -94,6 +94,7 @@ ATTRIBUTES: dict[str, dict] = {
     "Resize": {"antialias": ANY, "axes": ANY, "coordinate_transformation_mode": ANY, "cubic_coeff_a": ANY,
                "exclude_outside": ANY, "extrapolation_value": ANY, "keep_aspect_ratio_policy": ANY, "mode": ANY,
                "nearest_mode": ANY},
+    "RotaryEmbedding": {"interleaved": ANY, "num_heads": ANY, "rotary_embedding_dim": ANY},
     "ScatterElements": {"axis": ANY, "reduction": ANY},
     "ScatterND": {"reduction": ANY},
     "Shape": {"start": ANY, "end": ANY},
@@ -124,6 +125,7 @@ ATTRIBUTES: dict[str, dict] = {
     "AffineGrid": {"align_corners": ANY},  # ops_affine_grid.py
     "LpPool": {**_POOL, "p": ANY},  # ops_pool.py
     "Compress": _AXIS,  # ops_compress.py
+    "BitShift": {"direction": ANY},  # ops_bitshift.py
     "EyeLike": {"dtype": ANY, "k": ANY},  # ops_eye_like.py
 }
 

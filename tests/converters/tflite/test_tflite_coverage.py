@@ -241,3 +241,13 @@ def test_unsqueeze_with_run_time_axes():
     m = _model(helper.make_node("Unsqueeze", ["x", "a"], ["y"]), [("x", F, ["n", 3]), ("a", I64, [2])])
     for axes in ([0, 3], [-1, 1], [2, 1]):
         _compare(m, [x, np.array(axes, np.int64)])
+
+
+@pytest.mark.parametrize("direction", ["LEFT", "RIGHT"])
+def test_bit_shift_uint8(direction):
+    u8 = TensorProto.UINT8
+    m = _model(helper.make_node("BitShift", ["x", "s"], ["y"], direction=direction), [("x", u8, ["n"]), ("s", u8, ["n"])],
+               out_types=(u8,))
+    x = np.array([0, 1, 3, 128, 255, 77, 200, 255, 1], np.uint8)
+    s = np.array([0, 1, 7, 1, 4, 3, 8, 0, 7], np.uint8)
+    _compare(m, [x, s])
