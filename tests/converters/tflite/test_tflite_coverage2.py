@@ -110,3 +110,26 @@ def test_attention_refusals_name_the_attribute():
     node = helper.make_node("Attention", ["q", "k", "v"], ["y"])
     with pytest.raises(UnsupportedOpsError, match="q_num_heads"):
         to_tflite(_model([node], [("q", F, [1, 3, 8]), ("k", F, [1, 3, 8]), ("v", F, [1, 3, 8])], [("y", F)]))
+
+
+@pytest.mark.parametrize("three_d", [False, True])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("rotary_dim", [0, 4])
+@pytest.mark.parametrize("positions", [True, False])
+def test_rotary_embedding(three_d, interleaved, rotary_dim, positions):
+    """RotaryEmbedding over dynamic batch/sequence, full or partial rotation, halves or interleaved
+    pairs, caches gathered by position ids or given per token."""
+    heads, d, half = 3, 8, (rotary_dim or 8) // 2
+    x_in = ("x", F, ["b", "s", heads * d]) if three_d else ("x", F, ["b", heads, "s", d])
+    cache = [50, half] if positions else ["b", "s", half]
+    ins = [x_in, ("cos", F, cache), ("sin", F, cache)] + ([("pos", I64, ["b", "s"])] if positions else [])
+    attrs = {"interleaved": interleaved, "rotary_embedding_dim": rotary_dim, **({"num_heads": heads} if three_d else {})}
+    node = helper.make_node("RotaryEmbedding", [n for n, _, _ in ins], ["y"], **attrs)
+    m = _model([node], ins, [("y", F)])
+    bsz, s = 2, 5
+    x = _rand(bsz, s, heads * d) if three_d else _rand(bsz, heads, s, d)
+    angles = np.random.default_rng(4).uniform(0, 6.3, [50, half] if positions else [bsz, s, half]).astype(np.float32)
+    feeds = [x, np.cos(angles), np.sin(angles)]
+    if positions:
+        feeds.append(np.array([[0, 3, 7, 49, 2], [5, 5, 1, 0, 30]], np.int64))
+    _compare(m, feeds, rtol=1e-5, atol=1e-6)
