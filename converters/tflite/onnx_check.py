@@ -16,8 +16,12 @@ mapper runs:
 * node attributes against the operator's schema at the model's opset: each attribute the
   schema declares has its type, each required one is present.
 
-``onnx.checker`` is not used: it also refuses files real exporters write and ONNX Runtime runs
-(a graph output without a shape), which the converter reads fine.
+These run before anything of onnx's reads the model (its version converter, shape inference
+and checker, ``normalise.py``, which run next): onnx trusts stated sizes and data where these
+checks do not (it allocates from a stated dim, and can crash in protobuf on tensor data that
+disagrees with its dims). ``onnx.checker`` alone would also refuse files real exporters write
+and ONNX Runtime runs (a graph output without a shape); ``normalise.py`` runs it on a copy that
+accepts them.
 
 pt2x's own ONNX (a ``.pt2`` converted in memory) does not pass through here: it is made by
 the ONNX target from a program the loader already bounded.
