@@ -20,6 +20,7 @@ from ...serde.atomic_write import write_atomically
 from ...serde.errors import Pt2Error
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
+from ..onnx.graph_tools import origin_of
 from ..report import Problems
 from .emit import Emitter, compute_type
 from .layout import optimize_layout
@@ -62,7 +63,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
 
 
 def load_mappers() -> dict:
-    from . import (ops_activation, ops_affine_grid, ops_aliases, ops_attention, ops_blocks,  # noqa: F401
+    from . import (ops_activation, ops_affine_grid, ops_aliases, ops_attention, ops_bitshift, ops_blocks,  # noqa: F401
                    ops_compress, ops_control, ops_crop, ops_cumprod, ops_einsum, ops_elementwise, ops_eye_like,
                    ops_gridsample, ops_index, ops_linalg, ops_loss, ops_nn, ops_pool, ops_reduce, ops_resize,
                    ops_rnn, ops_rnn_while, ops_rotary, ops_shape)
@@ -73,11 +74,11 @@ def load_mappers() -> dict:
 def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     g = p.model.graph
     sub = Subgraph("main")
-    em = Emitter(g, sub, p.origin)
+    em = Emitter(g, sub)
     problems = Problems("tflite", p.member)
     _declare_inputs(em, g, problems)
     load_mappers()
-    em.map_nodes(lambda node, e: _report_node(problems, node, e, p.origin))
+    em.map_nodes(lambda node, e: _report_node(problems, node, e))
     problems.raise_if_any()
     names = _declare_outputs(em, g)
     for s_ in em.subgraphs:
@@ -101,11 +102,14 @@ def _input_names(g) -> list[str]:
     return [i.name for i in g.input if i.name not in inits]
 
 
-def _report_node(problems: Problems, node, e: Unsupported, origin: dict) -> None:
-    """An ONNX node the mappers refused, with the ATen node it was made from when known."""
-    aten = next((origin[o] for o in node.output if o in origin), None) or origin.get(node.name)
+def _report_node(problems: Problems, node, e: Unsupported) -> None:
+    """An ONNX node the mappers refused, with the ATen node it was made from when its origin
+    stamp says (pt2x's ONNX target stamps every node it makes: ``onnx/graph_tools.py``)."""
+    stamp = origin_of(node)
+    aten = stamp.get("pt2x.aten_node")
+    where = f"{aten} = {stamp.get('pt2x.aten_target', '?')}" if aten else None
     problems.add(f"ONNX {node.op_type}", node.name or node.output[0], e.reason,
-                 origin=f"ATen node {aten}" if aten else None)
+                 origin=f"ATen node {where}" if where else None)
 
 
 def _declare_inputs(em: Emitter, g, problems: Problems) -> None:
