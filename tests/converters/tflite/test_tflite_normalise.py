@@ -100,14 +100,23 @@ def test_an_operator_the_version_converter_has_no_adapter_for_is_refused_naming_
 
 
 def test_a_deprecated_operator_is_refused_naming_it():
-    """Upsample at opset 18 (deprecated since 10); at an older opset the converter's adapter makes it a Resize."""
+    """Upsample at opset 18 (deprecated since 10)."""
     scales = helper.make_tensor("s", TensorProto.FLOAT, [4], [1, 1, 2, 2])
     m = _model([helper.make_node("Upsample", ["x", "s"], ["y"], mode="nearest")], 18, inputs=(("x", [1, 1, 2, 2]),))
     m.graph.initializer.append(scales)
     with pytest.raises(UnsupportedOpsError, match=r"ONNX Upsample(.|\n)*deprecated at opset 18"):
         to_tflite(m)
-    m.opset_import[0].version = 9
-    _matches_ort(m, {"x": np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)})
+
+
+@pytest.mark.parametrize("op, opset", [("Resize", 10), ("Upsample", 9)])
+def test_an_adapter_that_changes_semantics_is_refused(op, opset):
+    """onnx's adapter makes Resize-10/Upsample-9 a Resize-11+ at its default half_pixel transform,
+    not their asymmetric one: converted, linear 2x differs from ONNX Runtime by 0.62."""
+    scales = helper.make_tensor("s", TensorProto.FLOAT, [4], [1, 1, 2, 2])
+    m = _model([helper.make_node(op, ["x", "s"], ["y"], mode="linear")], opset, inputs=(("x", [1, 1, 4, 4]),))
+    m.graph.initializer.append(scales)
+    with pytest.raises(UnsupportedOpsError, match=rf"ONNX {op}(.|\n)*asymmetric coordinate transform"):
+        to_tflite(m)
 
 
 @pytest.mark.parametrize("nodes, outputs, message", [
