@@ -39,7 +39,8 @@ _RNN = {"activation_alpha": ANY, "activation_beta": ANY, "activations": ANY, "cl
 ATTRIBUTES: dict[str, dict] = {
     # elementwise without attributes
     **{op: _NONE for op in (
-        "Abs", "Add", "And", "Atan", "BitwiseNot", "BitwiseXor", "Ceil", "Clip", "Cos", "Div", "Equal", "Erf",
+        "Abs", "Add", "And", "Atan", "BitwiseAnd", "BitwiseNot", "BitwiseOr", "BitwiseXor", "Ceil", "Clip", "Cos",
+        "Div", "Equal", "Erf",
         "Exp", "Expand", "Floor", "GlobalAveragePool", "GlobalMaxPool", "Greater", "GreaterOrEqual", "HardSwish",
         "Identity", "IsNaN", "Less", "LessOrEqual", "Log", "MatMul", "Max", "Min", "Mul", "Neg", "NonZero", "Not",
         "Or", "PRelu", "Pow", "Reciprocal", "Relu", "Round", "Sigmoid", "Sign", "Sin", "Size", "Slice", "Softplus",

@@ -133,3 +133,25 @@ def test_rotary_embedding(three_d, interleaved, rotary_dim, positions):
     if positions:
         feeds.append(np.array([[0, 3, 7, 49, 2], [5, 5, 1, 0, 30]], np.int64))
     _compare(m, feeds, rtol=1e-5, atol=1e-6)
+
+
+_INT_EDGES = {np.int32: [-2**31, -2**31 + 1, -65537, -65536, -65535, -2, -1, 0, 1, 65535, 65536, 2**31 - 1],
+              np.int16: [-32768, -32767, -256, -1, 0, 1, 255, 32767], np.int8: [-128, -127, -1, 0, 1, 127],
+              np.uint8: [0, 1, 127, 128, 254, 255]}
+
+
+@pytest.mark.parametrize("op,fn", [("BitwiseAnd", np.bitwise_and), ("BitwiseOr", np.bitwise_or)])
+@pytest.mark.parametrize("dtype", [np.int32, np.int16, np.int8, np.uint8])
+def test_bitwise_and_or_over_the_type(op, fn, dtype):
+    """Every pair of a type's edge values (and random ones), broadcast [n, 1] against [n]: the
+    widened or half-split sum formula is exact, vs numpy and ONNX Runtime."""
+    rng = np.random.default_rng(1)
+    info = np.iinfo(dtype)
+    x = np.concatenate([np.array(_INT_EDGES[dtype], dtype),
+                        rng.integers(info.min, info.max, 20, dtype=np.int64, endpoint=True).astype(dtype)])
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    m = _model([helper.make_node(op, ["a", "b"], ["y"])], [("a", elem, ["n", 1]), ("b", elem, ["n"])], [("y", elem)],
+               opset=18)
+    got = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m)), [x[:, None], x])[0]
+    np.testing.assert_array_equal(got, fn(x[:, None], x))
+    _compare(m, [x[:, None], x], rtol=0, atol=0)
