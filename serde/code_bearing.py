@@ -150,14 +150,13 @@ def pickle_findings(archive, *, drop_sample_inputs: bool = False) -> list[Findin
 def _pickle_finding(zr, member: str, what: str, unpickled: bool) -> Finding | None:
     """The finding for one member; ``unpickled``: torch unpickles it, so bytes pt2x cannot scan
     are a finding too (an extra file that only looks like a pickle is left alone)."""
-    from .archive.payload import pickle_bytes
-    from .codec.pickle_reader import pickle_globals
+    from .archive.payload import member_globals
     from .codec.weights_only import outside_weights_only
 
     if zr.size(member) == 0:
         return None  # torch reads an empty member as "none" (what it writes without sample inputs)
     try:
-        names = pickle_globals(pickle_bytes(zr, member), every_pickle=True)
+        names = member_globals(zr, member)  # scanned once per archive (loading described it already)
     except Pt2FormatError as e:
         if not unpickled:
             return None

@@ -20,7 +20,7 @@ from ..codec.tensor_view import ViewBudget
 from .tensor_data import fake_zeros, numpy_dtype, strided_view
 from .zip_reader import ZipReader
 
-__all__ = ["NotLoaded", "read_payloads", "describe_member", "pickle_bytes"]
+__all__ = ["NotLoaded", "read_payloads", "describe_member", "member_globals", "pickle_bytes"]
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
 
@@ -40,12 +40,29 @@ class NotLoaded:
 
 def describe_member(zr: ZipReader, member: str) -> str:
     """What a pickled member would import if torch loaded it (opcodes scanned, never run)."""
-    from ..codec.pickle_reader import describe_pickle
+    from ..codec.pickle_reader import describe_globals
 
     try:
-        return describe_pickle(pickle_bytes(zr, member))
+        return describe_globals(member_globals(zr, member))
     except Pt2FormatError as e:
         return f"unreadable ({e.reason})"
+
+
+def member_globals(zr: ZipReader, member: str) -> list[str]:
+    """The globals every pickle of ``member`` references (``pickle_globals(every_pickle=True)``
+    over ``pickle_bytes``), scanned once per archive: loading describes the member and the
+    code-bearing check reads it again. Raises ``Pt2FormatError`` when unreadable."""
+    from ..codec.pickle_reader import pickle_globals
+
+    if member not in zr.pickle_scans:
+        try:
+            zr.pickle_scans[member] = pickle_globals(pickle_bytes(zr, member), every_pickle=True)
+        except Pt2FormatError as e:
+            zr.pickle_scans[member] = e
+    result = zr.pickle_scans[member]
+    if isinstance(result, Pt2FormatError):
+        raise result
+    return list(result)
 
 
 def pickle_bytes(zr: ZipReader, member: str) -> memoryview:

@@ -106,6 +106,8 @@ class ZipReader:
             self._check(info, index, whole)
             self._infos[info.filename] = info
         self._data_start: dict[str, int] = {}
+        # member -> its pickle scan (payload.member_globals): scanned once however many readers ask
+        self.pickle_scans: dict[str, object] = {}
 
     @property
     def names(self) -> list[str]:

@@ -61,6 +61,7 @@ __all__ = [
     "find_data_pkl",
     "pickle_globals",
     "describe_pickle",
+    "describe_globals",
 ]
 
 # ---------------------------------------------------------------------------------------
@@ -896,44 +897,48 @@ def pickle_globals(data: bytes | memoryview, *, every_pickle: bool = False) -> l
     return list(seen)
 
 
+_STRING_OPS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING", "BINSTRING",
+                         "SHORT_BINSTRING"})
+_MEMO_GETS = frozenset({"BINGET", "LONG_BINGET", "GET"})
+_MEMO_PUTS = frozenset({"BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"})
+_GLOBAL_OPS = frozenset({"GLOBAL", "INST", "STACK_GLOBAL", "EXT1", "EXT2", "EXT4"})
+
+
 def _scan_globals(stream: io.BytesIO, seen: dict[str, None], ops: int) -> int:
-    """One pickle of ``stream`` (up to its STOP): its globals added to ``seen``; the opcode count."""
-    strings: list[Any] = []  # recent string pushes, for STACK_GLOBAL
+    """One pickle of ``stream`` (up to its STOP): its globals added to ``seen``; the opcode count.
+
+    Only the last two pushed strings matter (STACK_GLOBAL's module and name), so they are
+    kept in two variables; any other opcode pushes an unknown."""
+    prev = last = None  # the two most recent pushes, when they were strings (else None)
     memo: dict[Any, Any] = {}
-    for op, arg, pos in pickletools.genops(stream):
+    max_ops = limits.MAX_PICKLE_OPS
+    for op, arg, _pos in pickletools.genops(stream):
         ops += 1
-        if ops > limits.MAX_PICKLE_OPS:
+        if ops > max_ops:
             raise LimitExceededError("pickle has more than MAX_PICKLE_OPS opcodes")
         name = op.name
-        if name in ("GLOBAL", "INST"):
-            seen[arg.replace(" ", ".", 1)] = None
-        elif name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
-                      "BINSTRING", "SHORT_BINSTRING"):
-            strings.append(arg)
-        elif name in ("BINGET", "LONG_BINGET", "GET"):
-            strings.append(memo.get(arg))
-        elif name in ("BINPUT", "LONG_BINPUT", "PUT", "MEMOIZE"):
-            key = len(memo) if name == "MEMOIZE" else arg
-            memo[key] = strings[-1] if strings else None
-            continue
-        elif name == "STACK_GLOBAL":
-            mod, qual = (strings[-2], strings[-1]) if len(strings) >= 2 else (None, None)
-            seen[f"{mod}.{qual}" if isinstance(mod, str) and isinstance(qual, str) else "<dynamic>"] = None
-        elif name in ("EXT1", "EXT2", "EXT4"):
-            seen[f"<extension code {arg}>"] = None
-        if name not in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING",
-                        "BINSTRING", "SHORT_BINSTRING", "BINGET", "LONG_BINGET", "GET", "MEMOIZE"):
-            strings.append(None)
-        del strings[:-2]
+        if name in _STRING_OPS:
+            prev, last = last, arg
+        elif name in _MEMO_GETS:
+            prev, last = last, memo.get(arg)
+        elif name in _MEMO_PUTS:
+            memo[len(memo) if name == "MEMOIZE" else arg] = last
+        elif name in _GLOBAL_OPS:
+            if name == "STACK_GLOBAL":
+                ok = isinstance(prev, str) and isinstance(last, str)
+                seen[f"{prev}.{last}" if ok else "<dynamic>"] = None
+            elif name in ("GLOBAL", "INST"):
+                seen[arg.replace(" ", ".", 1)] = None
+            else:
+                seen[f"<extension code {arg}>"] = None
+            prev, last = last, None
+        else:
+            prev, last = last, None
     return ops
 
 
-def describe_pickle(data: bytes | memoryview) -> str:
-    """One line naming what a pickle would import if loaded, for "not loaded" reports."""
-    try:
-        names = pickle_globals(data)
-    except Pt2Error as e:
-        return f"unreadable pickle ({e.reason})"
+def describe_globals(names: list[str]) -> str:
+    """One line naming what a pickle would import if loaded (its globals, from ``pickle_globals``)."""
     if not names:
         return "pickle referencing no globals"
     refused = [n for n in names if tuple(n.rsplit(".", 1)) not in _ALLOWED]
@@ -941,3 +946,11 @@ def describe_pickle(data: bytes | memoryview) -> str:
     if refused:
         text += f"; outside pt2x's allowlist: {', '.join(refused)}"
     return text
+
+
+def describe_pickle(data: bytes | memoryview) -> str:
+    """One line naming what a pickle would import if loaded, for "not loaded" reports."""
+    try:
+        return describe_globals(pickle_globals(data))
+    except Pt2Error as e:
+        return f"unreadable pickle ({e.reason})"
