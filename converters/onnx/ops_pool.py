@@ -168,6 +168,8 @@ def _resize(ctx, node, mode, n):
     elif a.align_corners or (not static and None in scales):
         r = _resize_to_sizes(ctx, x, a, n, outs, dict(_RESIZE_MODES[mode], **_align(mode, a.align_corners)))
     else:
+        if not static:
+            _refuse_inexact_run_time_scales(node, lengths, scales)
         onnx_scales = [_onnx_scale(node, L, o, s) for L, o, s in zip(lengths, outs, scales)] if static else scales
         attrs = dict(_RESIZE_MODES[mode], **_align(mode, False))
         sc = ctx.const(np.asarray([1.0, 1.0] + [float(s) for s in onnx_scales], np.float32), ST.FLOAT)
@@ -198,6 +200,17 @@ def _resize_to_sizes(ctx, x, a, n, outs, attrs):
     else:
         raise Unsupported("resize to a dynamic size without output_size")
     return ctx.op("Resize", x, None, None, sizes, axes=list(range(2, 2 + n)), **attrs)
+
+
+def _refuse_inexact_run_time_scales(node, lengths, scales) -> None:
+    """torch sizes a length known only at run time as floor(length x scale) in float64, ONNX
+    Runtime in float32: equal for every length where the scale is a float32 value (0.5, 1.5,
+    2.75), not otherwise (20 x 0.35 is 7 in float64 and 6.9999999 in float32)."""
+    for length, s in zip(lengths, scales):
+        if not isinstance(length, int) and s is not None and float(np.float32(s)) != s:
+            raise Unsupported(f"{node.target} with scale {s} on a length known only at run time: its output length "
+                              "floor(length x scale) is computed in float64 by torch and float32 by ONNX Runtime, "
+                              "which differ for some lengths")
 
 
 def _onnx_scale(node, length: int, out: int, scale: float | None) -> float:

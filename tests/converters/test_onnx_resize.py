@@ -63,7 +63,7 @@ def test_refused_by_name(name):
         to_onnx(resize_cases.saved_refused(name))
 
 
-def _dynamic_hw(mode, scale):
+def _dynamic_hw(mode, scale, min_hw=4):
     """A resize exported with H and W known only at run time."""
     import os
     import tempfile
@@ -75,8 +75,9 @@ def _dynamic_hw(mode, scale):
         def forward(self, x):
             return F.interpolate(x, scale_factor=scale, mode=mode)
 
-    dim = torch.export.Dim("hw", min=4, max=64)
-    ep = torch.export.export(M(), (torch.randn(1, 2, 8, 10),), dynamic_shapes=({2: dim, 3: dim * 2 - 6},))
+    dim = torch.export.Dim("hw", min=min_hw, max=64)  # W = 2H - 6
+    h = max(8, min_hw)
+    ep = torch.export.export(M(), (torch.randn(1, 2, h, 2 * h - 6),), dynamic_shapes=({2: dim, 3: dim * 2 - 6},))
     path = os.path.join(tempfile.mkdtemp(prefix="pt2x-resize-dyn-"), f"{mode}.pt2")
     torch.export.save(ep, path)
     return M(), path
@@ -97,4 +98,12 @@ def test_dynamic_sizes_bilinear_scale_matches_eager():
 def test_dynamic_sizes_nearest_non_integer_scale_refused():
     _, path = _dynamic_hw("nearest", 1.5)
     with pytest.raises(UnsupportedOpsError, match="at a size known only at run time"):
+        to_onnx(path)
+
+
+def test_dynamic_sizes_scale_not_a_float32_refused():
+    """0.35 is no float32: at a run-time length torch's float64 floor(20 x 0.35) = 7 and ONNX
+    Runtime's float32 one = 6."""
+    _, path = _dynamic_hw("bilinear", 0.35, min_hw=12)
+    with pytest.raises(UnsupportedOpsError, match="float64 by torch and float32 by ONNX Runtime"):
         to_onnx(path)
