@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import Unsupported
 from .emit import Emitter, attrs
 from .mappers import maps
-from .model import NUMPY_OF
+from .model import NUMPY_OF, Tensor
 from .model import TensorType as T
 
 _I32 = np.iinfo(np.int32)
@@ -192,7 +192,7 @@ def _full(em: Emitter, node, rank: int, axes: list[int], name: str, default: int
             for a, s in zip(axes, np.asarray(v).reshape(-1)):
                 vals[a] = int(np.clip(int(s), _I32.min, _I32.max))
         return em.const(np.asarray(vals, np.int32)), mask
-    src = em.t(name)
+    src = _clamped_bounds(em, name)
     pieces = []
     for a in range(rank):
         if a in axes:
@@ -203,6 +203,23 @@ def _full(em: Emitter, node, rank: int, axes: list[int], name: str, default: int
     out = em.tmp(T.INT32, [rank], "slice")
     em.op("CONCATENATION", pieces, [out], ("ConcatenationOptions", {"axis": 0}))
     return out, mask
+
+
+def _clamped_bounds(em: Emitter, name: str) -> int:
+    """Run-time Slice bounds as int32. A graph input's int64 values are clamped to int32's range
+    in int64 first (the CAST at the input edge keeps the low 32 bits: an end of INT64_MAX, the
+    usual "to the end", would read as -1 and drop the last element, measured)."""
+    raw = next((i for i in em.sub.inputs if em.sub.tensors[i].name == name), None)
+    if raw is None or em.dtype_of(raw) != T.INT64:
+        return em.t(name)
+    low = em.binary("MAXIMUM", raw, _int64_const(em, _I32.min))
+    high = em.binary("MINIMUM", low, _int64_const(em, _I32.max))
+    return em.cast(high, T.INT32)
+
+
+def _int64_const(em: Emitter, v: int) -> int:
+    """An int64 scalar (``Emitter.const`` stores int64 as int32, the compute type)."""
+    return em.sub.add(Tensor(em.fresh_name("bound"), T.INT64, [], np.array(v, np.int64)))
 
 
 @maps("Slice")

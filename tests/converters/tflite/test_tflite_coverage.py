@@ -251,3 +251,13 @@ def test_bit_shift_uint8(direction):
     x = np.array([0, 1, 3, 128, 255, 77, 200, 255, 1], np.uint8)
     s = np.array([0, 1, 7, 1, 4, 3, 8, 0, 7], np.uint8)
     _compare(m, [x, s])
+
+
+def test_slice_run_time_bounds_beyond_int32():
+    """An end of INT64_MAX given at run time ("to the end") is clamped before int32: the input
+    edge's CAST keeps the low 32 bits, which read it as -1 and dropped the last element."""
+    m = _model(helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]),
+               [("x", F, ["n", 10]), ("s", I64, [1]), ("e", I64, [1])], inits=[("a", np.array([1], np.int64))])
+    x = np.arange(30, dtype=np.float32).reshape(3, 10)
+    for s, e in ((1, 2**63 - 1), (-3, 2**40), (1, 2**31 + 5), (-2**62, 4)):
+        _compare(m, [x, np.array([s], np.int64), np.array([e], np.int64)])
