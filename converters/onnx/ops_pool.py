@@ -204,10 +204,11 @@ def _resize_to_sizes(ctx, x, a, n, outs, attrs):
 
 def _refuse_inexact_run_time_scales(node, lengths, scales) -> None:
     """torch sizes a length known only at run time as floor(length x scale) in float64, ONNX
-    Runtime in float32: equal for every length where the scale is a float32 value (0.5, 1.5,
-    2.75), not otherwise (20 x 0.35 is 7 in float64 and 6.9999999 in float32)."""
+    Runtime in float32: equal where the product is exact in float32, as for a scale of at most 8
+    significant bits (0.5, 1.5, 2.75) and a length under 2**16; not otherwise (20 x 0.35 is 7 in
+    float64 and 6.9999999 in float32)."""
     for length, s in zip(lengths, scales):
-        if not isinstance(length, int) and s is not None and float(np.float32(s)) != s:
+        if not isinstance(length, int) and s is not None and not (np.frexp(s)[0] * 256).is_integer():
             raise Unsupported(f"{node.target} with scale {s} on a length known only at run time: its output length "
                               "floor(length x scale) is computed in float64 by torch and float32 by ONNX Runtime, "
                               "which differ for some lengths")
