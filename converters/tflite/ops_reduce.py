@@ -112,11 +112,10 @@ def _fill_if_empty(em: Emitter, node, x: int, axes: int, r: int, value: float, l
     axes (a constant when those dims are static, from SHAPE at run time otherwise)."""
     shape = em.shape(node.input[0])
     fixed = len(node.input) < 2 or not node.input[1] or em.const_value(node.input[1]) is not None
-    if fixed and all(d >= 0 for d in shape):
-        if all(shape[i] > 0 for i in np.asarray(em.sub.tensors[axes].data).reshape(-1)):
-            if last:
-                em.bind(node.output[0], r)
-            return r
+    if fixed and all(shape[i] > 0 for i in np.asarray(em.sub.tensors[axes].data).reshape(-1)):
+        if last:  # the reduced dims are static and not empty
+            em.bind(node.output[0], r)
+        return r
     rank = len(shape)
     idx = em.binary("FLOOR_MOD", axes, em.const(np.array(rank, np.int32)))
     dims = em.tmp(T.INT32, None, "dims")
