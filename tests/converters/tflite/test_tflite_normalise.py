@@ -119,6 +119,14 @@ def test_an_adapter_that_changes_semantics_is_refused(op, opset):
         to_tflite(m)
 
 
+def test_hardmax_below_13_is_refused_where_the_adapter_keeps_it_unchanged():
+    """Hardmax-11 axis=2 of a 4-D input is one-hot over dims 2 and 3 flattened; the adapter keeps
+    the node as is, which at 13 is one-hot over dim 2 alone (1.0 off ONNX Runtime)."""
+    m = _model([helper.make_node("Hardmax", ["x"], ["y"], axis=1)], 11)
+    with pytest.raises(UnsupportedOpsError, match=r"ONNX Hardmax(.|\n)*no longer flattens"):
+        to_tflite(m)
+
+
 @pytest.mark.parametrize("nodes, outputs, message", [
     ([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 0, 1])], ("y",), r"ONNX Transpose(.|\n)*repeated value"),
     ([helper.make_node("Relu", ["x"], ["y"])], (_vi("y", [2, 3, 4], TensorProto.INT64),), r"ONNX Relu(.|\n)*elem type"),
