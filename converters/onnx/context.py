@@ -4,7 +4,9 @@ Invariant: every program tensor value lives in ONNX with exactly its metadata dt
 is reached through ``ctx.t(ref)``; symbolic ints are 0-d int64 tensors. Lowerings build
 nodes with ``ctx.op`` and return the ONNX name(s) of the node's outputs; the shared driver
 (``converters/aten/lower.py``) then renames the values they made after the program's values so
-graphs stay readable.
+graphs stay readable. Every node made while lowering an ATen node (in its subgraphs too, and in
+the write-backs an in-place node needs) is stamped with that node's origin when the lowering
+ends (``graph_tools.stamp``: the ATen node's name and target, its module path).
 bfloat16/float16 arithmetic is computed in float32 and rounded back per op (ONNX Runtime
 CPU lacks most bf16 kernels; torch CPU also accumulates these in float32).
 """
@@ -22,6 +24,7 @@ from ..aten.dtypes import ST
 from ..aten.graph import GraphView, TensorInfo
 from ..aten.lower import LoweringState, Names
 from ..errors import ConversionError, NotConverted, Unsupported
+from .graph_tools import origin_of, stamp, subgraphs
 
 __all__ = ["Ctx", "ONNX_TYPE", "onnx_type"]
 
@@ -87,6 +90,7 @@ class Ctx:
         self.nodes: list = []
         self.env: dict[str, str] = {}
         self.node = None  # the program node being lowered
+        self._origin = None  # (the outermost program node being lowered, where its nodes start)
         self.state = root.state if root is not None else state
         if root is None:
             self.initializers: list = []
@@ -295,11 +299,17 @@ class Ctx:
     # ------------------------------------------- what the driver needs (lower.Target)
 
     def begin_node(self, node) -> int:
+        if self._origin is None:  # a write-back lowers nodes inside the current one: X stays the origin
+            self._origin = (node, len(self.nodes))
         self.node = node
         self.root.emitted = 0
         return len(self.nodes)
 
     def end_node(self) -> None:
+        if self._origin is not None:
+            node, mark = self._origin
+            _stamp_all(self.nodes[mark:], node)
+        self._origin = None
         self.node = None
 
     def made_since(self, mark: int) -> set[str]:
@@ -325,3 +335,24 @@ class Ctx:
         c = Ctx(view, self.opset, self.names, root=self.root)
         c.env = dict(self.env)
         return c
+
+
+def module_path(node) -> str | None:
+    """The module ``node`` came from: the innermost ``nn_module_stack`` entry's path (entries
+    ``key,path,type`` joined by ``;``; "" is the exported module itself), None when unrecorded."""
+    stack = (node.metadata or {}).get("nn_module_stack")
+    if not stack:
+        return None
+    parts = stack.rsplit(";", 1)[-1].split(",", 2)
+    return parts[1] if len(parts) == 3 else None
+
+
+def _stamp_all(nodes, aten_node) -> None:
+    """Stamp each of ``nodes`` not stamped yet (and the nodes of its subgraphs) with ``aten_node``."""
+    name, target = aten_node.name or "", str(aten_node.target)
+    path = module_path(aten_node)
+    for n in nodes:
+        if not origin_of(n):
+            stamp(n, name, target, path)
+        for g in subgraphs(n):
+            _stamp_all(g.node, aten_node)

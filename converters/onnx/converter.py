@@ -28,7 +28,7 @@ from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from .context import Ctx, onnx_type
 from .fold import fold_batch_norms
-from .graph_tools import live_nodes
+from .graph_tools import DefUse, copy_stamp, live_nodes
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
 
@@ -247,6 +247,7 @@ def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_node
               mutated: list[MutatedOutput], dim_names):
     """The ModelProto: pruned nodes and initializers, opset, metadata props."""
     names = [o.name for o in outputs]
+    _stamp_output_nodes(ctx.nodes, out_nodes)
     nodes = fold_batch_norms(ctx, ctx.nodes + out_nodes, names)
     nodes, inits = prune(nodes, names, ctx.root.initializers)
     graph = helper.make_graph(nodes, view.name or "model", inputs, outputs, initializer=inits)
@@ -261,6 +262,16 @@ def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_node
         meta["pt2x.dim_names"] = json.dumps(dim_names)
     helper.set_model_props(m, meta)
     return m
+
+
+def _stamp_output_nodes(nodes, out_nodes) -> None:
+    """The Identity nodes naming graph outputs carry the origin of the value they name (none
+    for an output that is a graph input or a constant: no ATen node made it)."""
+    producers = DefUse.of_nodes(nodes, []).producers
+    for n in out_nodes:
+        src = producers.get(n.input[0])
+        if src is not None:
+            copy_stamp(src, n)
 
 
 def prune(nodes, outputs, initializers):

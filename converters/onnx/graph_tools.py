@@ -18,7 +18,7 @@ import onnx
 from onnx import AttributeProto
 
 __all__ = ["PassResult", "DefUse", "subgraphs", "walk_nodes", "subgraph_reads", "free_vars", "live_nodes",
-           "prune_unused", "ORIGIN_KEYS", "stamp", "origin_of", "copy_stamp"]
+           "prune_unused", "ORIGIN_KEYS", "stamp", "origin_of", "copy_stamp", "carry_stamps"]
 
 
 @dataclass
@@ -170,3 +170,16 @@ def copy_stamp(src: onnx.NodeProto, dst: onnx.NodeProto) -> None:
     for key, value in origin_of(src).items():
         if key not in have:
             dst.metadata_props.add(key=key, value=value)
+
+
+def carry_stamps(src: onnx.ModelProto, dst: onnx.ModelProto) -> PassResult:
+    """Stamp ``dst``'s unstamped nodes from the node of ``src`` that made the same output: for
+    a rewrite that drops ``metadata_props`` (onnx's version converter does) but keeps names."""
+    by_output = {o: n for n in walk_nodes(src.graph) if origin_of(n) for o in n.output if o}
+    modified = False
+    for n in walk_nodes(dst.graph):
+        was = next((by_output[o] for o in n.output if o in by_output), None)
+        if was is not None and not origin_of(n):
+            copy_stamp(was, n)
+            modified = True
+    return PassResult(dst, modified)

@@ -45,7 +45,6 @@ class Prepared:
     model: onnx.ModelProto
     source: str  # "pt2" or "onnx"
     ranges: dict = field(default_factory=dict)  # shape symbol -> [min, max] (None: unbounded)
-    origin: dict = field(default_factory=dict)  # ONNX value name -> "node = aten.target" (pt2 only)
     member: str | None = None  # the archive member holding the program (pt2 only), named in reports
 
 
@@ -78,7 +77,7 @@ def load_onnx(src, model: str = "model") -> Prepared:
             raise ConversionError(f"{os.fspath(src)}: not a readable ONNX model ({type(e).__name__}: {e})") from e
         load_external_data(m, os.path.dirname(os.path.abspath(os.fspath(src))))
         return Prepared(m, "onnx")
-    from ..aten.graph import open_program, output_names
+    from ..aten.graph import open_program
     from ..onnx.converter import convert_view
 
     view, keep = open_program(src, model)
@@ -87,12 +86,8 @@ def load_onnx(src, model: str = "model") -> Prepared:
             m = convert_view(view, opset=ONNX_OPSET)
         except UnsupportedOpsError as e:
             raise _as_tflite_report(e) from None
-        origin = {}
-        for n in view.walk():
-            for o in output_names(n):
-                origin[o] = f"{n.name} = {n.target}"
         ranges = {k: [lo, hi] for k, (lo, hi) in view.ranges.items()}
-        return Prepared(m, "pt2", ranges=ranges, origin=origin, member=getattr(view, "member", None))
+        return Prepared(m, "pt2", ranges=ranges, member=getattr(view, "member", None))
     finally:
         del keep
 
