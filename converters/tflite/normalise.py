@@ -10,7 +10,9 @@ checked by onnx itself, before shape inference, folding or any mapper runs.
   changed through an adapter (Clip's min/max attributes become inputs, Softmax-11's flattening
   becomes Flatten/Softmax/Reshape, Pad/Reshape/TopK attributes become inputs); an operator
   without an adapter across a breaking version is refused naming it, never passed through, and
-  so is one that is deprecated at the target (its semantics would be guessed).
+  so is one that is deprecated at the target (its semantics would be guessed), and one whose
+  adapter was measured to change its semantics (``_UNFAITHFUL_ADAPTERS``: Resize-10, Upsample,
+  Hardmax below 13). The converter is given the graph without its weights' data (``_converted``).
 * **Checks.** onnx's strict shape inference (``check_type``, ``strict_mode``, ``data_prop``)
   refuses what the schemas' inference functions refuse (``Transpose perm=[0,0]``, an output
   whose stated type or shape contradicts its node); then ``onnx.checker`` (the schemas'
