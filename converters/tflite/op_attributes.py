@@ -85,6 +85,8 @@ ATTRIBUTES: dict[str, dict] = {
     "Loop": {"body": ANY},
     "MaxPool": {**_POOL, "storage_order": (0,)},  # storage_order orders the indices output, refused
     "Mod": {"fmod": ANY},
+    **{op: {"output_datatype": ANY, "periodic": ANY} for op in ("BlackmanWindow", "HammingWindow", "HannWindow")},
+    "DFT": {"axis": ANY, "inverse": ANY, "onesided": ANY},
     "OneHot": _AXIS,
     "Pad": {"mode": ANY},
     "RMSNormalization": {"axis": ANY, "epsilon": ANY, "stash_type": (1,)},  # computed in float32

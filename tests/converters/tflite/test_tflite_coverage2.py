@@ -155,3 +155,58 @@ def test_bitwise_and_or_over_the_type(op, fn, dtype):
     got = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m)), [x[:, None], x])[0]
     np.testing.assert_array_equal(got, fn(x[:, None], x))
     _compare(m, [x[:, None], x], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("periodic", [0, 1])
+def test_windows_of_a_run_time_size(op, periodic):
+    """One model, sizes 1..64 fed at run time, vs ONNX Runtime (size 1 symmetric is 0/0 in both)."""
+    m = _model([helper.make_node(op, ["size"], ["y"], periodic=periodic)], [("size", I64, [])], [("y", F)], opset=17)
+    it = tflite_zoo.interpreter(to_tflite(m))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    for size in [2, 3, 10, 64] + ([1] if periodic else []):
+        feed = np.array(size, np.int64)
+        want = sess.run(None, {"size": feed})[0]
+        got = tflite_zoo.run(it, [feed])[0]
+        assert got.shape == (size,)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-7)
+
+
+def _numpy_dft(x, axis, n, inverse, onesided):
+    c = x[..., 0] + (1j * x[..., 1] if x.shape[-1] == 2 else 0)
+    c = c.astype(np.complex128)
+    if inverse and onesided:
+        return np.fft.irfft(c, n=n, axis=axis)[..., None]
+    y = np.fft.ifft(c, n=n, axis=axis) if inverse else np.fft.fft(c, n=n, axis=axis)
+    if onesided:
+        y = np.take(y, np.arange(n // 2 + 1), axis=axis)
+    return np.stack([y.real, y.imag], -1)
+
+
+@pytest.mark.parametrize("shape,axis,n", [((2, 10, 3, 1), 1, None), ((2, 10, 3, 2), 1, None), ((2, 3, 9, 2), 2, None),
+                                          ((2, 8, 2), 1, 12), ((2, 8, 2), 1, 5), ((7, 2), 0, None)])
+@pytest.mark.parametrize("inverse,onesided", [(0, 0), (0, 1), (1, 0), (1, 1)])
+def test_dft_against_float64(shape, axis, n, inverse, onesided):
+    """DFT-20 with a constant axis (and dft_length padding or truncating) vs numpy's float64 FFT:
+    within float32 rounding of the sums, scaled by the input's size."""
+    if onesided and bool(inverse) != (shape[-1] == 2):
+        pytest.skip("onesided: the forward transform of real input, the inverse of complex input (onnx's checker)")
+    inits = [("axis", np.array(axis, np.int64))] + ([("n", np.array(n, np.int64))] if n else [])
+    node = helper.make_node("DFT", ["x", "n" if n else "", "axis"], ["y"], inverse=inverse, onesided=onesided)
+    m = _model([node], [("x", F, list(shape))], [("y", F)], inits=inits, opset=20)
+    x = np.random.default_rng(3).uniform(-10, 10, shape).astype(np.float32)
+    length = n or (2 * (shape[axis] - 1) if inverse and onesided else shape[axis])
+    want = _numpy_dft(x.astype(np.float64), axis, length, inverse, onesided)
+    got = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m)), [x])[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(x).sum() / (length if inverse else 1))
+
+
+def test_dft_refusals():
+    x = ("x", F, [1, 8, 8, 1])
+    node = helper.make_node("DFT", ["x", "", "axis"], ["y"])
+    with pytest.raises(UnsupportedOpsError, match="DFT with the axis computed at run time"):
+        to_tflite(_model([node], [x, ("axis", I64, [])], [("y", F)], opset=20))
+    node = helper.make_node("DFT", ["x"], ["y"])
+    with pytest.raises(UnsupportedOpsError, match="default axis over a rank other than 3"):
+        to_tflite(_model([node], [x], [("y", F)], opset=20))
