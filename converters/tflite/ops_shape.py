@@ -228,6 +228,9 @@ def slice_(em: Emitter, node) -> None:
         raise Unsupported("Slice-1 (starts/ends as attributes, opset < 10)")
     rank = em.rank(node.input[0])
     ins = list(node.input) + [""] * (5 - len(node.input))
+    if ins[3] and em.const_value(ins[3]) is None:
+        _slice_run_time_axes(em, node, ins, rank)
+        return
     axes = axes_of(em, node, 3)
     axes = list(range(len(np.asarray(em.const_value(ins[1])).reshape(-1)))) if axes is None and \
         em.const_value(ins[1]) is not None else axes
@@ -258,6 +261,51 @@ def slice_(em: Emitter, node) -> None:
         z = em.out() if k == len(empty) - 1 else em.tmp(em.dtype_of(y), None, "emptied")
         em.op("GATHER", [y, em.const(np.zeros(0, np.int32))], [z], ("GatherOptions", {"axis": a}))
         y = z
+
+
+def _slice_run_time_axes(em: Emitter, node, ins: list[str], rank: int) -> None:
+    """Slice over axes computed at run time (their count static): starts, ends and steps are
+    spread over every axis at run time (EQUAL of the axes against 0..rank-1, SELECT_V2, SUM);
+    an axis not listed is taken whole (0, its dim, 1)."""
+    n = em.shape(ins[3])
+    if n is None or len(n) != 1 or n[0] < 0:
+        raise Unsupported("Slice with axes computed at run time whose count is unknown")
+    k = n[0]
+    x = em.t(node.input[0])
+    axes = em.binary("FLOOR_MOD", em.cast(em.t(ins[3]), T.INT32), em.const(np.array(rank, np.int32)))
+    hit = em.binary("EQUAL", _column(em, axes, k), em.const(np.arange(rank, dtype=np.int32).reshape(1, rank)),
+                    dtype=T.BOOL)
+    listed = em.tmp(T.BOOL, [rank], "listed")
+    em.op("REDUCE_ANY", [hit, em.const(np.array([0], np.int32))], [listed], ("ReducerOptions", {"keep_dims": False}))
+
+    def spread(values: int, default: int) -> int:
+        picked = em.tmp(T.INT32, [k, rank], "picked")
+        em.op("SELECT_V2", [hit, _column(em, values, k), em.const(np.array(0, np.int32))], [picked])
+        total = em.tmp(T.INT32, [rank], "total")
+        em.op("SUM", [picked, em.const(np.array([0], np.int32))], [total], ("ReducerOptions", {"keep_dims": False}))
+        out = em.tmp(T.INT32, [rank], "bounds")
+        em.op("SELECT_V2", [listed, total, default], [out])
+        return out
+
+    ones = em.const(np.ones(rank, np.int32))
+    steps = _bound_vector(em, ins[4]) if ins[4] else em.const(np.ones(k, np.int32))
+    begin = spread(_bound_vector(em, ins[1]), em.const(np.zeros(rank, np.int32)))
+    end = spread(_bound_vector(em, ins[2]), shape_tensor(em, x))
+    em.op("STRIDED_SLICE", [x, begin, end, spread(steps, ones)], [em.out()], ("StridedSliceOptions", {}))
+
+
+def _column(em: Emitter, v: int, k: int) -> int:
+    col = em.tmp(em.dtype_of(v), [k, 1], "column")
+    em.op("RESHAPE", [v, em.const(np.array([k, 1], np.int32))], [col])
+    return col
+
+
+def _bound_vector(em: Emitter, name: str) -> int:
+    """Slice starts/ends/steps as int32, clamped to int32's range."""
+    v = em.const_value(name)
+    if v is not None:
+        return em.const(np.clip(np.asarray(v, np.int64).reshape(-1), _I32.min, _I32.max).astype(np.int32))
+    return _clamped_bounds(em, name)
 
 
 def _empty_axes(ends, axes: list[int], steps: list[int]) -> list[int]:

@@ -261,3 +261,12 @@ def test_slice_run_time_bounds_beyond_int32():
     x = np.arange(30, dtype=np.float32).reshape(3, 10)
     for s, e in ((1, 2**63 - 1), (-3, 2**40), (1, 2**31 + 5), (-2**62, 4)):
         _compare(m, [x, np.array([s], np.int64), np.array([e], np.int64)])
+
+
+def test_slice_with_run_time_axes():
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    m = _model(helper.make_node("Slice", ["x", "s", "e", "a", "p"], ["y"]),
+               [("x", F, ["n", 4, 5]), ("s", I64, [2]), ("e", I64, [2]), ("a", I64, [2]), ("p", I64, [2])])
+    for s, e, a, p in (([1, 0], [3, 2**63 - 1], [2, -3], [1, 2]), ([-1, 3], [-2**63, 0], [1, 2], [-1, -2]),
+                       ([0, 1], [2, 4], [0, 1], [1, 1])):
+        _compare(m, [x] + [np.array(v, np.int64) for v in (s, e, a, p)])
