@@ -161,9 +161,30 @@ for _names, _op in [
     (("aten.acos.default",), "Acos"), (("aten.atan.default",), "Atan"), (("aten.sinh.default",), "Sinh"),
     (("aten.cosh.default",), "Cosh"), (("aten.asinh.default",), "Asinh"), (("aten.acosh.default",), "Acosh"),
     (("aten.atanh.default",), "Atanh"), (("aten.hardswish.default",), "HardSwish"),
-    (("aten.softplus.default",), "Softplus"), (("aten.mish.default",), "Mish"),
+    (("aten.mish.default",), "Mish"),
 ]:
     lowering("onnx", *_names)(_unary(_op))
+
+
+@lowering("onnx", "aten.softplus.default")
+def softplus(ctx, node):
+    """torch's softplus: log(1 + exp(beta x)) / beta, and x itself where beta x > threshold
+    (ONNX's Softplus is the beta = 1 curve with no threshold)."""
+    a = bind(node, "self", "beta", "threshold", beta=1.0, threshold=20.0)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a.beta, a.threshold)):
+        raise Unsupported("softplus with a beta or threshold computed at run time")
+    beta, threshold = float(a.beta), float(a.threshold)
+    if beta == 0:
+        raise Unsupported("softplus with beta=0 (torch divides by it)")
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(a.self, cst)
+    bx = x if beta == 1 else ctx.op("Mul", x, ctx.const(beta, cst))
+    curve = ctx.op("Softplus", bx)
+    if beta != 1:
+        curve = ctx.op("Div", curve, ctx.const(beta, cst))
+    r = ctx.op("Where", ctx.op("Greater", bx, ctx.const(threshold, cst)), x, curve)
+    return ctx.cast(r, cst, out)
 
 
 @lowering("onnx", "aten.hardsigmoid.default")
