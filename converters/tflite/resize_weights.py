@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AxisResize", "axis_map", "TRANSFORMS", "NEAREST_MODES", "MODES"]
+__all__ = ["AxisResize", "AxisMap", "axis_map", "source_coords", "TRANSFORMS", "NEAREST_MODES", "MODES"]
 
 MODES = ("nearest", "linear", "cubic")
 TRANSFORMS = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",

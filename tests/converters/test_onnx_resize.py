@@ -45,12 +45,10 @@ def test_scale_factor_is_a_resize_scale_not_a_size_ratio():
     """0.35 of 63 is 22 pixels: the coordinate uses 1/0.35 (torch's formula), not 63/22; and
     half_pixel, whose output of length 1 reads the middle as torch does."""
     m = _model()
-    out = m.graph.output[CASES.index("bilinear_0.35")].name
-    (node,) = [n for n in m.graph.node if out in n.output or any(o == out for o in n.output)] or [None]
     producers = {o: n for n in m.graph.node for o in n.output}
-    while node is not None and node.op_type != "Resize":
-        node = producers.get(node.input[0])
-    assert node is not None and node.op_type == "Resize"
+    node = producers[m.graph.output[CASES.index("bilinear_0.35")].name]
+    while node.op_type != "Resize":  # back through an Identity naming the output
+        node = producers[node.input[0]]
     scales = onnx.numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == node.input[2]))
     assert scales.tolist()[2:] == pytest.approx([0.35, 0.35])
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
