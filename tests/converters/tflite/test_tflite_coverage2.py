@@ -210,3 +210,32 @@ def test_dft_refusals():
     node = helper.make_node("DFT", ["x"], ["y"])
     with pytest.raises(UnsupportedOpsError, match="default axis over a rank other than 3"):
         to_tflite(_model([node], [x], [("y", F)], opset=20))
+
+
+@pytest.mark.parametrize("rule", ["linear", "gated", "delta", "gated_delta"])
+@pytest.mark.parametrize("hq,hkv,per_head", [(4, 4, False), (6, 2, True)])
+@pytest.mark.parametrize("past", [False, True])
+def test_linear_attention_unrolled(rule, hq, hkv, per_head, past):
+    """LinearAttention (opset 27) over 5 steps and a dynamic batch: each update rule, grouped
+    heads, decay per head or per key dim, beta per head, with or without a past state, vs ONNX Runtime."""
+    dk, dv, steps = 4, 3, 5
+    ins = [("q", F, ["b", steps, hq * dk]), ("k", F, ["b", steps, hkv * dk]), ("v", F, ["b", steps, hkv * dv])]
+    names = ["q", "k", "v", "past" if past else "", "", ""]
+    if past:
+        ins.append(("past", F, ["b", hkv, dk, dv]))
+    if rule in ("gated", "gated_delta"):
+        ins.append(("decay", F, ["b", steps, hkv if per_head else hkv * dk]))
+        names[4] = "decay"
+    if rule in ("delta", "gated_delta"):
+        ins.append(("beta", F, ["b", steps, hkv]))
+        names[5] = "beta"
+    node = helper.make_node("LinearAttention", names, ["y", "state"], q_num_heads=hq, kv_num_heads=hkv,
+                            update_rule=rule)
+    m = _model([node], ins, [("y", F), ("state", F)], opset=27)
+    rng = np.random.default_rng(5)
+    feeds = []
+    for name, _, shape in ins:
+        shape = [2 if s == "b" else s for s in shape]
+        x = rng.standard_normal(shape).astype(np.float32) * 0.5
+        feeds.append(-np.abs(x) if name == "decay" else (1 / (1 + np.exp(-x)) if name == "beta" else x))
+    _compare(m, feeds, rtol=1e-4, atol=1e-5)
