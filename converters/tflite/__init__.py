@@ -15,7 +15,8 @@ Dropout, Mean), ``ops_loss``, ``ops_cumprod``, ``ops_crop``, ``ops_affine_grid``
 ``ops_eye_like``, ``ops_bitshift``, ``ops_resize`` (on
 ``resize_weights``, the interpolation matrices), ``ops_blocks``, ``ops_attention``, ``ops_rnn``
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
-``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``layout`` (the NCHW -> NHWC pass), ``shapes``
+``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``builtins`` (the one table of builtins
+the next two read), ``layout`` (the NCHW -> NHWC pass), ``shapes``
 (static shapes for XNNPACK), ``model`` (the TFLite model as plain data), ``writer``
 (serialisation) with ``schema_generated`` (flatc's output for ``tflite_subset.fbs``), and
 ``converter`` (``to_tflite``). docs/tflite.md says what is supported and why the rest is not.

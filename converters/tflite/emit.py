@@ -17,6 +17,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from ..errors import ConversionError, Unsupported
+from .builtins import broadcast
 from .int_compute import emit_with_integer_rule
 from .model import NUMPY_OF, Op, Subgraph, Tensor, TensorType
 
@@ -220,7 +221,7 @@ class Emitter:
         return y
 
     def binary(self, code: str, a: int, b: int, dtype: int | None = None, options=None, hint: str = "t") -> int:
-        y = self.tmp(self.dtype_of(a) if dtype is None else dtype, _broadcast(self.shape_of(a), self.shape_of(b)), hint)
+        y = self.tmp(self.dtype_of(a) if dtype is None else dtype, broadcast(self.shape_of(a), self.shape_of(b)), hint)
         self.op(code, [a, b], [y], options)
         return y
 
@@ -229,18 +230,6 @@ class Emitter:
             return x
         return self.unary("CAST", x, dtype, options=("CastOptions", {"in_data_type": self.dtype_of(x),
                                                                     "out_data_type": dtype}), hint="cast")
-
-
-def _broadcast(a, b):
-    """numpy broadcasting of two shapes with -1 for dynamic dims (None: unknown rank)."""
-    if a is None or b is None:
-        return None
-    n = max(len(a), len(b))
-    a, b = [1] * (n - len(a)) + list(a), [1] * (n - len(b)) + list(b)
-    out = []
-    for x, y in zip(a, b):
-        out.append(y if x == 1 else x if y == 1 else x if x == y else max(x, y))
-    return out
 
 
 def _info(vi) -> tuple[int, list | None]:

@@ -2,7 +2,9 @@
 TRANSPOSEs). Here transposes sink through layout-agnostic elementwise ops (the op then runs
 in NHWC) and pairs that undo each other cancel, so transposes remain only at the edges of
 NHWC regions. A transpose whose result is a graph output, or read by more than one op, stays.
-The pass spends at most ``MAX_LAYOUT_WORK`` op visits (``converters/limits.py``).
+Which ops transposes move through is ``builtins.BUILTINS``' ``layout_agnostic`` column. The
+pass edits the ops through the subgraph's producers/readers index (``Subgraph.uses``), built
+once, and spends at most ``MAX_LAYOUT_WORK`` op visits (``converters/limits.py``).
 """
 
 from __future__ import annotations
@@ -10,15 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..limits import MAX_LAYOUT_WORK
+from .builtins import BUILTINS
 from .model import Op, Subgraph, Tensor, TensorType
 
 __all__ = ["optimize_layout"]
-
-# ops that compute each element from the same element of their inputs (any layout)
-_ELEMENTWISE_UNARY = {"RELU", "RELU6", "LOGISTIC", "TANH", "EXP", "ABS", "NEG", "GELU", "HARD_SWISH",
-                      "LEAKY_RELU", "ELU", "SQRT", "RSQRT", "LOG", "SIN", "COS", "FLOOR", "CEIL", "CAST", "SIGN"}
-_ELEMENTWISE_BINARY = {"ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM"}
-
 
 def _perm(sub: Subgraph, op: Op) -> list[int] | None:
     if op.code != "TRANSPOSE":
@@ -27,18 +24,20 @@ def _perm(sub: Subgraph, op: Op) -> list[int] | None:
     return None if t.data is None else [int(v) for v in t.data]
 
 
-def _readers(sub: Subgraph) -> dict[int, list[Op]]:
-    r: dict[int, list[Op]] = {}
-    for op in sub.ops:
-        for i in op.inputs:
-            r.setdefault(i, []).append(op)
-    return r
+def _reading(sub: Subgraph, y: int) -> list[Op]:
+    """The ops reading ``y``, each once, in op order."""
+    rs = {id(r): r for r in sub.uses.readers.get(y, [])}
+    return sorted(rs.values(), key=lambda r: next(k for k, o in enumerate(sub.ops) if o is r))
+
+
+def _replace_input(sub: Subgraph, y: int, x: int) -> None:
+    for r in _reading(sub, y):
+        sub.rewire(r, inputs=[x if i == y else i for i in r.inputs])
 
 
 def _cancel_pairs(sub: Subgraph) -> bool:
     """TRANSPOSE(q)(TRANSPOSE(p)(x)) with q undoing p: readers of the second read x."""
-    producers = {o: op for op in sub.ops for o in op.outputs}
-    readers = _readers(sub)
+    producers, readers = sub.uses.producer, sub.uses.readers
     for op in sub.ops:
         q = _perm(sub, op)
         first = producers.get(op.inputs[0]) if q is not None else None
@@ -51,22 +50,17 @@ def _cancel_pairs(sub: Subgraph) -> bool:
                 continue
             sub.outputs = [x if o == y else o for o in sub.outputs]
             sub.tensors[x].name = sub.tensors[y].name
-        for r in readers.get(y, []):
-            r.inputs = [x if i == y else i for i in r.inputs]
-        sub.ops.remove(op)
-        if not readers.get(first.outputs[0]) or readers[first.outputs[0]] == [op]:
-            if first.outputs[0] not in sub.outputs:
-                sub.ops.remove(first)
+        _replace_input(sub, y, x)
+        sub.remove_op(op)
+        if not readers.get(first.outputs[0]) and first.outputs[0] not in sub.outputs:
+            sub.remove_op(first)
         return True
     return False
 
 
 def _data_inputs(op: Op) -> list[int] | None:
-    if op.code in _ELEMENTWISE_UNARY:
-        return op.inputs[:1]
-    if op.code in _ELEMENTWISE_BINARY:
-        return op.inputs[:2]
-    return None
+    b = BUILTINS.get(op.code)
+    return op.inputs[:b.arity] if b is not None and b.layout_agnostic else None
 
 
 def _relaid_constant(sub: Subgraph, idx: int, perm: list[int]) -> int | None:
@@ -85,8 +79,7 @@ def _sink(sub: Subgraph) -> bool:
     """op(TRANSPOSE(p)(x), ...) -> TRANSPOSE(p)(op(x, ...)) for an elementwise op whose other
     operands are scalars, constants (re-laid out once) or transposed by the same p; each of
     those transposes must have no other reader."""
-    producers = {o: op for op in sub.ops for o in op.outputs}
-    readers = _readers(sub)
+    producers, readers = sub.uses.producer, sub.uses.readers
     for op in sub.ops:
         data_inputs = _data_inputs(op)
         if data_inputs is None:
@@ -127,31 +120,33 @@ def _rewrite_sunk(sub: Subgraph, op: Op, perm: list[int], moved: dict, relaid: d
     mid = sub.add(Tensor(t_out.name + "/moved", t_out.dtype,
                          None if t_out.shape is None else [t_out.shape[i] for i in inv]))
     perm_tensor = next(iter(moved.values())).inputs[1]
-    op.inputs = [moved[i].inputs[0] if i in moved else relaid.get(i, i) for i in op.inputs]
-    op.outputs = [mid]
+    sub.rewire(op, [moved[i].inputs[0] if i in moved else relaid.get(i, i) for i in op.inputs], [mid])
     for prod in moved.values():
-        sub.ops.remove(prod)
-    sub.ops.insert(sub.ops.index(op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out], None, op.origin))
+        sub.remove_op(prod)
+    sub.insert_op(_position(sub, op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out], None, op.origin))
+
+
+def _position(sub: Subgraph, op: Op) -> int:
+    return next(k for k, o in enumerate(sub.ops) if o is op)
 
 
 def _split_fan_out(sub: Subgraph) -> bool:
     """A TRANSPOSE read by several elementwise ops becomes one TRANSPOSE per reader, so each
     can sink on its own (SiLU's x * sigmoid(x) reads x twice)."""
-    readers = _readers(sub)
     for op in sub.ops:
         if _perm(sub, op) is None:
             continue
         y = op.outputs[0]
-        rs = readers.get(y, [])
+        rs = sub.uses.readers.get(y, [])
         if len(rs) < 2 or y in sub.outputs or any(_data_inputs(r) is None for r in rs):
             continue
         if len({id(r) for r in rs}) != len(rs):
             continue  # one op reading it twice (x * x): sinks as is
-        for r in rs[1:]:
+        for r in _reading(sub, y)[1:]:
             t = sub.tensors[y]
             dup = sub.add(Tensor(t.name + "/dup", t.dtype, t.shape))
-            sub.ops.insert(sub.ops.index(op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))
-            r.inputs = [dup if i == y else i for i in r.inputs]
+            sub.insert_op(_position(sub, op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))
+            sub.rewire(r, inputs=[dup if i == y else i for i in r.inputs])
         return True
     return False
 
@@ -165,9 +160,8 @@ def _merge_duplicates(sub: Subgraph) -> None:
             continue
         key = (op.inputs[0], tuple(p))
         if key in seen:
-            for r in sub.ops:
-                r.inputs = [seen[key] if i == op.outputs[0] else i for i in r.inputs]
-            sub.ops.remove(op)
+            _replace_input(sub, op.outputs[0], seen[key])
+            sub.remove_op(op)
         else:
             seen[key] = op.outputs[0]
 
@@ -202,9 +196,11 @@ def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
     """``nhwc_io``: the main subgraph's 4-D inputs and outputs become channels-last first."""
     if nhwc_io:
         nhwc_edges(sub)
+    sub.index_uses()
     work = 0
     for _ in range(10 * len(sub.ops) + 10):
-        work += 3 * len(sub.ops)  # each step below rebuilds its maps over every op
+        work += 3 * len(sub.ops)  # each step below visits every op
         if work > MAX_LAYOUT_WORK or not (_cancel_pairs(sub) or _sink(sub) or _split_fan_out(sub)):
             break
     _merge_duplicates(sub)
+    sub.uses = None  # later phases edit the ops directly

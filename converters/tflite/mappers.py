@@ -2,6 +2,7 @@
 ``ops_*`` modules with ``@maps("Add", ...)``. A mapper emits through ``emit.Emitter`` and
 raises ``Unsupported`` (naming what it cannot express) rather than guess.
 
+An op type has one mapper: registering a second raises ``ValueError`` naming both.
 Every registered mapper runs behind ``op_attributes.check_attributes``: a node with an attribute
 or value its mapper does not declare (``op_attributes.ATTRIBUTES``) is ``Unsupported`` before
 the mapper reads it."""
@@ -25,6 +26,10 @@ def maps(*op_types: str):
             return fn(em, node)
 
         for t in op_types:
+            if t in MAPPERS:
+                was = MAPPERS[t].__wrapped__
+                raise ValueError(f"ONNX {t} already has a TFLite mapper ({was.__module__}.{was.__qualname__}); "
+                                 f"{fn.__module__}.{fn.__qualname__} would replace it")
             MAPPERS[t] = checked
         return fn
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TensorType", "NUMPY_OF", "TYPE_OF_NUMPY", "Tensor", "Op", "Subgraph", "Program"]
+__all__ = ["TensorType", "NUMPY_OF", "TYPE_OF_NUMPY", "Tensor", "Op", "Uses", "Subgraph", "Program"]
 
 
 class TensorType:
@@ -50,6 +50,31 @@ class Op:
     origin: str = ""  # the ONNX node it came from (messages)
 
 
+class Uses:
+    """The producer of each tensor of a subgraph and its readers (an op once per input slot
+    reading it, in no set order), for a pass that rewrites the op list (``layout.py``)."""
+
+    def __init__(self, ops: list[Op]):
+        self.producer: dict[int, Op] = {}
+        self.readers: dict[int, list[Op]] = {}
+        for op in ops:
+            self.add(op)
+
+    def add(self, op: Op) -> None:
+        for i in op.inputs:
+            self.readers.setdefault(i, []).append(op)
+        for o in op.outputs:
+            self.producer[o] = op
+
+    def drop(self, op: Op) -> None:
+        for i in op.inputs:
+            rs = self.readers[i]
+            del rs[next(k for k, r in enumerate(rs) if r is op)]
+        for o in op.outputs:
+            if self.producer.get(o) is op:
+                del self.producer[o]
+
+
 @dataclass
 class Subgraph:
     name: str
@@ -57,10 +82,38 @@ class Subgraph:
     ops: list[Op] = field(default_factory=list)
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
+    # the producers/readers index: built by ``index_uses``, then kept up to date by the op edits
+    # below (a pass that edits ``ops`` or an op's inputs/outputs directly must not use it)
+    uses: Uses | None = field(default=None, repr=False, compare=False)
 
     def add(self, t: Tensor) -> int:
         self.tensors.append(t)
         return len(self.tensors) - 1
+
+    def index_uses(self) -> Uses:
+        self.uses = Uses(self.ops)
+        return self.uses
+
+    def insert_op(self, pos: int, op: Op) -> None:
+        self.ops.insert(pos, op)
+        if self.uses is not None:
+            self.uses.add(op)
+
+    def remove_op(self, op: Op) -> None:
+        del self.ops[next(k for k, o in enumerate(self.ops) if o is op)]
+        if self.uses is not None:
+            self.uses.drop(op)
+
+    def rewire(self, op: Op, inputs: list[int] | None = None, outputs: list[int] | None = None) -> None:
+        """Give ``op`` new inputs and/or outputs."""
+        if self.uses is not None:
+            self.uses.drop(op)
+        if inputs is not None:
+            op.inputs = inputs
+        if outputs is not None:
+            op.outputs = outputs
+        if self.uses is not None:
+            self.uses.add(op)
 
 
 @dataclass
