@@ -36,7 +36,7 @@ from onnx import helper, shape_inference, version_converter
 
 from ..errors import ConversionError
 from ..guard import safe_text
-from ..onnx.graph_tools import walk_nodes
+from ..onnx.graph_tools import carry_stamps, walk_nodes
 from ..report import Problems
 
 __all__ = ["TARGET_OPSET", "normalise", "default_opset"]
@@ -76,7 +76,7 @@ def normalise(m: onnx.ModelProto) -> onnx.ModelProto:
 def _convert(m: onnx.ModelProto) -> onnx.ModelProto:
     opset = default_opset(m)
     try:
-        return _converted(m)
+        return carry_stamps(m, _converted(m)).model  # it drops them
     except Exception as e:  # noqa: BLE001 - onnx raises RuntimeError/ConvertError/InferenceError
         reason = f"onnx's version converter cannot bring it from opset {opset} to {TARGET_OPSET}: {_text(e)}"
         _refuse_op(m, e, reason)
