@@ -239,3 +239,31 @@ def test_linear_attention_unrolled(rule, hq, hkv, per_head, past):
         x = rng.standard_normal(shape).astype(np.float32) * 0.5
         feeds.append(-np.abs(x) if name == "decay" else (1 / (1 + np.exp(-x)) if name == "beta" else x))
     _compare(m, feeds, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("k", [2, 4])
+@pytest.mark.parametrize("activation", ["none", "silu"])
+@pytest.mark.parametrize("bias,past", [(False, False), (True, True)])
+def test_causal_conv_with_state(k, activation, bias, past):
+    """CausalConvWithState (opset 27) over dynamic batch and length, weights at run time: the
+    tap sum, bias, SiLU and the present state vs ONNX Runtime."""
+    c = 3
+    ins = [("x", F, ["b", c, "l"]), ("w", F, [c, 1, k])] + ([("bias", F, [c])] if bias else []) + \
+        ([("past", F, ["b", c, k - 1])] if past else [])
+    names = ["x", "w", "bias" if bias else "", "past" if past else ""]
+    outs = ["y", "state"]
+    m = _model([helper.make_node("CausalConvWithState", names, outs, activation=activation)], ins,
+               [(o, F) for o in outs], opset=27)
+    rng = np.random.default_rng(k)
+    feeds = [rng.standard_normal([2, c, 7]).astype(np.float32), rng.standard_normal([c, 1, k]).astype(np.float32)]
+    feeds += [rng.standard_normal([c]).astype(np.float32)] if bias else []
+    feeds += [rng.standard_normal([2, c, k - 1]).astype(np.float32)] if past else []
+    _compare(m, feeds, rtol=1e-5, atol=1e-6)
+
+
+def test_causal_conv_kernel_one_refused():
+    ins = [("x", F, [1, 2, 5]), ("w", F, [2, 1, 1])]
+    m = _model([helper.make_node("CausalConvWithState", ["x", "w"], ["y", "state"])], ins, [("y", F), ("state", F)],
+               opset=27)
+    with pytest.raises(UnsupportedOpsError, match="kernel size 1 and its .empty. present state"):
+        to_tflite(m)
