@@ -25,6 +25,14 @@ __all__ = ["Emitter", "COMPUTE_TYPE", "attrs"]
 
 T = TensorType
 # ONNX elem type -> the TFLite type the value is computed in
+# ops outside the default domain that have a mapper under the same name
+PREVIEW_OPS = frozenset({"FlexAttention"})  # ai.onnx.preview
+
+
+def _mapped_domain(node: onnx.NodeProto) -> bool:
+    return node.domain in ("", "ai.onnx") or (node.domain == "ai.onnx.preview" and node.op_type in PREVIEW_OPS)
+
+
 COMPUTE_TYPE = {
     TensorProto.FLOAT: T.FLOAT32, TensorProto.DOUBLE: T.FLOAT32, TensorProto.FLOAT16: T.FLOAT32,
     TensorProto.BFLOAT16: T.FLOAT32, TensorProto.INT64: T.INT32, TensorProto.INT32: T.INT32,
@@ -189,7 +197,7 @@ class Emitter:
                 poisoned.update(node.output)
                 continue
             self.node = node
-            fn = MAPPERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+            fn = MAPPERS.get(node.op_type) if _mapped_domain(node) else None
             try:
                 if fn is None:
                     raise Unsupported("no TFLite mapping (no builtin expresses it)")

@@ -85,6 +85,8 @@ ATTRIBUTES: dict[str, dict] = {
     "Loop": {"body": ANY},
     "MaxPool": {**_POOL, "storage_order": (0,)},  # storage_order orders the indices output, refused
     "CausalConvWithState": {"activation": ANY},
+    # score_mod/prob_mod graphs are not declared: refused by name
+    "FlexAttention": {"scale": ANY, "softmax_precision": ANY},
     # chunk_size is a tuning hint without effect on the output (onnx's reference ignores it)
     "LinearAttention": {"chunk_size": ANY, "kv_num_heads": ANY, "q_num_heads": ANY, "scale": ANY, "update_rule": ANY},
     "Mod": {"fmod": ANY},

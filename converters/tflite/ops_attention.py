@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
 from ..errors import Unsupported
 from .emit import Emitter, attrs
@@ -282,3 +282,22 @@ def _zero_dead_rows(em: Emitter, attn: int, scores: int) -> int:
     out = em.tmp(T.FLOAT32, None, "attn")
     em.op("SELECT_V2", [live, attn, em.const(np.float32(0))], [out])
     return out
+
+
+@maps("FlexAttention")
+def flex_attention(em: Emitter, node) -> None:
+    """ai.onnx.preview FlexAttention without ``score_mod``/``prob_mod`` (their graphs are
+    refused by the attribute table): 4-D Attention with its ``scale``, no mask; the same grouped
+    head mapping (query head h reads key/value head h // (Hq / Hkv))."""
+    a = attrs(node)
+    if int(a.get("softmax_precision", TensorProto.FLOAT)) != TensorProto.FLOAT:
+        raise Unsupported(f"FlexAttention softmax_precision={a['softmax_precision']} (computed in float32 only)")
+    if any(em.rank(i) != 4 for i in node.input[:3]):
+        raise Unsupported("FlexAttention of inputs that are not 4-D")
+    as_attention = helper.make_node("Attention", list(node.input[:3]), [node.output[0]], name=node.name,
+                                    **({"scale": a["scale"]} if "scale" in a else {}))
+    em.node = as_attention
+    try:
+        attention(em, as_attention)
+    finally:
+        em.node = node

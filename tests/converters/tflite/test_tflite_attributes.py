@@ -28,6 +28,11 @@ def _schemas(op: str) -> list:
         except onnx.defs.SchemaError:
             continue
         found[s.since_version] = s
+    if not found:  # an ai.onnx.preview op mapped under its name (emit.PREVIEW_OPS)
+        try:
+            found[1] = onnx.defs.get_schema(op, 1, "ai.onnx.preview")
+        except onnx.defs.SchemaError:
+            pass
     return list(found.values())
 
 

@@ -267,3 +267,30 @@ def test_causal_conv_kernel_one_refused():
                opset=27)
     with pytest.raises(UnsupportedOpsError, match="kernel size 1 and its .empty. present state"):
         to_tflite(m)
+
+
+def _flex_model(attrs, hq=4, hkv=2, e=8, ev=6):
+    node = helper.make_node("FlexAttention", ["q", "k", "v"], ["y"], domain="ai.onnx.preview", **attrs)
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("q", F, [2, hq, 3, e]),
+                                        helper.make_tensor_value_info("k", F, [2, hkv, 5, e]),
+                                        helper.make_tensor_value_info("v", F, [2, hkv, 5, ev])],
+                          [helper.make_tensor_value_info("y", F, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 26), helper.make_opsetid("ai.onnx.preview", 1)],
+                             ir_version=10)
+
+
+@pytest.mark.parametrize("attrs", [{}, {"scale": 0.3}])
+def test_flex_attention_without_mods(attrs):
+    """ai.onnx.preview FlexAttention (grouped heads, value head size != query's) vs onnx's
+    reference (ONNX Runtime does not run the preview domain)."""
+    m = _flex_model(attrs)
+    feeds = [_rand(2, 4, 3, 8), _rand(2, 2, 5, 8, seed=1), _rand(2, 2, 5, 6, seed=2)]
+    got = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m)), feeds)[0]
+    np.testing.assert_allclose(got, _reference(m, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_flex_attention_score_mod_refused_by_name():
+    mod = helper.make_graph([helper.make_node("Neg", ["s"], ["t"])], "mod", [helper.make_tensor_value_info("s", F, None)],
+                            [helper.make_tensor_value_info("t", F, None)])
+    with pytest.raises(UnsupportedOpsError, match="FlexAttention attribute 'score_mod'"):
+        to_tflite(_flex_model({"score_mod": mod}))
