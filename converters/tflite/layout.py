@@ -173,23 +173,26 @@ def nhwc_edges(sub: Subgraph) -> None:
     to_nchw = np.array([0, 3, 1, 2], np.int32)
     to_nhwc = np.array([0, 2, 3, 1], np.int32)
     for k, idx in enumerate(sub.inputs):
-        t = sub.tensors[idx]
-        if t.rank != 4:
-            continue
-        new = sub.add(Tensor(t.name, t.dtype, [t.shape[i] for i in to_nhwc]))
-        t.name += "/nchw"
-        perm = sub.add(Tensor(t.name + "/perm", TensorType.INT32, [4], to_nchw))
-        sub.ops.insert(0, Op("TRANSPOSE", [new, perm], [idx], None, "nhwc_io"))
-        sub.inputs[k] = new
+        new, perm = _nhwc_twin(sub, idx, to_nchw)
+        if new is not None:
+            sub.ops.insert(0, Op("TRANSPOSE", [new, perm], [idx], None, "nhwc_io"))
+            sub.inputs[k] = new
     for k, idx in enumerate(sub.outputs):
-        t = sub.tensors[idx]
-        if t.rank != 4:
-            continue
-        new = sub.add(Tensor(t.name, t.dtype, [t.shape[i] for i in to_nhwc]))
-        t.name += "/nchw"
-        perm = sub.add(Tensor(t.name + "/perm", TensorType.INT32, [4], to_nhwc))
-        sub.ops.append(Op("TRANSPOSE", [idx, perm], [new], None, "nhwc_io"))
-        sub.outputs[k] = new
+        new, perm = _nhwc_twin(sub, idx, to_nhwc)
+        if new is not None:
+            sub.ops.append(Op("TRANSPOSE", [idx, perm], [new], None, "nhwc_io"))
+            sub.outputs[k] = new
+
+
+def _nhwc_twin(sub: Subgraph, idx: int, perm: np.ndarray) -> tuple[int | None, int | None]:
+    """For a 4-D I/O tensor: its NHWC twin, which takes its name (it becomes ``<name>/nchw``),
+    and the constant ``perm`` the TRANSPOSE between them reads; (None, None) for another rank."""
+    t = sub.tensors[idx]
+    if t.rank != 4:
+        return None, None
+    new = sub.add(Tensor(t.name, t.dtype, [t.shape[i] for i in (0, 2, 3, 1)]))
+    t.name += "/nchw"
+    return new, sub.add(Tensor(t.name + "/perm", TensorType.INT32, [4], perm))
 
 
 def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
