@@ -8,6 +8,11 @@
 - ``shape``: the kind of static-shape rule ``shapes.py`` applies: ``"same"`` (the first
   operand's), ``"broadcast"`` (numpy broadcasting of all operands), ``"reduce"`` (an axes
   operand, ``keep_dims``), ``"own"`` (a rule of its own in ``shapes.py``), None (unshaped);
+- ``xnnpack``: for an elementwise builtin, whether ai-edge-litert 2.3.0's XNNPACK delegate takes
+  it on float32 operands (measured: ``tests/converters/tflite/test_tflite_builtins.py`` runs each
+  one alone and reads whether it became a DELEGATE node; LEAKY_RELU with its alpha, CAST from
+  float32 to int32); None where not measured (the rest: XNNPACK's choice also depends on their
+  options and constant operands);
 - ``integer_types(code)``: what integer tensors it may take, read from ``int_compute.py``,
   which stays the source of truth for dtypes (the rule there is applied as each op is emitted).
 
@@ -28,6 +33,7 @@ class Builtin:
     arity: int | None = None
     layout_agnostic: bool = False
     shape: str | None = None
+    xnnpack: bool | None = None
 
 
 _UNARY_AGNOSTIC = ("RELU", "RELU6", "LOGISTIC", "TANH", "EXP", "ABS", "NEG", "GELU", "HARD_SWISH", "LEAKY_RELU",
@@ -43,13 +49,17 @@ _OWN_RULE = ("TRANSPOSE", "PAD", "PADV2", "MIRROR_PAD", "CONV_2D", "DEPTHWISE_CO
              "EXPAND_DIMS", "SQUEEZE", "FULLY_CONNECTED", "BATCH_MATMUL", "CONCATENATION", "GATHER",
              "STRIDED_SLICE", "SHAPE")
 
+_XNNPACK = frozenset({"ABS", "ADD", "CEIL", "COS", "DIV", "ELU", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LEAKY_RELU",
+                       "LOG", "LOGISTIC", "MAXIMUM", "MINIMUM", "MUL", "NEG", "RELU", "RELU6", "ROUND", "RSQRT",
+                       "SIN", "SQRT", "SQUARED_DIFFERENCE", "SUB", "TANH"})
+
 BUILTINS: dict[str, Builtin] = {
-    **{c: Builtin(1, True, "same") for c in _UNARY_AGNOSTIC},
-    **{c: Builtin(1, False, "same") for c in _UNARY_OTHER},
+    **{c: Builtin(1, True, "same", c in _XNNPACK) for c in _UNARY_AGNOSTIC},
+    **{c: Builtin(1, False, "same", c in _XNNPACK) for c in _UNARY_OTHER},
     **{c: Builtin(None, False, "same") for c in _SAME_SHAPE},
-    **{c: Builtin(2, True, "broadcast") for c in _BINARY_AGNOSTIC},
-    **{c: Builtin(2, False, "broadcast") for c in _BINARY_OTHER},
-    "SELECT_V2": Builtin(3, False, "broadcast"),
+    **{c: Builtin(2, True, "broadcast", c in _XNNPACK) for c in _BINARY_AGNOSTIC},
+    **{c: Builtin(2, False, "broadcast", c in _XNNPACK) for c in _BINARY_OTHER},
+    "SELECT_V2": Builtin(3, False, "broadcast", False),
     **{c: Builtin(None, False, "reduce") for c in _REDUCE},
     **{c: Builtin(None, False, "own") for c in _OWN_RULE},
 }

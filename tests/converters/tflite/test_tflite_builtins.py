@@ -15,6 +15,9 @@ from pt2x.converters.tflite import int_compute, shapes, to_tflite
 from pt2x.converters.tflite.builtins import BUILTINS, broadcast, integer_types
 from pt2x.converters.tflite.converter import load_mappers
 from pt2x.converters.tflite.mappers import MAPPERS, maps
+from pt2x.converters.tflite.model import Op, Program, Subgraph, Tensor
+from pt2x.converters.tflite.model import TensorType as T
+from pt2x.converters.tflite.writer import write
 
 
 def test_every_own_shape_rule_is_registered_and_only_those():
@@ -49,6 +52,32 @@ def test_broadcast(shapes_in, want):
     assert broadcast(*shapes_in) == want
     if want is not None and -1 not in sum(map(list, shapes_in), []):
         assert want == list(np.broadcast_shapes(*shapes_in))
+
+
+_BOOL_OUT = {"EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL"}
+_BOOL_IN = {"LOGICAL_AND", "LOGICAL_OR", "LOGICAL_NOT"}
+_OPTIONS = {"LEAKY_RELU": ("LeakyReluOptions", {"alpha": 0.1}),
+            "CAST": ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": T.INT32})}
+
+
+def _alone(code: str, arity: int) -> bytes:
+    """A model of one ``code`` op on [1, 4, 4, 8] operands (float32 but where it takes bools)."""
+    s = Subgraph("main")
+    kind = T.BOOL if code in _BOOL_IN else T.FLOAT32
+    ins = [s.add(Tensor(f"x{i}", T.BOOL if code == "SELECT_V2" and i == 0 else kind, [1, 4, 4, 8]))
+           for i in range(arity)]
+    out = T.BOOL if code in _BOOL_OUT | _BOOL_IN else T.INT32 if code == "CAST" else T.FLOAT32
+    y = s.add(Tensor("y", out, [1, 4, 4, 8]))
+    s.ops.append(Op(code, ins, [y], _OPTIONS.get(code)))
+    s.inputs, s.outputs = ins, [y]
+    return write(Program([s], signature_inputs=[f"x{i}" for i in range(arity)], signature_outputs=["y"]))
+
+
+@pytest.mark.parametrize("code", sorted(c for c, b in BUILTINS.items() if b.xnnpack is not None))
+def test_xnnpack_column_is_what_litert_delegates(code):
+    it = Interpreter(model_content=_alone(code, BUILTINS[code].arity))
+    it.allocate_tensors()
+    assert ("DELEGATE" in [o["op_name"] for o in it._get_ops_details()]) is BUILTINS[code].xnnpack
 
 
 def test_a_second_mapper_for_an_op_is_refused():
