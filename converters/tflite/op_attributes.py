@@ -103,6 +103,8 @@ ATTRIBUTES: dict[str, dict] = {
                "exclude_outside": ANY, "extrapolation_value": ANY, "keep_aspect_ratio_policy": ANY, "mode": ANY,
                "nearest_mode": ANY},
     "RotaryEmbedding": {"interleaved": ANY, "num_heads": ANY, "rotary_embedding_dim": ANY},
+    "Scan": {"body": ANY, "num_scan_inputs": ANY, "scan_input_axes": ANY, "scan_input_directions": ANY,
+             "scan_output_axes": ANY, "scan_output_directions": ANY},
     "ScatterElements": {"axis": ANY, "reduction": ANY},
     "ScatterND": {"reduction": ANY},
     "Shape": {"start": ANY, "end": ANY},

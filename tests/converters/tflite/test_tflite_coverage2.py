@@ -294,3 +294,33 @@ def test_flex_attention_score_mod_refused_by_name():
                             [helper.make_tensor_value_info("t", F, None)])
     with pytest.raises(UnsupportedOpsError, match="FlexAttention attribute 'score_mod'"):
         to_tflite(_flex_model({"score_mod": mod}))
+
+
+@pytest.mark.parametrize("reverse", [0, 1])
+@pytest.mark.parametrize("in_axis,out_axis", [(0, 0), (1, 1)])
+def test_scan_unrolled(reverse, in_axis, out_axis):
+    """Scan-16 with two states, a body reading an outer value, scan axes and directions, vs ONNX
+    Runtime: a running sum and a running product-with-offset over 4 steps."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "x_t"], ["s2"]), helper.make_node("Mul", ["p", "x_t"], ["pm"]),
+         helper.make_node("Add", ["pm", "offset"], ["p2"]), helper.make_node("Sub", ["s2", "p2"], ["y_t"])],
+        "body", [helper.make_tensor_value_info(n, F, [3]) for n in ("s", "p", "x_t")],
+        [helper.make_tensor_value_info(n, F, [3]) for n in ("s2", "p2", "y_t")])
+    node = helper.make_node("Scan", ["s0", "p0", "x"], ["s_end", "p_end", "ys"], body=body, num_scan_inputs=1,
+                            scan_input_axes=[in_axis], scan_input_directions=[reverse], scan_output_axes=[out_axis],
+                            scan_output_directions=[reverse])
+    x_shape = [4, 3] if in_axis == 0 else [3, 4]
+    m = _model([helper.make_node("Neg", ["s0"], ["offset"]), node],
+               [("s0", F, [3]), ("p0", F, [3]), ("x", F, x_shape)], [("s_end", F), ("p_end", F), ("ys", F)], opset=18)
+    rng = np.random.default_rng(7)
+    _compare(m, [rng.standard_normal(3).astype(np.float32), np.ones(3, np.float32),
+                 rng.standard_normal(x_shape).astype(np.float32)], rtol=1e-5, atol=1e-6)
+
+
+def test_scan_of_unknown_length_refused():
+    body = helper.make_graph([helper.make_node("Add", ["s", "x_t"], ["s2"])], "body",
+                             [helper.make_tensor_value_info(n, F, [2]) for n in ("s", "x_t")],
+                             [helper.make_tensor_value_info("s2", F, [2])])
+    node = helper.make_node("Scan", ["s0", "x"], ["s_end"], body=body, num_scan_inputs=1)
+    with pytest.raises(UnsupportedOpsError, match="one static length"):
+        to_tflite(_model([node], [("s0", F, [2]), ("x", F, ["n", 2])], [("s_end", F)], opset=18))
