@@ -59,6 +59,9 @@ _UNFAITHFUL_ADAPTERS = {
     "Hardmax": (13, "onnx's version converter keeps Hardmax-1/11 as is at 13, where it no longer flattens "
                     "the dims from its axis on (one-hot over a [2,3,4,5] input's dims 2.. then differs "
                     "from ONNX Runtime's by 1)"),
+    "Scan": (9, "onnx's version converter makes Scan-8 a Scan-9 and declares the graph's inputs without "
+                "Scan-8's batch axis (a [1, 3, 2] input becomes [3, 2]), so the model's own inputs no "
+                "longer fit"),
 }
 
 

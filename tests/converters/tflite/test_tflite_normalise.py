@@ -127,6 +127,16 @@ def test_hardmax_below_13_is_refused_where_the_adapter_keeps_it_unchanged():
         to_tflite(m)
 
 
+def test_scan_below_9_is_refused_where_the_adapter_drops_the_batch_axis():
+    """Scan-8 carries a batch axis; the adapter's Scan-9 model declares the inputs without it."""
+    body = helper.make_graph([helper.make_node("Add", ["s", "x_t"], ["s2"])], "body",
+                             [_vi("s", [2]), _vi("x_t", [2])], [_vi("s2", [2])])
+    m = _model([helper.make_node("Scan", ["", "s0", "x"], ["y"], body=body, num_scan_inputs=1)], 8,
+               inputs=(("s0", [1, 2]), ("x", [1, 3, 2])))
+    with pytest.raises(UnsupportedOpsError, match=r"ONNX Scan(.|\n)*batch axis"):
+        to_tflite(m)
+
+
 @pytest.mark.parametrize("nodes, outputs, message", [
     ([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 0, 1])], ("y",), r"ONNX Transpose(.|\n)*repeated value"),
     ([helper.make_node("Relu", ["x"], ["y"])], (_vi("y", [2, 3, 4], TensorProto.INT64),), r"ONNX Relu(.|\n)*elem type"),
