@@ -24,6 +24,7 @@ from .mappers import maps
 from .model import TensorType as T
 from .ops_shape import _slice1d, shape_tensor
 
+_MAX_MASK_PAD = 1 << 24  # elements of the constant that pads a short mask
 _MUL = ("MulOptions", {"fused_activation_function": 0})
 _ADD = ("AddOptions", {"fused_activation_function": 0})
 _HEADS_FIRST = np.array([0, 2, 1, 3], np.int32)  # [B, L, H, E] <-> [B, H, L, E]
@@ -207,8 +208,8 @@ def _checked_mask(em: Emitter, ins: list[str], group: int) -> int:
     mask = em.t(ins[3])
     if not m_shape or m_shape[-1] < 0 or s < 0 or m_shape[-1] == s:
         return mask
-    if m_shape[-1] > s or min(m_shape) < 0:
-        raise Unsupported(f"Attention attn_mask of {m_shape[-1]} keys for {s} (not static, or more than the keys)")
+    if m_shape[-1] > s or min(m_shape) < 0 or int(np.prod(m_shape[:-1], dtype=np.float64)) * s > _MAX_MASK_PAD:
+        raise Unsupported(f"Attention attn_mask of {m_shape[-1]} keys for {s} (not static, more than the keys, or a pad over {_MAX_MASK_PAD} elements)")
     return _pad_mask(em, mask, m_shape, s)
 
 

@@ -14,6 +14,7 @@ from .emit import Emitter, attrs
 from .mappers import maps
 from .model import TensorType as T
 
+MAX_KERNEL = 4096  # one STRIDED_SLICE, MUL and ADD per tap
 _MUL = ("MulOptions", {"fused_activation_function": 0})
 _ADD = ("AddOptions", {"fused_activation_function": 0})
 
@@ -48,8 +49,9 @@ def causal_conv_with_state(em: Emitter, node) -> None:
     if act not in ("none", "silu", "swish"):
         raise Unsupported(f"CausalConvWithState activation={act!r}")
     w_shape = em.shape(node.input[1])
-    if em.rank(node.input[0]) != 3 or len(w_shape) != 3 or w_shape[2] <= 0 or w_shape[1] != 1:
-        raise Unsupported(f"CausalConvWithState with a weight of shape {w_shape} (3-D [C, 1, k], k static)")
+    if em.rank(node.input[0]) != 3 or len(w_shape) != 3 or not 0 < w_shape[2] <= MAX_KERNEL or w_shape[1] != 1:
+        raise Unsupported(f"CausalConvWithState with a weight of shape {w_shape} (3-D [C, 1, k], k static, at most "
+                          f"{MAX_KERNEL})")
     k = w_shape[2]
     outs = list(node.output) + [""]
     if outs[1] and k == 1:

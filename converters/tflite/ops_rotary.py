@@ -16,6 +16,7 @@ from .mappers import maps
 from .model import TensorType as T
 from .ops_shape import _slice1d, shape_tensor
 
+MAX_HEAD_SIZE = 1 << 16  # the pair index tables are this long; a declared size of 2**31 would be 8 GB
 _MUL = ("MulOptions", {"fused_activation_function": 0})
 
 
@@ -71,8 +72,8 @@ def rotary_embedding(em: Emitter, node) -> None:
     a = attrs(node)
     x, d, heads_axis = _as_heads(em, node, a)
     r = int(a.get("rotary_embedding_dim", 0)) or d
-    if d < 0 or r > d or r % 2:
-        raise Unsupported(f"RotaryEmbedding rotary_embedding_dim={r} for a head size {d} (static, even, at most the head size)")
+    if d < 0 or d > MAX_HEAD_SIZE or r > d or r % 2:
+        raise Unsupported(f"RotaryEmbedding rotary_embedding_dim={r} for a head size {d} (static, even, at most the head size, a head size up to {MAX_HEAD_SIZE})")
     half = r // 2
     pairs = np.arange(half, dtype=np.int32)
     first, second = (2 * pairs, 2 * pairs + 1) if int(a.get("interleaved", 0)) else (pairs, pairs + half)

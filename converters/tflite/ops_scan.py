@@ -3,15 +3,17 @@ again into the enclosing subgraph, its state inputs bound to the previous step's
 and its scan inputs to that step's slice (GATHER along the scan axis, from the end for a
 reverse direction); the scan outputs are stacked with PACK along their axis (in reverse order
 for a reverse direction). Outer values the body reads are the enclosing graph's tensors. A
-scan length that is not static or is over ``MAX_UNROLLED_STEPS`` is refused; so is a body node
-TFLite cannot take (named)."""
+scan length that is not static or is over ``MAX_UNROLLED_STEPS`` is refused; so are a body node
+TFLite cannot take (named), a body holding a Scan or Loop, and steps x body nodes over
+``limits.MAX_NODES_PER_LOWERING``."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..errors import Unsupported
-from ..onnx.graph_tools import free_vars
+from ..limits import MAX_NODES_PER_LOWERING
+from ..onnx.graph_tools import free_vars, walk_nodes
 from .emit import Emitter, attrs
 from .mappers import maps
 
@@ -36,6 +38,18 @@ def _length(em: Emitter, names: list[str], axes: list[int]) -> int:
         raise Unsupported(f"Scan over scan lengths {sorted(lengths) or '?'} (one static length, 1..{MAX_UNROLLED_STEPS} "
                           "unrolled)")
     return n
+
+
+def _check_size(body, steps: int) -> None:
+    """Unrolling copies the body once per step: no nested Scan/Loop (their copies would multiply)
+    and at most ``MAX_NODES_PER_LOWERING`` body nodes in all."""
+    nodes = list(walk_nodes(body))
+    nested = sorted({n.op_type for n in nodes if n.op_type in ("Scan", "Loop")})
+    if nested:
+        raise Unsupported(f"Scan whose body holds {'/'.join(nested)} (nested unrolling is not mapped)")
+    if steps * len(nodes) > MAX_NODES_PER_LOWERING:
+        raise Unsupported(f"Scan of {steps} steps over a body of {len(nodes)} nodes: over MAX_NODES_PER_LOWERING "
+                          f"({MAX_NODES_PER_LOWERING}) unrolled")
 
 
 def _slice(em: Emitter, name: str, axis: int, t: int) -> int:
@@ -92,6 +106,7 @@ def scan(em: Emitter, node) -> None:
     in_axes, in_dirs = _list(a, "scan_input_axes", k), _list(a, "scan_input_directions", k)
     out_axes, out_dirs = _list(a, "scan_output_axes", n_out), _list(a, "scan_output_directions", n_out)
     steps = _length(em, xs, in_axes)
+    _check_size(body, steps)
     outer = [n for n in free_vars(body) if em.const_value(n) is None]
     states = [em.t(s) for s in states_in]
     ys: list[list[int]] = []

@@ -17,6 +17,9 @@ from .emit import Emitter, attrs, compute_type
 from .mappers import maps
 from .model import TensorType as T
 
+MAX_DFT_WEIGHT = 1 << 24
+"""Elements of DFT's constant cos/sin matrix (64 MB of float32): a file of a few bytes could
+claim a length of 10**6 and make the converter build 10**12."""
 _MUL = ("MulOptions", {"fused_activation_function": 0})
 _ADD = ("AddOptions", {"fused_activation_function": 0})
 
@@ -130,6 +133,9 @@ def dft(em: Emitter, node) -> None:
     n = _const_input(em, node, 1, "dft_length") or (2 * (length - 1) if inverse and onesided else length)
     if n <= 0:
         raise Unsupported(f"DFT of length {n}")
+    if shape[-1] * length * 2 * max(n, length) > MAX_DFT_WEIGHT:
+        raise Unsupported(f"DFT of length {n} over {length} samples: its cos/sin matrix is over MAX_DFT_WEIGHT "
+                          f"({MAX_DFT_WEIGHT} elements)")
     others = [i for i in range(rank - 1) if i != axis]
     lead = [shape[i] for i in others]
     z = _transposed(em, em.t(node.input[0]), others + [rank - 1, axis])  # [others.., c, length]

@@ -324,3 +324,25 @@ def test_scan_of_unknown_length_refused():
     node = helper.make_node("Scan", ["s0", "x"], ["s_end"], body=body, num_scan_inputs=1)
     with pytest.raises(UnsupportedOpsError, match="one static length"):
         to_tflite(_model([node], [("s0", F, [2]), ("x", F, ["n", 2])], [("s_end", F)], opset=18))
+
+
+def test_sizes_a_file_claims_are_bounded():
+    """A few bytes of ONNX claiming a DFT of 10**6 samples, a causal conv kernel of 10**5 taps or a
+    Scan whose unrolled body is too big are refused naming the bound, before anything is built."""
+    dft = helper.make_node("DFT", ["x", "n", "axis"], ["y"])
+    m = _model([dft], [("x", F, [1, 1000, 1])], [("y", F)], inits=[("n", np.array(10**6, np.int64)),
+                                                                     ("axis", np.array(1, np.int64))], opset=20)
+    with pytest.raises(UnsupportedOpsError, match="MAX_DFT_WEIGHT"):
+        to_tflite(m)
+    conv = helper.make_node("CausalConvWithState", ["x", "w"], ["y", "state"])
+    m = _model([conv], [("x", F, [1, 2, 5]), ("w", F, [2, 1, 10**5])], [("y", F), ("state", F)], opset=27)
+    with pytest.raises(UnsupportedOpsError, match="at most 4096"):
+        to_tflite(m)
+    body = helper.make_graph([helper.make_node("Add", ["s", "x_t"], ["s2"])] * 1 +
+                             [helper.make_node("Identity", ["s2"], [f"i{j}"]) for j in range(200)], "body",
+                             [helper.make_tensor_value_info(n, F, [2]) for n in ("s", "x_t")],
+                             [helper.make_tensor_value_info("s2", F, [2])])
+    scan = helper.make_node("Scan", ["s0", "x"], ["s_end"], body=body, num_scan_inputs=1)
+    m = _model([scan], [("s0", F, [2]), ("x", F, [1000, 2])], [("s_end", F)], opset=18)
+    with pytest.raises(UnsupportedOpsError, match="MAX_NODES_PER_LOWERING"):
+        to_tflite(m)
