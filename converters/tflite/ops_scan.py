@@ -2,7 +2,7 @@
 again into the enclosing subgraph, its state inputs bound to the previous step's state outputs
 and its scan inputs to that step's slice (GATHER along the scan axis, from the end for a
 reverse direction); the scan outputs are stacked with PACK along their axis (in reverse order
-for a reverse direction). Outer values the body reads are the enclosing graph's tensors. A
+for a reverse direction); both then reshaped to their static ONNX shape. Outer values the body reads are the enclosing graph's tensors. A
 scan length that is not static or is over ``MAX_UNROLLED_STEPS`` is refused; so are a body node
 TFLite cannot take (named), a body holding a Scan or Loop, and steps x body nodes over
 ``limits.MAX_NODES_PER_LOWERING``."""
@@ -85,7 +85,8 @@ def _element_rank(vi, axis: int) -> int:
 
 
 def _as_declared(em: Emitter, name: str, x: int) -> int:
-    """A final state in its static ONNX shape (a 0-d state read from a graph input can be [1])."""
+    """A final state or scan output in its static ONNX shape (without it, onnx 1.22's
+    test_scan9_scalar's 0-d state came out [1])."""
     shape = em.shape(name)
     if shape is None or any(d < 0 for d in shape):
         return x

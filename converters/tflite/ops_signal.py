@@ -29,7 +29,8 @@ _COSINE_SUMS = {"HammingWindow": [(25.0 / 46.0, 0), (-(1 - 25.0 / 46.0), 1)],
 
 
 def _scalar(em: Emitter, name: str) -> int:
-    """The size as a 0-d int32 (RANGE wants 0-d operands; a 0-d graph input can arrive as [1])."""
+    """The size as a 0-d int32: LiteRT's RANGE wants 0-d operands, and without this RESHAPE the size
+    reached it 1-D in onnx 1.22's test_hannwindow (cause not found: the graph input is declared 0-d)."""
     x = em.cast(em.t(name), T.INT32)
     if em.shape(name) not in ([], [1]):
         raise Unsupported(f"window size {name!r} that is not a scalar")
