@@ -90,6 +90,10 @@ ATTRIBUTES: dict[str, dict] = {
     # chunk_size is a tuning hint without effect on the output (onnx's reference ignores it)
     "LinearAttention": {"chunk_size": ANY, "kv_num_heads": ANY, "q_num_heads": ANY, "scale": ANY, "update_rule": ANY},
     "Mod": {"fmod": ANY},
+    # ops_quantize refuses block_size, precision and an output_dtype other than the types it maps;
+    # saturate applies to float8 outputs only, which it refuses by type
+    "DequantizeLinear": {"axis": ANY, "block_size": ANY, "output_dtype": ANY},
+    "QuantizeLinear": {"axis": ANY, "block_size": ANY, "output_dtype": ANY, "precision": ANY, "saturate": ANY},
     **{op: {"output_datatype": ANY, "periodic": ANY} for op in ("BlackmanWindow", "HammingWindow", "HannWindow")},
     "DFT": {"axis": ANY, "inverse": ANY, "onesided": ANY},
     "OneHot": _AXIS,

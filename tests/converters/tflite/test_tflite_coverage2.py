@@ -346,3 +346,39 @@ def test_sizes_a_file_claims_are_bounded():
     m = _model([scan], [("s0", F, [2]), ("x", F, [1000, 2])], [("s_end", F)], opset=18)
     with pytest.raises(UnsupportedOpsError, match="MAX_NODES_PER_LOWERING"):
         to_tflite(m)
+
+
+_Q_TYPES = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8, TensorProto.INT16: np.int16}
+
+
+@pytest.mark.parametrize("qtype", sorted(_Q_TYPES))
+@pytest.mark.parametrize("per_axis", [False, True])
+def test_quantize_dequantize_linear(qtype, per_axis):
+    """QuantizeLinear over ties (x / scale = k + 0.5: half to even), values past the type's range
+    (saturated) and zero, then DequantizeLinear of every value of the type's edges, per tensor
+    and per axis 1, vs ONNX Runtime, exactly."""
+    np_t = _Q_TYPES[qtype]
+    info = np.iinfo(np_t)
+    scale = np.array([0.5, 0.25, 2.0], np.float32) if per_axis else np.array(0.5, np.float32)
+    zp = np.array([3, 0, -1 if info.min < 0 else 7], np_t) if per_axis else np.array(info.min // 2 + 5, np_t)
+    x = np.concatenate([np.arange(-6, 6, 0.25), [0.0, -0.0, 1e9, -1e9, 2.5, 3.5, -2.5, -3.5, 4.5, -4.5, 0.75, 1e-30]])
+    x = x.astype(np.float32).reshape(2, 3, 10)
+    q = _model([helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["y"])], [("x", F, list(x.shape))],
+               [("y", qtype)], inits=[("s", scale), ("zp", zp)], opset=21)
+    _compare(q, [x], rtol=0, atol=0)
+    xs = np.resize(np.array([info.min, info.min + 1, -1 if info.min < 0 else 1, 0, 1, info.max - 1, info.max], np_t),
+                   (2, 3, 7))
+    dq = _model([helper.make_node("DequantizeLinear", ["x", "s", "zp"], ["y"])], [("x", qtype, [2, 3, 7])], [("y", F)],
+                inits=[("s", scale), ("zp", zp)], opset=21)
+    _compare(dq, [xs], rtol=0, atol=0)
+
+
+def test_quantize_refusals_name_what():
+    ins = [("x", F, [2, 4])]
+    blocked = helper.make_node("QuantizeLinear", ["x", "s"], ["y"], axis=1, block_size=2)
+    with pytest.raises(UnsupportedOpsError, match="block_size=2"):
+        to_tflite(_model([blocked], ins, [("y", TensorProto.UINT8)], inits=[("s", np.ones((2, 2), np.float32))],
+                         opset=21))
+    dq32 = helper.make_node("DequantizeLinear", ["x", "s"], ["y"])
+    with pytest.raises(UnsupportedOpsError, match="DequantizeLinear of INT32"):
+        to_tflite(_model([dq32], [("x", TensorProto.INT32, [4])], [("y", F)], inits=[("s", np.float32(2))], opset=21))

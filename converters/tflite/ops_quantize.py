@@ -1,0 +1,91 @@
+"""ONNX ``DequantizeLinear`` and ``QuantizeLinear`` on the 8/16-bit integer types, per tensor or
+per axis (a 1-D scale along ``axis``), as onnx's reference computes them in float32:
+dequantize ``(float(x) - zero_point) * scale`` (exact before the one rounding of the MUL: |x -
+zp| < 2^17), quantize ``clip(round_half_even(x / scale) + zero_point)`` with DIV, ROUND (LiteRT's
+rounds half to even), ADD, MAXIMUM/MINIMUM and a CAST. Refused: blocked quantization
+(``block_size``), int32/float8/4-bit/2-bit/16-bit-unsigned types, a ``precision`` attribute, and a
+float16/bfloat16/double input to QuantizeLinear (the reference divides in that type)."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from ..errors import Unsupported
+from .emit import Emitter, attrs
+from .mappers import maps
+from .model import TensorType as T
+
+# ONNX integer type -> (TFLite type, min, max)
+_QUANT_TYPES = {TensorProto.UINT8: (T.UINT8, 0, 255), TensorProto.INT8: (T.INT8, -128, 127),
+                TensorProto.INT16: (T.INT16, -32768, 32767)}
+_MUL = ("MulOptions", {"fused_activation_function": 0})
+_ADD = ("AddOptions", {"fused_activation_function": 0})
+_SUB = ("SubOptions", {"fused_activation_function": 0})
+
+
+def _check(node, a: dict) -> None:
+    if int(a.get("block_size", 0)):
+        raise Unsupported(f"{node.op_type} with block_size={a['block_size']} (blocked quantization)")
+    if a.get("precision"):
+        raise Unsupported(f"{node.op_type} with precision={a['precision']}")
+
+
+def _broadcast(em: Emitter, node, name: str, rank: int) -> int:
+    """A scale or zero point as float32, shaped to broadcast along ``axis`` when it is 1-D."""
+    shape = em.shape(name)
+    t = em.cast(em.t(name), T.FLOAT32)
+    if not shape or shape == [1] or rank == 0:
+        return t
+    if len(shape) != 1:
+        raise Unsupported(f"{node.op_type} with a {len(shape)}-D scale or zero point (blocked quantization)")
+    axis = int(attrs(node).get("axis", 1)) % rank
+    target = [1] * rank
+    target[axis] = -1
+    y = em.tmp(T.FLOAT32, None, "per_axis")
+    em.op("RESHAPE", [t, em.const(np.asarray(target, np.int32))], [y])
+    return y
+
+
+def _zero_point(node) -> str:
+    return node.input[2] if len(node.input) > 2 and node.input[2] else ""
+
+
+@maps("DequantizeLinear")
+def dequantize_linear(em: Emitter, node) -> None:
+    a = attrs(node)
+    _check(node, a)
+    x_elem = em.elem(node.input[0])
+    if x_elem not in _QUANT_TYPES:
+        raise Unsupported(f"DequantizeLinear of {TensorProto.DataType.Name(x_elem)} (uint8, int8, int16 only)")
+    if em.elem(node.input[1]) not in (TensorProto.FLOAT, TensorProto.FLOAT16):
+        raise Unsupported("DequantizeLinear with a scale that is not float32/float16")
+    if a.get("output_dtype", 0) not in (0, em.elem(node.input[1])):
+        raise Unsupported(f"DequantizeLinear with output_dtype={a['output_dtype']}")
+    rank = em.rank(node.input[0])
+    x = em.cast(em.t(node.input[0]), T.FLOAT32)
+    zp = _zero_point(node)
+    if zp:
+        x = em.binary("SUB", x, _broadcast(em, node, zp, rank), options=_SUB)
+    em.op("MUL", [x, _broadcast(em, node, node.input[1], rank)], [em.out()], _MUL)
+
+
+@maps("QuantizeLinear")
+def quantize_linear(em: Emitter, node) -> None:
+    a = attrs(node)
+    _check(node, a)
+    if em.elem(node.input[0]) != TensorProto.FLOAT or em.elem(node.input[1]) != TensorProto.FLOAT:
+        raise Unsupported("QuantizeLinear of a value or scale that is not float32 (the reference divides in its type)")
+    zp = _zero_point(node)
+    out_elem = em.elem(zp) if zp else int(a.get("output_dtype", 0)) or TensorProto.UINT8
+    if out_elem not in _QUANT_TYPES:
+        raise Unsupported(f"QuantizeLinear to {TensorProto.DataType.Name(out_elem)} (uint8, int8, int16 only)")
+    dtype, lo, hi = _QUANT_TYPES[out_elem]
+    rank = em.rank(node.input[0])
+    q = em.binary("DIV", em.t(node.input[0]), _broadcast(em, node, node.input[1], rank),
+                  options=("DivOptions", {"fused_activation_function": 0}))
+    q = em.unary("ROUND", q)
+    if zp:
+        q = em.binary("ADD", q, _broadcast(em, node, zp, rank), options=_ADD)
+    q = em.binary("MINIMUM", em.binary("MAXIMUM", q, em.const(np.float32(lo))), em.const(np.float32(hi)))
+    em.op("CAST", [q], [em.out()], ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": dtype}))
