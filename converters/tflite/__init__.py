@@ -15,7 +15,7 @@ Dropout, Mean), ``ops_loss``, ``ops_cumprod``, ``ops_crop``, ``ops_affine_grid``
 ``ops_eye_like``, ``ops_bitshift``, ``ops_resize`` (on
 ``resize_weights``, the interpolation matrices), ``ops_blocks``, ``ops_attention`` (Attention,
 FlexAttention), ``ops_linear_attention``, ``ops_rotary``, ``ops_causal_conv``, ``ops_bitwise``
-(BitwiseAnd/Or), ``ops_signal`` (windows, DFT), ``ops_scan`` (Scan unrolled), ``ops_quantize`` (Quantize/DequantizeLinear), ``ops_rnn``
+(BitwiseAnd/Or), ``ops_signal`` (windows, DFT), ``ops_scan`` (Scan unrolled), ``ops_quantize`` (Quantize/DequantizeLinear, DynamicQuantizeLinear), ``ops_rnn``
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``builtins`` (the one table of builtins
 the next two read), ``layout`` (the NCHW -> NHWC pass), ``shapes``

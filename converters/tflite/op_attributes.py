@@ -93,6 +93,7 @@ ATTRIBUTES: dict[str, dict] = {
     # ops_quantize refuses block_size, precision and an output_dtype other than the types it maps;
     # saturate applies to float8 outputs only, which it refuses by type
     "DequantizeLinear": {"axis": ANY, "block_size": ANY, "output_dtype": ANY},
+    "DynamicQuantizeLinear": {},
     "QuantizeLinear": {"axis": ANY, "block_size": ANY, "output_dtype": ANY, "precision": ANY, "saturate": ANY},
     **{op: {"output_datatype": ANY, "periodic": ANY} for op in ("BlackmanWindow", "HammingWindow", "HannWindow")},
     "DFT": {"axis": ANY, "inverse": ANY, "onesided": ANY},

@@ -89,3 +89,38 @@ def quantize_linear(em: Emitter, node) -> None:
         q = em.binary("ADD", q, _broadcast(em, node, zp, rank), options=_ADD)
     q = em.binary("MINIMUM", em.binary("MAXIMUM", q, em.const(np.float32(lo))), em.const(np.float32(hi)))
     em.op("CAST", [q], [em.out()], ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": dtype}))
+
+
+def _reduce_all(em: Emitter, code: str, x: int, rank: int) -> int:
+    y = em.tmp(T.FLOAT32, [], "extreme")
+    em.op(code, [x, em.const(np.arange(rank, dtype=np.int32))], [y], ("ReducerOptions", {"keep_dims": False}))
+    return y
+
+
+def _clip(em: Emitter, x: int, lo: float, hi: float) -> int:
+    return em.binary("MINIMUM", em.binary("MAXIMUM", x, em.const(np.float32(lo))), em.const(np.float32(hi)))
+
+
+@maps("DynamicQuantizeLinear")
+def dynamic_quantize_linear(em: Emitter, node) -> None:
+    """uint8 with the reference's scale (max(0, max x) - min(0, min x)) / 255 (1 / 255 when both
+    are 0, where ONNX Runtime gives 1.0 and the spec's formula 0/0: y and the zero point are 0
+    in all of them) and zero point rint(clip(-min / scale, 0, 255)), all in float32."""
+    if em.elem(node.input[0]) != TensorProto.FLOAT:
+        raise Unsupported("DynamicQuantizeLinear of a value that is not float32")
+    x, rank = em.t(node.input[0]), em.rank(node.input[0])
+    zero = em.const(np.float32(0))
+    hi = em.binary("MAXIMUM", _reduce_all(em, "REDUCE_MAX", x, rank), zero)
+    lo = em.binary("MINIMUM", _reduce_all(em, "REDUCE_MIN", x, rank), zero)
+    span = em.binary("SUB", hi, lo, options=_SUB)
+    empty = em.binary("EQUAL", span, zero, dtype=T.BOOL)
+    span_or_one = em.tmp(T.FLOAT32, [], "span")
+    em.op("SELECT_V2", [empty, em.const(np.float32(1)), span], [span_or_one])
+    div = ("DivOptions", {"fused_activation_function": 0})
+    scale = em.binary("DIV", span_or_one, em.const(np.float32(255)), options=div)
+    zp = em.unary("ROUND", _clip(em, em.binary("SUB", zero, em.binary("DIV", lo, scale, options=div), options=_SUB),
+                                 0, 255))
+    q = _clip(em, em.binary("ADD", em.unary("ROUND", em.binary("DIV", x, scale, options=div)), zp, options=_ADD), 0, 255)
+    em.op("CAST", [q], [em.out(0)], ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": T.UINT8}))
+    em.bind(node.output[1], scale)
+    em.op("CAST", [zp], [em.out(2)], ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": T.UINT8}))

@@ -382,3 +382,22 @@ def test_quantize_refusals_name_what():
     dq32 = helper.make_node("DequantizeLinear", ["x", "s"], ["y"])
     with pytest.raises(UnsupportedOpsError, match="DequantizeLinear of INT32"):
         to_tflite(_model([dq32], [("x", TensorProto.INT32, [4])], [("y", F)], inits=[("s", np.float32(2))], opset=21))
+
+
+def test_dynamic_quantize_linear():
+    """DynamicQuantizeLinear over a dynamic shape: mixed signs, all positive, all negative, vs ONNX
+    Runtime, exactly; all zero: y and the zero point 0 in both, the scale onnx's reference's 1/255
+    (ONNX Runtime gives 1.0; the spec's formula gives 0/0 there)."""
+    m = _model([helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "scale", "zp"])], [("x", F, ["n", 3])],
+               [("y", TensorProto.UINT8), ("scale", F), ("zp", TensorProto.UINT8)], opset=18)
+    it = tflite_zoo.interpreter(to_tflite(m))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(11)
+    for x in [rng.standard_normal((4, 3)) * 3, np.abs(rng.standard_normal((2, 3))) + 1,
+              -np.abs(rng.standard_normal((5, 3))) - 0.5, np.zeros((1, 3)), np.array([[-1.0, 0.0, 2.0]])]:
+        x = x.astype(np.float32)
+        got, want = tflite_zoo.run(it, [x]), sess.run(None, {"x": x})
+        if not x.any():
+            want[1] = np.float32(1) / np.float32(255)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.reshape(w.shape), w)
