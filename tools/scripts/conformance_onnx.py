@@ -772,10 +772,10 @@ def refusal_kind(r: dict) -> str:
     return f"{ref['kind']}: {' '.join(shape.split()[:7])}"
 
 
-def select_subset(results: list[dict], sizes: dict[str, int]) -> list[str]:
+def select_subset(results: list[dict], sizes: dict[str, int], max_bytes: int = 100_000) -> list[str]:
     """The stratified subset CI runs, from the JSONL of full runs (plain and --const-inputs):
-    every case that is not match or refused in some run, and the smallest case of each op family
-    that matches, of each op family that is refused, and of each refusal kind."""
+    every case that is not match or refused in some run, and the smallest case (under ``max_bytes``)
+    of each op family that matches, of each op family that is refused, and of each refusal kind."""
     chosen = {r["case"] for r in results
               if r["cls"] not in ("match", "refused") or r["cls_builtin"] not in ("", "match", "refused")}
     best: dict[tuple, str] = {}
@@ -783,7 +783,7 @@ def select_subset(results: list[dict], sizes: dict[str, int]) -> list[str]:
         keys = [("family", r["family"], r["cls"])] if r["cls"] in ("match", "refused") else []
         if r["refusal"]:
             keys.append(("refusal", refusal_kind(r)))
-        for k in keys:
+        for k in keys if sizes[r["case"]] <= max_bytes else ():
             if k not in best or (sizes[r["case"]], r["case"]) < (sizes[best[k]], best[k]):
                 best[k] = r["case"]
     return sorted(chosen | set(best.values()))
