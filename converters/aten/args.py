@@ -1,15 +1,20 @@
 """Bind a node's ``NamedArgument``s to Python values by argument name.
 
 torch writes each argument's schema name (``self``, ``other``, ``alpha``) into
-``NamedArgument.name`` and leaves out arguments equal to their defaults, so a lowering
-states the defaults it needs and reads the rest by name::
+``NamedArgument.name`` and leaves out arguments equal to their defaults; ``bind`` fills those
+in with torch's default values from the signature table (``signatures.py``), so a lowering
+reads every argument by name and states no defaults::
 
-    a = bind(node, alpha=1)          # a.self, a.other, a.alpha
+    a = bind(node)                   # a.self, a.other, a.alpha (1 when left out)
     a = bind(node, "self", "dim")    # also a[0], a[1] by schema position
+
+A default a lowering does state (``bind(node, max=None)``) is for an argument the table
+cannot fill: one some of the lowering's targets lack, or one whose default is a torch object.
 
 Values are decoded from the ``Argument`` union: tensors as ``TensorRef``, symbolic ints
 and bools as ``SymRef`` (or a plain int/bool when static), lists element-wise, graphs as the
-schema ``GraphArgument``, ``as_none`` as ``None``. No torch schemas are consulted.
+schema ``GraphArgument``, ``as_none`` as ``None``. No torch is imported: the defaults are the
+generated table's.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 
 from ...schema import definitions as d
 from ..errors import Unsupported
+from .signatures import signature
 
 __all__ = ["TensorRef", "SymRef", "decode", "bind", "Bound", "MISSING"]
 
@@ -123,12 +129,21 @@ class Bound:
         return f"Bound({self._values})"
 
 
+def _table_defaults(target: str) -> dict:
+    """torch's default values of ``target``'s arguments (none for a target the table lacks)."""
+    sig = signature(target[len("torch.ops."):] if target.startswith("torch.ops.") else target)
+    if sig is None:
+        return {}
+    return {k: list(v) if isinstance(v, list) else v for k, v in sig.defaults.items()}
+
+
 def bind(node: d.Node, *order: str, **defaults) -> Bound:
     """The node's arguments by name. ``order`` names the schema's positional arguments (for
     ``[i]`` access falls back to them; ``[i]`` is the i-th positional argument as written, which
-    is what higher-order ops with empty names need); ``defaults`` fill
-    what torch left out. Unnamed arguments take the name at their position in ``order``."""
-    values = dict(defaults)
+    is what higher-order ops with empty names need). What torch left out takes torch's default
+    (the signature table's), else the lowering's ``defaults`` (see the module docstring).
+    Unnamed arguments take the name at their position in ``order``."""
+    values = {**defaults, **_table_defaults(node.target)}
     positional = []
     for i, na in enumerate(node.inputs):
         name = na.name or (order[i] if i < len(order) else f"arg{i}")

@@ -15,9 +15,12 @@ subgraphs say", which ``precheck`` checks per operator).
 
 A signature line reads ``Tensor self, Tensor other, *, Scalar alpha= -> Tensor``: argument
 types in torch's spelling with ``SymInt``/``SymFloat``/``SymBool`` folded into
-``int``/``float``/``bool``, fixed list sizes dropped (``int[2]`` -> ``int[]``), ``=`` marking
-an argument with a default (the value itself is not needed), ``*`` starting the keyword-only
-arguments; returns after ``->``, comma-separated, ``()`` for none.
+``int``/``float``/``bool``, fixed list sizes dropped (``int[2]`` -> ``int[]``), ``=`` and torch's
+default value after an argument that has one (a Python literal: number, bool, string, None or
+a list of those, lists at their declared length: ``int[2] padding=[0, 0]``; ``<object>`` for a
+torch object such as a memory format, which is not filled in), ``*`` starting the keyword-only
+arguments; returns after ``->``, comma-separated, ``()`` for none. ``args.bind`` fills every
+argument a node leaves out with its default from here, so lowerings do not restate them.
 
 Only torch's own serializer is modelled, leniently: it writes each argument by its Python
 value, so a ``Tensor`` argument may be a number (``x + 2``), an ``int[]`` a single int, a
@@ -26,26 +29,48 @@ value, so a ``Tensor`` argument may be a number (``x + 2``), an ``int[]`` a sing
 
 from __future__ import annotations
 
+import ast
 import functools
 from dataclasses import dataclass, field
 
-__all__ = ["Param", "OpSignature", "signature", "EXTRA_SIGNATURES"]
+__all__ = ["Param", "OpSignature", "signature", "EXTRA_SIGNATURES", "OBJECT_DEFAULT", "NO_DEFAULT"]
+
+
+class _Marker:
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str):
+        self._text = text
+
+    def __repr__(self):
+        return self._text
+
+
+OBJECT_DEFAULT = _Marker("<object>")
+"""The default of an argument whose default is a torch object (``MemoryFormat memory_format=<object>``)."""
+NO_DEFAULT = _Marker("NO_DEFAULT")
+"""The default of an argument that has none."""
 
 
 @dataclass(frozen=True, slots=True)
 class Param:
-    """One declared argument: its schema name, type spelling, whether it has a default
-    and whether it is keyword-only."""
+    """One declared argument: its schema name, type spelling, whether it is keyword-only, and
+    its default (``NO_DEFAULT`` when it has none, ``OBJECT_DEFAULT`` for a torch object)."""
 
     name: str
     type: str
-    has_default: bool
     kwarg_only: bool
+    default: object = NO_DEFAULT
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not NO_DEFAULT
 
 
 @dataclass(frozen=True, slots=True)
 class OpSignature:
-    """A target's arguments and the type spellings of its returns.
+    """A target's arguments and the type spellings of its returns; ``defaults`` maps each
+    argument whose default is literal data to that value.
 
     ``variadic`` (higher-order wrappers) allows any number of arguments after the declared ones."""
 
@@ -56,9 +81,13 @@ class OpSignature:
     positional: tuple[Param, ...] = field(init=False, compare=False, repr=False)
     _by_name: dict = field(init=False, compare=False, repr=False)
 
+    defaults: dict = field(init=False, compare=False, repr=False)
+
     def __post_init__(self):
         object.__setattr__(self, "positional", tuple(p for p in self.params if not p.kwarg_only))
         object.__setattr__(self, "_by_name", {p.name: p for p in self.params})
+        object.__setattr__(self, "defaults", {p.name: p.default for p in self.params
+                                              if p.has_default and p.default is not OBJECT_DEFAULT})
 
     def param(self, name: str) -> Param | None:
         return self._by_name.get(name)
@@ -85,8 +114,8 @@ EXTRA_SIGNATURES: dict[str, str] = {
     "math.trunc": "Scalar a -> Scalar",
     "higher_order.cond": "Tensor pred, Graph true_fn, Graph false_fn, Value[] operands -> ...",
     "higher_order.while_loop":
-        "Graph cond_fn, Graph body_fn, Value[] carried_inputs, Value[] additional_inputs= -> ...",
-    "higher_order.map_impl": "Graph f, Value[] xs, Value[] pos_args= -> ...",
+        "Graph cond_fn, Graph body_fn, Value[] carried_inputs, Value[] additional_inputs=[] -> ...",
+    "higher_order.map_impl": "Graph f, Value[] xs, Value[] pos_args=[] -> ...",
     "higher_order.wrap_with_set_grad_enabled": "bool enabled, Graph body, ... -> ...",
     "higher_order.wrap_with_autocast":
         "Any device_type, Any dtype, Any enabled, Any cache_enabled, Graph body, ... -> ...",
@@ -94,11 +123,57 @@ EXTRA_SIGNATURES: dict[str, str] = {
 """Signatures of targets that have no torch operator schema (see the module docstring)."""
 
 
+def _split_top_level(target: str, text: str) -> list[str]:
+    """``text`` split at the commas outside brackets and quotes."""
+    parts, depth, quote, start = [], 0, "", 0
+    for i, ch in enumerate(text):
+        if quote:
+            quote = "" if ch == quote and text[i - 1] != "\\" else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth or quote:
+        raise ValueError(f"{target}: unbalanced brackets or quotes in {text!r}")
+    parts.append(text[start:])
+    return parts
+
+
+_LITERAL_TYPES = (int, float, bool, str, type(None))
+
+
+def _default(target: str, text: str):
+    """One default's spelling as its value: ``<object>`` or a literal (never evaluated as code)."""
+    if text == "<object>":
+        return OBJECT_DEFAULT
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise ValueError(f"{target}: default {text!r} is not literal data") from None
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, _LITERAL_TYPES) for v in items):
+        raise ValueError(f"{target}: default {text!r} is not a number, bool, string, None or list of those")
+    return value
+
+
+def _param(target: str, part: str, kwarg_only: bool) -> Param:
+    typ, _, rest = part.partition(" ")
+    name, eq, default = rest.partition("=")
+    if not typ or not name.isidentifier():
+        raise ValueError(f"{target}: argument {part!r} is not 'type name[=default]'")
+    return Param(name, typ, kwarg_only, _default(target, default) if eq else NO_DEFAULT)
+
+
 def parse_line(target: str, line: str) -> OpSignature:
-    """One signature line (``Tensor self, *, Scalar alpha= -> Tensor``) as an ``OpSignature``."""
+    """One signature line (``Tensor self, *, Scalar alpha=1 -> Tensor``) as an ``OpSignature``."""
     args, _, rets = line.partition(" -> ")
     params, kwarg_only, variadic = [], False, False
-    for part in (p.strip() for p in args.split(",")):
+    for part in (p.strip() for p in _split_top_level(target, args)):
         if not part:
             continue
         if part == "*":
@@ -107,8 +182,7 @@ def parse_line(target: str, line: str) -> OpSignature:
         if part == "...":
             variadic = True
             continue
-        typ, _, name = part.partition(" ")
-        params.append(Param(name.rstrip("="), typ, name.endswith("="), kwarg_only))
+        params.append(_param(target, part, kwarg_only))
     rets = rets.strip()
     returns = () if rets in ("()", "") else tuple(r.strip() for r in rets.split(","))
     return OpSignature(target, tuple(params), returns, variadic)

@@ -23,8 +23,7 @@ from .shapes import axes_const, scalar_attr
 
 @lowering("onnx", "aten.scaled_dot_product_attention.default", "aten._scaled_dot_product_flash_attention_for_cpu.default")
 def sdpa(ctx, node):
-    a = bind(node, "query", "key", "value", attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-             enable_gqa=False)
+    a = bind(node, "query", "key", "value", enable_gqa=False)  # flash_attention_for_cpu has no enable_gqa
     if a.dropout_p:
         raise Unsupported("attention dropout")
     out, cst = _ct(ctx)

@@ -28,7 +28,7 @@ def _fill(ctx, shape_name, value, st):
           "aten.empty.default", "aten.new_zeros.default", "aten.new_ones.default", "aten.new_full.default",
           "aten.new_empty.default", "aten.empty_strided.default", "aten.new_empty_strided.default")
 def full(ctx, node):
-    a = bind(node, fill_value=0)  # size, and self for new_*, by name
+    a = bind(node, fill_value=0)  # size, and self for new_*, by name; zeros/ones/empty have no fill_value
     out = ctx.out_info()
     name = node.target.split(".")[-2]
     value = {"zeros": 0, "ones": 1, "new_zeros": 0, "new_ones": 1}.get(name, a.fill_value)
@@ -42,7 +42,7 @@ def full(ctx, node):
 @lowering("onnx", "aten.full_like.default", "aten.zeros_like.default", "aten.ones_like.default",
           "aten.empty_like.default")
 def full_like(ctx, node):
-    a = bind(node, "self", fill_value=0)
+    a = bind(node, "self", fill_value=0)  # zeros_like/ones_like/empty_like have no fill_value
     out = ctx.out_info()
     name = node.target.split(".")[-2]
     value = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}.get(name, a.fill_value)
@@ -58,7 +58,7 @@ def scalar_tensor(ctx, node):
 
 @lowering("onnx", "aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def arange(ctx, node):
-    a = bind(node, start=0, step=1)
+    a = bind(node, start=0, step=1)  # arange.default has no start, arange.start no step
     if "end" not in a:
         raise Unsupported("arange without end")
     start, end, step = (a.start, a.end, a.step) if "start" in node.target or node.target.endswith("start_step") \
@@ -83,7 +83,7 @@ def arange(ctx, node):
 
 @lowering("onnx", "aten.tril.default", "aten.triu.default")
 def tril(ctx, node):
-    a = bind(node, "self", diagonal=0)
+    a = bind(node, "self")
     return ctx.op("Trilu", ctx.t(a.self), ctx.t(a.diagonal, ST.LONG), upper=int("triu" in node.target))
 
 

@@ -40,7 +40,7 @@ def nary(ctx, op_type: str, *xs, st: ST | None = None, **attrs) -> str:
 
 def _add_sub(op_type):
     def lower(ctx, node):
-        a = bind(node, "self", "other", alpha=1)
+        a = bind(node, "self", "other")
         out = ctx.out_info().dtype
         cst = ctx.compute_type(out)
         other = ctx.t(a.other, cst)
@@ -59,7 +59,7 @@ lowering("onnx", "aten.sub.Tensor", "aten.sub.Scalar")(_add_sub("Sub"))
 
 @lowering("onnx", "aten.rsub.Tensor", "aten.rsub.Scalar")
 def rsub(ctx, node):
-    a = bind(node, "self", "other", alpha=1)
+    a = bind(node, "self", "other")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     x = ctx.t(a.self, cst)
@@ -78,7 +78,7 @@ def mul(ctx, node):
 
 @lowering("onnx", "aten.div.Tensor", "aten.div.Scalar", "aten.div.Tensor_mode", "aten.div.Scalar_mode", "aten.true_divide.Tensor")
 def div(ctx, node):
-    a = bind(node, "self", "other", rounding_mode=None)
+    a = bind(node, "self", "other", rounding_mode=None)  # the overloads without a rounding_mode
     out = ctx.out_info().dtype
     if a.rounding_mode is None or dtypes.is_floating(out):
         cst = ctx.compute_type(out)
@@ -170,7 +170,7 @@ for _names, _op in [
 def softplus(ctx, node):
     """torch's softplus: log(1 + exp(beta x)) / beta, and x itself where beta x > threshold
     (ONNX's Softplus is the beta = 1 curve with no threshold)."""
-    a = bind(node, "self", "beta", "threshold", beta=1.0, threshold=20.0)
+    a = bind(node, "self", "beta", "threshold")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a.beta, a.threshold)):
         raise Unsupported("softplus with a beta or threshold computed at run time")
     beta, threshold = float(a.beta), float(a.threshold)
@@ -241,7 +241,7 @@ def silu(ctx, node):
 
 @lowering("onnx", "aten.gelu.default")
 def gelu(ctx, node):
-    a = bind(node, "self", approximate="none")
+    a = bind(node, "self")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     x = ctx.t(a.self, cst)
@@ -260,13 +260,13 @@ def gelu(ctx, node):
 
 @lowering("onnx", "aten.leaky_relu.default")
 def leaky_relu(ctx, node):
-    a = bind(node, "self", negative_slope=0.01)
+    a = bind(node, "self")
     return nary(ctx, "LeakyRelu", a.self, alpha=float(a.negative_slope))
 
 
 @lowering("onnx", "aten.elu.default")
 def elu(ctx, node):
-    a = bind(node, "self", alpha=1.0, scale=1.0, input_scale=1.0)
+    a = bind(node, "self")
     if a.scale != 1 or a.input_scale != 1:
         raise Unsupported("elu with scale/input_scale")
     return nary(ctx, "Elu", a.self, alpha=float(a.alpha))
@@ -274,7 +274,7 @@ def elu(ctx, node):
 
 @lowering("onnx", "aten.hardtanh.default", "aten.relu6.default")
 def hardtanh(ctx, node):
-    a = bind(node, "self", min_val=-1.0, max_val=1.0)
+    a = bind(node, "self")  # relu6 has no min_val/max_val (read only for hardtanh)
     if "relu6" in node.target:
         lo, hi = 0.0, 6.0
     else:
@@ -287,7 +287,7 @@ def hardtanh(ctx, node):
 @lowering("onnx", "aten.clamp.default", "aten.clamp.Tensor", "aten.clamp_min.default", "aten.clamp_max.default",
           "aten.clamp_min.Tensor", "aten.clamp_max.Tensor")
 def clamp(ctx, node):
-    a = bind(node, "self", min=None, max=None)
+    a = bind(node, "self", min=None, max=None)  # clamp_max has no min, clamp_min no max
     lo, hi = a.min, a.max
     if "clamp_max" in node.target:
         lo, hi = None, a.get("max")
@@ -415,7 +415,7 @@ def lerp(ctx, node):
 
 @lowering("onnx", "aten.addcmul.default", "aten.addcdiv.default")
 def addcmul(ctx, node):
-    a = bind(node, "self", "tensor1", "tensor2", value=1)
+    a = bind(node, "self", "tensor1", "tensor2")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     p = ctx.op("Mul" if "addcmul" in node.target else "Div", ctx.t(a.tensor1, cst), ctx.t(a.tensor2, cst))
@@ -426,7 +426,7 @@ def addcmul(ctx, node):
 
 @lowering("onnx", "aten.nan_to_num.default")
 def nan_to_num(ctx, node):
-    a = bind(node, "self", nan=None, posinf=None, neginf=None)
+    a = bind(node, "self")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     x = ctx.t(a.self, cst)

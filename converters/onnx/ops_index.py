@@ -81,7 +81,7 @@ def gather(ctx, node):
 
 @lowering("onnx", "aten.scatter.src", "aten.scatter.value", "aten.scatter_add.default", "aten.scatter.reduce")
 def scatter(ctx, node):
-    a = bind(node, "self", "dim", "index", "src", reduce=None)
+    a = bind(node, "self", "dim", "index", "src", reduce=None)  # only scatter.reduce has a reduce
     src = a.get("src", a.get("value"))
     out = ctx.out_info()
     reduction = "add" if "scatter_add" in node.target else {None: "none", "add": "add", "multiply": "mul"}[a.reduce]
@@ -94,7 +94,7 @@ def scatter(ctx, node):
 
 @lowering("onnx", "aten.index_put.default", "aten.index_put_.default", "aten._unsafe_index_put.default")
 def index_put(ctx, node):
-    a = bind(node, "self", "indices", "values", accumulate=False)
+    a = bind(node, "self", "indices", "values")
     idx = list(a.indices)
     out = ctx.out_info()
     present = [i for i, x in enumerate(idx) if x is not None]
@@ -124,13 +124,13 @@ def index_put(ctx, node):
 
 @lowering("onnx", "aten.embedding.default")
 def embedding(ctx, node):
-    a = bind(node, "weight", "indices", padding_idx=-1)
+    a = bind(node, "weight", "indices")
     return ctx.op("Gather", ctx.t(a.weight), ctx.t(a.indices, ST.LONG), axis=0)
 
 
 @lowering("onnx", "aten.topk.default")
 def topk(ctx, node):
-    a = bind(node, "self", "k", dim=-1, largest=True, sorted=True)
+    a = bind(node, "self", "k")
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st)
@@ -141,7 +141,7 @@ def topk(ctx, node):
 
 @lowering("onnx", "aten.sort.default", "aten.sort.stable")
 def sort(ctx, node):
-    a = bind(node, "self", dim=-1, descending=False, stable=None)
+    a = bind(node, "self", stable=None)  # sort.default has no stable
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st)
@@ -152,7 +152,7 @@ def sort(ctx, node):
 
 @lowering("onnx", "aten.argsort.default", "aten.argsort.stable")
 def argsort(ctx, node):
-    a = bind(node, "self", dim=-1, descending=False)
+    a = bind(node, "self")
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st)
@@ -163,7 +163,7 @@ def argsort(ctx, node):
 
 @lowering("onnx", "aten.cumsum.default")
 def cumsum(ctx, node):
-    a = bind(node, "self", "dim", dtype=None)
+    a = bind(node, "self", "dim")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     if cst == ST.INT and out != ST.INT:
@@ -174,7 +174,7 @@ def cumsum(ctx, node):
 
 @lowering("onnx", "aten.one_hot.default")
 def one_hot(ctx, node):
-    a = bind(node, "self", num_classes=-1)
+    a = bind(node, "self")
     if a.num_classes < 0:
         raise Unsupported("one_hot without num_classes")
     r = ctx.op("OneHot", ctx.t(a.self, ST.LONG), ctx.const(a.num_classes, ST.LONG), ctx.const([0, 1], ST.LONG), axis=-1)
@@ -189,7 +189,7 @@ def nonzero(ctx, node):
 
 @lowering("onnx", "aten.scatter_reduce.two")
 def scatter_reduce(ctx, node):
-    a = bind(node, "self", "dim", "index", "src", "reduce", include_self=True)
+    a = bind(node, "self", "dim", "index", "src", "reduce")
     red = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(a.reduce)
     if red is None or not a.include_self:
         raise Unsupported(f"scatter_reduce {a.reduce!r} include_self={a.include_self}")
@@ -200,7 +200,7 @@ def scatter_reduce(ctx, node):
 
 @lowering("onnx", "aten.slice_scatter.default")
 def slice_scatter(ctx, node):
-    a = bind(node, "self", "src", dim=0, start=None, end=None, step=1)
+    a = bind(node, "self", "src")
     out = ctx.out_info()
     dim = a.dim % out.rank
     if a.step != 1:
@@ -262,8 +262,7 @@ def embedding_bag(ctx, node):
     """1-D indices with offsets: bag ids by a cumulative sum of bag starts, then a
     ScatterND reduction into (num_bags, D). Only the first output (the bags) is produced."""
     a = bind(node, "weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
-             "include_last_offset", "padding_idx", scale_grad_by_freq=False, mode=0, sparse=False,
-             per_sample_weights=None, include_last_offset=False, padding_idx=-1)
+             "include_last_offset", "padding_idx", padding_idx=-1)  # embedding_bag.default has none
     if ctx.rank(a.indices) != 1:
         raise Unsupported("embedding_bag with 2-D indices")
     if a.padding_idx is not None and a.padding_idx >= 0:
@@ -324,7 +323,7 @@ def diagonal_scatter(ctx, node):
     """``self`` with its (``offset``, ``dim1``, ``dim2``) diagonal replaced by ``src`` (static
     ``dim1``/``dim2`` sizes): the diagonal dims moved last, ``src`` gathered onto an
     ``[n1, n2]`` grid, a diagonal mask choosing it, the dims moved back."""
-    a = bind(node, "self", "src", offset=0, dim1=0, dim2=1)
+    a = bind(node, "self", "src")
     perm, n1, n2, rows = diagonal_plane(ctx, a, "diagonal_scatter")
     if not rows:
         return ctx.t(a.self)
@@ -345,7 +344,7 @@ def as_strided(ctx, node):
     and strides are those of contiguous memory with the input's element count (symbolic sizes
     too: ``layouts.strided_reshape``); else static sizes/strides only, the element offsets
     computed at conversion time and gathered from the input flattened."""
-    a = bind(node, "self", "size", "stride", storage_offset=None)
+    a = bind(node, "self", "size", "stride")
     if not layouts.contiguous_at_zero(ctx.view, a.self.name):
         raise Unsupported("as_strided over a value that is not contiguous at storage offset 0")
     if layouts.strided_reshape(ctx.view, node):
@@ -363,7 +362,7 @@ def as_strided_scatter(ctx, node):
     stride, storage_offset)`` reads replaced by ``src``: a reshape of ``src`` when that view
     is a reshape of ``self`` (``layouts.strided_reshape``), else static sizes/strides whose
     offsets do not overlap, scattered into ``self`` flattened."""
-    a = bind(node, "self", "src", "size", "stride", storage_offset=None)
+    a = bind(node, "self", "src", "size", "stride")
     out = ctx.out_info()
     if not layouts.contiguous_at_zero(ctx.view, a.self.name):
         raise Unsupported("as_strided_scatter into a value that is not contiguous at storage offset 0")

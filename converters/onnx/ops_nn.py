@@ -37,7 +37,7 @@ def _transposed(ctx, w, cst):
 
 @lowering("onnx", "aten.linear.default")
 def linear(ctx, node):
-    a = bind(node, "input", "weight", bias=None)
+    a = bind(node, "input", "weight")
     out, cst = _ct(ctx)
     x = ctx.t(a.input, cst)
     if ctx.rank(a.input) == 2:
@@ -51,7 +51,7 @@ def linear(ctx, node):
 
 @lowering("onnx", "aten.addmm.default")
 def addmm(ctx, node):
-    a = bind(node, "self", "mat1", "mat2", beta=1, alpha=1)
+    a = bind(node, "self", "mat1", "mat2")
     out, cst = _ct(ctx)
     bias = ctx.t(a.self, cst) if a.beta != 0 else None
     r = ctx.op("Gemm", ctx.t(a.mat1, cst), ctx.t(a.mat2, cst), bias,
@@ -70,7 +70,7 @@ def matmul(ctx, node):
 
 @lowering("onnx", "aten.baddbmm.default")
 def baddbmm(ctx, node):
-    a = bind(node, "self", "batch1", "batch2", beta=1, alpha=1)
+    a = bind(node, "self", "batch1", "batch2")
     out, cst = _ct(ctx)
     p = ctx.op("MatMul", ctx.t(a.batch1, cst), ctx.t(a.batch2, cst))
     if a.alpha != 1:
@@ -127,7 +127,7 @@ def _conv(ctx, x, w, b, stride, padding, dilation, groups, transposed=False, out
 @lowering("onnx", "aten.conv1d.default", "aten.conv2d.default", "aten.conv3d.default", "aten.conv1d.padding",
           "aten.conv2d.padding", "aten.conv3d.padding")
 def conv(ctx, node):
-    a = bind(node, "input", "weight", bias=None, stride=1, padding=0, dilation=1, groups=1)
+    a = bind(node, "input", "weight")
     return _conv(ctx, a.input, a.weight, a.bias, a.stride, a.padding, a.dilation, a.groups)
 
 
@@ -140,7 +140,7 @@ def convolution(ctx, node):
 
 @lowering("onnx", "aten.conv_transpose1d.default", "aten.conv_transpose2d.input", "aten.conv_transpose3d.input")
 def conv_transpose(ctx, node):
-    a = bind(node, "input", "weight", bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1)
+    a = bind(node, "input", "weight")
     return _conv(ctx, a.input, a.weight, a.bias, a.stride, a.padding, a.dilation, a.groups, True, a.output_padding)
 
 
@@ -169,8 +169,7 @@ def _bn(ctx, x, w, b, mean, var, eps):
 
 @lowering("onnx", "aten.batch_norm.default", "aten.native_batch_norm.default", "aten._native_batch_norm_legit.default")
 def batch_norm(ctx, node):
-    a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps",
-             training=False, eps=1e-5)
+    a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
     if a.training:
         raise Unsupported("batch norm in training mode")
     r = _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
@@ -218,7 +217,7 @@ def _layer_norm(ctx, x, shape, w, b, eps):
 
 @lowering("onnx", "aten.layer_norm.default")
 def layer_norm(ctx, node):
-    a = bind(node, "input", "normalized_shape", weight=None, bias=None, eps=1e-5)
+    a = bind(node, "input", "normalized_shape")
     return _layer_norm(ctx, a.input, a.normalized_shape, a.weight, a.bias, a.eps)
 
 
@@ -230,7 +229,7 @@ def native_layer_norm(ctx, node):
 
 @lowering("onnx", "aten.rms_norm.default")
 def rms_norm(ctx, node):
-    a = bind(node, "input", "normalized_shape", weight=None, eps=None)
+    a = bind(node, "input", "normalized_shape")
     out, cst = _ct(ctx)
     k = len(a.normalized_shape)
     if a.eps is None:  # torch: the epsilon of the input's dtype
@@ -275,7 +274,7 @@ def _group_norm(ctx, x, w, b, groups, eps):
 
 @lowering("onnx", "aten.group_norm.default")
 def group_norm(ctx, node):
-    a = bind(node, "input", "num_groups", weight=None, bias=None, eps=1e-5)
+    a = bind(node, "input", "num_groups")
     return _group_norm(ctx, a.input, a.weight, a.bias, a.num_groups, a.eps)
 
 
@@ -290,7 +289,7 @@ def native_group_norm(ctx, node):
 
 @lowering("onnx", "aten.glu.default")
 def glu(ctx, node):
-    a = bind(node, "self", dim=-1)
+    a = bind(node, "self")
     out, cst = _ct(ctx)
     dim = a.dim % ctx.rank(a.self)
     x1, x2 = ctx.op("Split", ctx.t(a.self, cst), axis=dim, num_outputs=2, outputs=2)
@@ -301,7 +300,7 @@ def glu(ctx, node):
 def weight_norm(ctx, node):
     """``v * (g / ||v||)``, the 2-norm over every dim but ``dim`` (``dim=-1``: over all of them,
     as torch's ``norm_except_dim`` reads it)."""
-    a = bind(node, "v", "g", dim=0)
+    a = bind(node, "v", "g")
     r = ctx.rank(a.v)
     if r == 0:
         raise Unsupported("_weight_norm of a 0-d tensor")
@@ -326,8 +325,7 @@ def prelu(ctx, node):
 
 @lowering("onnx", "aten.instance_norm.default")
 def instance_norm(ctx, node):
-    a = bind(node, "input", weight=None, bias=None, running_mean=None, running_var=None, use_input_stats=True,
-             momentum=0.1, eps=1e-5)
+    a = bind(node, "input")
     if not a.use_input_stats:
         return _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
     out, cst = _ct(ctx)
@@ -341,7 +339,7 @@ def instance_norm(ctx, node):
 
 @lowering("onnx", "aten.cosine_similarity.default")
 def cosine_similarity(ctx, node):
-    a = bind(node, "x1", "x2", dim=1, eps=1e-8)
+    a = bind(node, "x1", "x2")
     out, cst = _ct(ctx)
     x, y = ctx.t(a.x1, cst), ctx.t(a.x2, cst)
     ax = axes_const(ctx, [a.dim])
@@ -355,7 +353,7 @@ def cosine_similarity(ctx, node):
 
 @lowering("onnx", "aten._cdist_forward.default", "aten.cdist.default")
 def cdist(ctx, node):
-    a = bind(node, "x1", "x2", "p", p=2.0, compute_mode=None)
+    a = bind(node, "x1", "x2", "p")
     out, cst = _ct(ctx)
     x1 = ctx.op("Unsqueeze", ctx.t(a.x1, cst), axes_const(ctx, [-2]))  # (..., P, 1, M)
     x2 = ctx.op("Unsqueeze", ctx.t(a.x2, cst), axes_const(ctx, [-3]))  # (..., 1, R, M)
@@ -376,7 +374,7 @@ def cdist(ctx, node):
 @lowering("onnx", "aten._pdist_forward.default", "aten.pdist.default")
 def pdist(ctx, node):
     """Upper-triangle pairwise distances of the rows (static row count)."""
-    a = bind(node, "self", p=2.0)
+    a = bind(node, "self")
     out, cst = _ct(ctx)
     n = ctx.info(a.self).shape[0]
     if not isinstance(n, int):

@@ -39,8 +39,8 @@ def _pool_attrs(ctx, x, kernel, stride, padding, n, ceil_mode, dilation=None):
 
 
 def _pool(ctx, node, op, n, with_indices=False):
-    a = bind(node, "self", "kernel_size", stride=[], padding=0, dilation=1, ceil_mode=False,
-             count_include_pad=True, divisor_override=None)
+    # each argument only one of avg_pool and max_pool has: torch's default for the other's lowering
+    a = bind(node, "self", "kernel_size", dilation=1, count_include_pad=True, divisor_override=None)
     if a.divisor_override is not None:
         raise Unsupported("avg_pool divisor_override")
     out, cst = _ct(ctx)
@@ -149,7 +149,8 @@ _RESIZE_MODES = {  # torch mode -> ONNX Resize attributes (the coordinate mode a
 
 
 def _resize(ctx, node, mode, n):
-    a = bind(node, "input", output_size=None, align_corners=None, scale_factors=None, scales_h=None, scales_w=None,
+    # the arguments some of the overloads lack (.vec: scales_*, .default: scale_factors, nearest: align_corners)
+    a = bind(node, "input", align_corners=None, scale_factors=None, scales_h=None, scales_w=None,
              scales_d=None, scales=None)
     src = a[0]  # ``input`` in the .vec overloads, ``self`` in .default
     out, cst = _ct(ctx)

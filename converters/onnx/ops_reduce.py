@@ -30,7 +30,7 @@ def reduce(ctx, op, x, dims, keepdim, cst):
 
 def _sum_like(op):
     def lower(ctx, node):
-        a = bind(node, "self", dim=None, keepdim=False, dtype=None)
+        a = bind(node, "self", dim=None, keepdim=False)  # the .default overloads have no dim/keepdim
         out = ctx.out_info().dtype
         cst = ctx.compute_type(out)
         if cst == ST.BOOL or (op == "ReduceSum" and cst == ST.INT and out != ST.INT):
@@ -47,7 +47,7 @@ lowering("onnx", "aten.prod.default", "aten.prod.dim_int")(_sum_like("ReduceProd
 
 def _minmax(op):
     def lower(ctx, node):
-        a = bind(node, "self", dim=[], keepdim=False)
+        a = bind(node, "self", dim=[], keepdim=False)  # max/min.default have no dim/keepdim
         out = ctx.out_info().dtype
         cst = ctx.compute_type(out)
         if cst == ST.BOOL:
@@ -63,7 +63,7 @@ lowering("onnx", "aten.amin.default", "aten.min.default")(_minmax("ReduceMin"))
 
 @lowering("onnx", "aten.max.dim", "aten.min.dim")
 def max_dim(ctx, node):
-    a = bind(node, "self", "dim", keepdim=False)
+    a = bind(node, "self", "dim")
     is_max = ".max." in node.target
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT
@@ -76,7 +76,7 @@ def max_dim(ctx, node):
 
 @lowering("onnx", "aten.argmax.default", "aten.argmin.default")
 def argmax(ctx, node):
-    a = bind(node, "self", dim=None, keepdim=False)
+    a = bind(node, "self")
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT
     x = ctx.t(a.self, cst)
@@ -93,7 +93,7 @@ def argmax(ctx, node):
 @lowering("onnx", "aten.any.default", "aten.any.dim", "aten.any.dims", "aten.all.default", "aten.all.dim",
           "aten.all.dims")
 def any_all(ctx, node):
-    a = bind(node, "self", dim=None, keepdim=False)
+    a = bind(node, "self", dim=None, keepdim=False)  # any/all.default have no dim/keepdim
     dims = a.get("dim", a.get("dims"))
     x = ctx.t(a.self, ST.BOOL)
     x = ctx.cast(x, ST.BOOL, ST.INT)
@@ -110,7 +110,7 @@ def reduce_named(ctx, op, name, ref, dims, keepdim):
 @lowering("onnx", "aten.var.correction", "aten.var.dim", "aten.std.correction", "aten.std.dim",
           "aten.var_mean.correction", "aten.var_mean.dim", "aten.std_mean.correction", "aten.std_mean.dim")
 def var(ctx, node):
-    a = bind(node, "self", dim=None, correction=None, keepdim=False, unbiased=True)
+    a = bind(node, "self", correction=None, unbiased=True)  # .dim has no correction, .correction no unbiased
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     corr = a.correction if a.correction is not None else (1 if a.unbiased else 0)
@@ -144,7 +144,7 @@ def var(ctx, node):
 
 @lowering("onnx", "aten.logsumexp.default")
 def logsumexp(ctx, node):
-    a = bind(node, "self", "dim", keepdim=False)
+    a = bind(node, "self", "dim")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     return ctx.cast(reduce(ctx, "ReduceLogSumExp", a.self, _axes(ctx, a.self, a.dim), a.keepdim, cst), cst, out)
@@ -152,7 +152,7 @@ def logsumexp(ctx, node):
 
 @lowering("onnx", "aten.linalg_vector_norm.default", "aten.norm.ScalarOpt_dim")
 def vector_norm(ctx, node):
-    a = bind(node, "self", ord=2, dim=None, keepdim=False, dtype=None, p=None)
+    a = bind(node, "self", ord=2, dtype=None, p=None)  # norm has p, linalg_vector_norm ord and dtype
     p = a.p if a.p is not None else a.ord
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
@@ -167,7 +167,7 @@ def vector_norm(ctx, node):
 
 def _softmax(op):
     def lower(ctx, node):
-        a = bind(node, "self", "dim", half_to_float=False, dtype=None)
+        a = bind(node, "self", "dim", half_to_float=False, dtype=None)  # _softmax or softmax.int only
         out = ctx.out_info().dtype
         cst = ctx.compute_type(out)
         if not dtypes.is_floating(cst):
@@ -184,7 +184,7 @@ lowering("onnx", "aten._softmax.default", "aten.softmax.int")(_softmax("Softmax"
 @lowering("onnx", "aten._safe_softmax.default")
 def safe_softmax(ctx, node):
     """Softmax whose rows that are all -inf give 0 rather than NaN (masked attention rows)."""
-    a = bind(node, "self", "dim", dtype=None)
+    a = bind(node, "self", "dim")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     dim = a.dim % max(ctx.rank(a.self), 1)

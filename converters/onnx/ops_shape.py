@@ -38,7 +38,7 @@ def view(ctx, node):
 
 @lowering("onnx", "aten.flatten.using_ints")
 def flatten(ctx, node):
-    a = bind(node, "self", start_dim=0, end_dim=-1)
+    a = bind(node, "self")
     r = ctx.rank(a.self)
     if r == 0:
         return ctx.op("Reshape", ctx.t(a.self), ctx.ints([1]))
@@ -100,7 +100,7 @@ def mT(ctx, node):
 
 @lowering("onnx", "aten.t.default", "aten.numpy_T.default", "aten.permute_copy.default")
 def t(ctx, node):
-    a = bind(node, "self", dims=None)
+    a = bind(node, "self", dims=None)  # only permute_copy has dims
     r = ctx.rank(a.self)
     perm = [d % r for d in a.dims] if a.dims is not None else list(reversed(range(r)))
     return _transpose(ctx, a.self, perm)
@@ -108,7 +108,7 @@ def t(ctx, node):
 
 @lowering("onnx", "aten.expand.default", "aten.expand_copy.default")
 def expand(ctx, node):
-    a = bind(node, "self", "size", implicit=False)
+    a = bind(node, "self", "size")
     in_shape = ctx.info(a.self).shape
     out_shape = ctx.out_info().shape
     lead = len(a.size) - len(in_shape)
@@ -142,7 +142,7 @@ def unsqueeze(ctx, node):
 
 @lowering("onnx", "aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default", "aten.squeeze_copy.dims")
 def squeeze(ctx, node):
-    a = bind(node, "self", dim=None)
+    a = bind(node, "self", dim=None)  # squeeze.default has no dim
     info = ctx.info(a.self)
     r = info.rank
     dims = a.get("dims", a.dim)
@@ -158,7 +158,7 @@ def squeeze(ctx, node):
 
 @lowering("onnx", "aten.cat.default", "aten.concat.default", "aten.concatenate.default")
 def cat(ctx, node):
-    a = bind(node, "tensors", dim=0)
+    a = bind(node, "tensors")
     out = ctx.out_info()
     xs = [x for x in a.tensors if not (ctx.info(x).rank == 1 and ctx.info(x).shape[0] == 0 and out.rank != 1)]
     if len(xs) == 1:
@@ -168,7 +168,7 @@ def cat(ctx, node):
 
 @lowering("onnx", "aten.stack.default")
 def stack(ctx, node):
-    a = bind(node, "tensors", dim=0)
+    a = bind(node, "tensors")
     out = ctx.out_info()
     dim = a.dim % out.rank
     ax = axes_const(ctx, [dim])
@@ -201,7 +201,7 @@ def _split_slices(ctx, x, dim, chunk, count):
 @lowering("onnx", "aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default",
           "aten.split_with_sizes_copy.default", "aten.split_copy.Tensor")
 def split(ctx, node):
-    a = bind(node, "self", "split_size", dim=0)
+    a = bind(node, "self", "split_size")
     dim = a.dim % ctx.rank(a.self)
     n = len(_flat(node))
     r = _split_by_sizes(ctx, a.self, dim, n)
@@ -221,7 +221,7 @@ def _flat(node):
 
 @lowering("onnx", "aten.unbind.int")
 def unbind(ctx, node):
-    a = bind(node, "self", dim=0)
+    a = bind(node, "self")
     r = ctx.rank(a.self)
     dim = a.dim % r
     n = len(_flat(node))
@@ -245,7 +245,7 @@ def _bound(ctx, v, default):
 
 @lowering("onnx", "aten.slice.Tensor", "aten.slice_copy.Tensor")
 def slice_(ctx, node):
-    a = bind(node, "self", "dim", "start", "end", "step", dim=0, start=None, end=None, step=1)
+    a = bind(node, "self", "dim", "start", "end", "step")
     info = ctx.info(a.self)
     dim = a.dim % info.rank
     start, end = _bound(ctx, a.start, 0), _bound(ctx, a.end, INT64_MAX)
@@ -298,7 +298,7 @@ def flip(ctx, node):
 
 @lowering("onnx", "aten.roll.default")
 def roll(ctx, node):
-    a = bind(node, "self", "shifts", dims=[])
+    a = bind(node, "self", "shifts")
     x = ctx.t(a.self)
     if not a.dims:
         raise Unsupported("roll without dims")
@@ -329,7 +329,7 @@ def roll(ctx, node):
 def identity(ctx, node):
     """No data change at inference (dropout in eval mode; the exported train flag is honoured
     only as False: a training-mode dropout would be random)."""
-    a = bind(node, train=False)  # self or input, by name
+    a = bind(node, train=False)  # self or input, by name; only the dropouts have train
     x = a.get("self", a.get("input"))
     if "dropout" in node.target:
         if a.train and a.get("p", 0.5) > 0:
@@ -382,7 +382,7 @@ def copy(ctx, node):
 
 @lowering("onnx", "aten.constant_pad_nd.default", "aten.pad.default")
 def constant_pad_nd(ctx, node):
-    a = bind(node, "self", "pad", mode="constant", value=0)
+    a = bind(node, "self", "pad", mode="constant")  # constant_pad_nd has no mode
     if a.mode != "constant":
         mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(a.mode)
         if mode is None or (mode == "wrap" and ctx.opset < 19):
@@ -401,7 +401,7 @@ def constant_pad_nd(ctx, node):
 
 @lowering("onnx", "aten.diff.default")
 def diff(ctx, node):
-    a = bind(node, "self", n=1, dim=-1, prepend=None, append=None)
+    a = bind(node, "self")
     out = ctx.out_info()
     dim = a.dim % out.rank
     parts = [p for p in (a.prepend, a.self, a.append) if p is not None]
@@ -439,7 +439,7 @@ for _d in ("1d", "2d", "3d"):
 
 @lowering("onnx", "aten.diagonal.default", "aten.diagonal_copy.default")
 def diagonal(ctx, node):
-    a = bind(node, "self", offset=0, dim1=0, dim2=1)
+    a = bind(node, "self")
     perm, n1, n2, rows = diagonal_plane(ctx, a, "diagonal")
     # move d1, d2 last, gather the (i, i + offset) pairs with a one-hot mask, reduce
     x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if perm != sorted(perm) else ctx.t(a.self)

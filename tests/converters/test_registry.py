@@ -1,18 +1,20 @@
-"""The registry against torch: every registered target names a real operator, and each
-lowering's ``bind(node, "self", "other", alpha=1)`` calls agree with that operator's schema.
+"""The registry against torch and the signature table: every registered target names a real
+operator, and each lowering's ``bind(node, "self", "other")`` calls agree with the table.
 
-Lowerings restate argument names and defaults because torch leaves out arguments equal to
-their defaults. These tests read each lowering's source (``ast``: its ``bind`` calls and
-those of the module-level helpers it calls) and compare them with
-``torch.ops.<ns>.<op>.<overload>._schema.arguments`` (name, position, ``default_value``);
-targets without a torch schema (``_operator.*``, ``math.*``, ``torch.sym_*``, higher-order
-operators) are compared with ``signatures.EXTRA_SIGNATURES`` (names and positions).
+``bind`` fills every argument a node leaves out with torch's default from the generated
+signature table (``converters/aten/signatures.py``; the table itself is checked against torch
+by ``tools/scripts/gen_signature_table.py --check``), so lowerings state no defaults. What the
+table cannot answer is in the lowerings' source, which these tests read (``ast``: each
+lowering's ``bind`` calls and those of the module-level helpers it calls): the positional names
+(``order``) must be the schema's, and a default a lowering still states must be needed by one of
+the targets reaching that call (one that lacks the argument, has no table entry, or whose
+default is a torch object); a default that the table fills, or that torch always writes
+(a required argument), for every target is an error.
 
 A ``bind`` call reached by several targets (``view``/``reshape``, the dropouts, a helper
 shared by the upsampling overloads) may name an argument that only some of them have: a
-name is accepted for a target when that target has it at that position (with that
-default), or does not have it at all while another target reaching the same call does. A default restated for an argument the schema makes required is
-accepted: torch always writes required arguments, so it never applies.
+positional name is accepted for a target when that target has it at that position, or does not
+have it at all while another target reaching the same call does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ import functools
 import inspect
 import math
 import operator
-import re
 import sys
 from collections import defaultdict
 
@@ -134,65 +135,37 @@ def _bind_calls(fn) -> list[ast.Call]:
     return calls
 
 
-_NO_DEFAULT = object()
-
-
-def _schema(target: str) -> list[tuple[str, object]] | None:
-    """(name, default or ``_NO_DEFAULT``) per argument in order; ``None`` when unknown."""
-    if target in NOT_IN_THIS_TORCH:
-        return None
-    op = _resolve(target)
-    if hasattr(op, "_schema") and registry.parse_target(target).form == "overload":
-        return [(a.name, a.default_value if a.has_default_value() else _NO_DEFAULT) for a in op._schema.arguments]
-    sig = signatures.signature(target)
-    # EXTRA_SIGNATURES record that a default exists, not its value: ... stands for "some default"
-    return None if sig is None else [(p.name, ... if p.has_default else _NO_DEFAULT) for p in sig.params]
-
-
-def _position_problems(target, order, schemas) -> list[str]:
-    names = [n for n, _ in schemas[target]]
+def _position_problems(target, order, names_of) -> list[str]:
+    names = names_of[target]
     out = []
     for i, name in enumerate(order):
         if name is None or i < len(names) and names[i] == name:
             continue
-        others = [t for t, s in schemas.items() if t != target and i < len(s) and s[i][0] == name]
+        others = [t for t, s in names_of.items() if t != target and i < len(s) and s[i] == name]
         if name in names or not others:
             out.append(f"positional {i} is {name!r}, schema has {names[i] if i < len(names) else None!r}")
     return out
 
 
-def _default_problems(target, defaults, schemas) -> list[str]:
-    args = dict(schemas[target])
+def _needs(sig, name: str) -> bool:
+    """Whether a default stated for ``name`` can apply to a target with signature ``sig`` (None:
+    not in the table): the target lacks the argument or the table does not fill it in."""
+    if sig is None:
+        return True
+    param = sig.param(name)
+    return param is None or param.default is signatures.OBJECT_DEFAULT
+
+
+def _default_problems(defaults, sigs) -> list[str]:
     out = []
-    for name, value in defaults.items():
-        if name not in args:
-            if not any(name in dict(s) for t, s in schemas.items() if t != target):
-                out.append(f"{name}= is no argument of this or any other target of the lowering")
-            continue
-        default = args[name]
-        if default is _NO_DEFAULT or default is ...:
-            continue
-        if value is _UNEVALUATED or not _same_default(default, value):
-            out.append(f"{name}={value!r}, schema default {default!r}")
+    known = [s for s in sigs.values() if s is not None]
+    for name in defaults:
+        if len(known) == len(sigs) and not any(s.param(name) for s in known):
+            out.append(f"{name}= is no argument of any target of the lowering")
+        elif not any(_needs(s, name) for s in sigs.values()):
+            out.append(f"{name}= is never used: torch writes it or the signature table fills it in for every "
+                       f"target reaching this call")
     return out
-
-
-_UNEVALUATED = object()
-
-
-def _same_default(default, value) -> bool:
-    """``value`` (as the lowering states it) means the schema's ``default``. A number stands for
-    a list of copies of it (torch's rule for ``int[2] stride=1``); bools are not numbers."""
-    if isinstance(default, list) and not isinstance(value, list) and default:
-        return all(_same_default(d, value) for d in default)
-    return default == value and isinstance(default, bool) == isinstance(value, bool)
-
-
-def _literal(node: ast.AST):
-    try:
-        return ast.literal_eval(node)
-    except ValueError:
-        return _UNEVALUATED
 
 
 def _call_sites() -> dict:
@@ -207,42 +180,30 @@ def _call_sites() -> dict:
 def _mismatches() -> list[str]:
     out = []
     for (module, call), targets in _call_sites().items():
-        schemas = {t: s for t in dict.fromkeys(targets) if (s := _schema(t)) is not None}
+        sigs = {t: signatures.signature(t) for t in dict.fromkeys(targets)}
+        names_of = {t: [p.name for p in s.params] for t, s in sigs.items() if s is not None}
         order = [a.value if isinstance(a, ast.Constant) else None for a in call.args[1:]]
-        defaults = {k.arg: _literal(k.value) for k in call.keywords if k.arg is not None}
-        for t in schemas:
-            for p in _position_problems(t, order, schemas) + _default_problems(t, defaults, schemas):
-                out.append(f"{t} ({module.rsplit('.', 1)[-1]}, bind at line {call.lineno}): {p}")
+        where = f"({module.rsplit('.', 1)[-1]}, bind at line {call.lineno})"
+        for t in names_of:
+            out += [f"{t} {where}: {p}" for p in _position_problems(t, order, names_of)]
+        defaults = [k.arg for k in call.keywords if k.arg is not None]
+        out += [f"{', '.join(sigs)} {where}: {p}" for p in _default_problems(defaults, sigs)]
     return sorted(out)
 
 
-_SHARED_DEFAULT = ("one bind call serves both overloads; the default stated is the sibling's and means the same "
-                   "here")
-KNOWN_MISMATCHES: dict[str, str] = {
-    # "target (module): problem" -> why it stays (a fix would need per-overload defaults in one call)
-    "aten.conv1d.padding (ops_nn): padding=0, schema default 'valid'": _SHARED_DEFAULT + " (conv1d.default: [0])",
-    "aten.conv2d.padding (ops_nn): padding=0, schema default 'valid'": _SHARED_DEFAULT + " (conv2d.default: [0, 0])",
-    "aten.conv3d.padding (ops_nn): padding=0, schema default 'valid'": _SHARED_DEFAULT + " (conv3d.default)",
-    "aten.pad.default (ops_shape): value=0, schema default None":
-        _SHARED_DEFAULT + " (constant_pad_nd: value=0; aten.pad's None pads with 0)",
-}
+def test_bind_calls_match_the_signatures():
+    found = _mismatches()
+    assert found == [], "\n".join(found)
 
 
-def test_bind_calls_match_the_schemas():
-    found = {re.sub(r", bind at line \d+", "", m): m for m in _mismatches()}
-    unexpected = [m for k, m in found.items() if k not in KNOWN_MISMATCHES]
-    assert unexpected == [], "\n".join(unexpected)
-    stale = [k for k in KNOWN_MISMATCHES if k not in found]
-    assert stale == [], "known mismatches no longer found: remove them"
-
-
-def test_the_bind_check_catches_a_wrong_default_and_a_wrong_name(monkeypatch):
-    """The check really checks: a lowering with ``alpha=2`` or a misspelt argument fails it."""
+def test_the_bind_check_catches_a_restated_default_and_a_wrong_name(monkeypatch):
+    """The check really checks: a lowering restating ``alpha=1`` (the table's default), or one
+    naming a misspelt argument or a wrong position, fails it."""
     import types
 
     src = ("from pt2x.converters.aten.args import bind\n"
            "def lower(ctx, node):\n"
-           "    return bind(node, 'self', 'other', alpha=2, alfa=1)\n")
+           "    return bind(node, 'self', 'alpha', alpha=1, alfa=1)\n")
     mod = types.ModuleType("pt2x_test_fake_lowering")
     exec(compile(src, "<fake>", "exec"), mod.__dict__)
     monkeypatch.setitem(sys.modules, mod.__name__, mod)
@@ -254,8 +215,43 @@ def test_the_bind_check_catches_a_wrong_default_and_a_wrong_name(monkeypatch):
         found = _mismatches()
     finally:
         _module_ast.cache_clear()
-    assert "aten.add.Tensor (pt2x_test_fake_lowering, bind at line 3): alpha=2, schema default 1" in found
-    assert any("alfa= is no argument" in m for m in found)
+    where = "aten.add.Tensor (pt2x_test_fake_lowering, bind at line 3)"
+    assert f"{where}: positional 1 is 'alpha', schema has 'other'" in found
+    assert f"{where}: alfa= is no argument of any target of the lowering" in found
+    assert any(m.startswith(f"{where}: alpha= is never used") for m in found)
+
+
+def test_bind_fills_the_tables_defaults():
+    """A node that leaves out defaulted arguments reads torch's values; its own values win."""
+    from pt2x.converters.aten.args import bind
+    from pt2x.schema import definitions as d
+
+    def named(name, **arg):
+        return d.NamedArgument(name=name, arg=d.Argument(**arg), kind=d.ArgumentKind.POSITIONAL)
+
+    node = d.Node(target="torch.ops.aten.max_pool2d.default",
+                  inputs=[named("self", as_tensor=d.TensorArgument(name="x")),
+                          named("kernel_size", as_ints=[2, 2]), named("ceil_mode", as_bool=True)],
+                  outputs=[], metadata={})
+    a = bind(node)
+    assert (a.stride, a.padding, a.dilation, a.ceil_mode) == ([], [0, 0], [1, 1], True)
+    a.padding.append(9)  # each bind gets its own copy of a list default
+    assert bind(node).padding == [0, 0]
+    contiguous = d.Node(target="torch.ops.aten.contiguous.default",
+                        inputs=[named("self", as_tensor=d.TensorArgument(name="x"))], outputs=[], metadata={})
+    assert "memory_format" not in bind(contiguous)  # a torch object: not filled in
+
+
+def test_signature_defaults_are_parsed_as_data_only():
+    line = "Tensor self, int[] padding=[0, 0], str mode='a, b', *, MemoryFormat memory_format=<object> -> Tensor"
+    sig = signatures.parse_line("t", line)
+    assert [p.name for p in sig.params] == ["self", "padding", "mode", "memory_format"]
+    assert sig.defaults == {"padding": [0, 0], "mode": "a, b"}
+    assert sig.param("memory_format").default is signatures.OBJECT_DEFAULT
+    for bad in ("Tensor self, int a=__import__('os') -> Tensor", "Tensor self, int a={1: 2} -> Tensor",
+                "Tensor self, int a=[1, -> Tensor", "Tensor self, int a=(1, 2) -> Tensor"):
+        with pytest.raises(ValueError, match="t: "):
+            signatures.parse_line("t", bad)
 
 
 _getsource = inspect.getsource

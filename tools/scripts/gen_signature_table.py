@@ -3,13 +3,14 @@
 ``converters/aten/signatures.py`` reads the table (torch-free) so that ``precheck`` can compare every
 node with the signature of its target. This script is the torch side: it asks torch for
 ``torch.ops.aten.<op>.<overload>._schema`` of each registered target and writes one signature
-line per target, in ``signatures.py``'s spelling. Run ``python tools/scripts/gen_signature_table.py``
+line per target, in ``signatures.py``'s spelling, torch's default values included. Run ``python tools/scripts/gen_signature_table.py``
 with torch installed after adding lowerings; ``--check`` only reports staleness (a test runs it).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import sys
 
@@ -42,13 +43,30 @@ def _spell(t) -> str:
     return str(t).replace(" ", "")
 
 
+_OBJECT_TYPES = ("MemoryFormat", "Layout", "ScalarType", "Device")
+"""Type spellings whose (non-None) defaults are torch objects: written ``<object>``, not filled in."""
+
+
+def _default(a) -> str:
+    """``a``'s default as ``signatures.py`` reads it: a Python literal (torch has already expanded
+    ``int[2] padding=0`` to ``[0, 0]``), or ``<object>`` for a torch object."""
+    value = a.default_value
+    if value is not None and _spell(a.real_type).rstrip("?") in _OBJECT_TYPES:
+        return "<object>"
+    text = repr(value)
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, (int, float, bool, str, type(None))) for v in items) or ast.literal_eval(text) != value:
+        raise ValueError(f"{a.name}={text}: not literal data (add its type to _OBJECT_TYPES or spell it here)")
+    return text
+
+
 def _line(schema) -> str:
     args, kw = [], False
     for a in schema.arguments:
         if a.kwarg_only and not kw:
             args.append("*")
             kw = True
-        args.append(f"{_spell(a.real_type)} {a.name}{'=' if a.has_default_value() else ''}")
+        args.append(f"{_spell(a.real_type)} {a.name}" + (f"={_default(a)}" if a.has_default_value() else ""))
     rets = ", ".join(_spell(r.real_type) for r in schema.returns) or "()"
     return f"{', '.join(args)} -> {rets}"
 
