@@ -55,7 +55,24 @@ def _reduce(em: Emitter, code: str, x: int, axes, keep: bool, out: int) -> None:
     """``code`` over ``axes`` (a list of ints, or an int32 tensor)."""
     if not isinstance(axes, (int, np.integer)):
         axes = em.const(np.asarray(axes, np.int32))
+    _check_rank(em, code, x, int(axes), keep, out)
     em.op(code, [x, int(axes)], [out], ("ReducerOptions", {"keep_dims": keep}))
+
+
+def _check_rank(em: Emitter, code: str, x: int, axes: int, keep: bool, out: int) -> None:
+    """The output's rank is the reduction's. Axes known only at run time leave shape inference
+    nothing to check: an output of unknown rank gets the reduction's (written without a rank,
+    LiteRT returned a keepdims reduction over every axis as a scalar), and a model declaring
+    another rank is refused."""
+    x_shape, a_shape, o_shape = (em.sub.tensors[i].shape for i in (x, axes, out))
+    if x_shape is None or a_shape is None or len(a_shape) != 1 or a_shape[0] < 0:
+        return
+    want = len(x_shape) if keep else len(x_shape) - a_shape[0]
+    if o_shape is None:
+        em.sub.tensors[out].shape = [-1] * want
+    elif len(o_shape) != want:
+        raise Unsupported(f"{code}: the output is declared with rank {len(o_shape)}, the reduction of a rank-"
+                          f"{len(x_shape)} value over {a_shape[0]} axes gives rank {want}")
 
 
 def _step(em: Emitter, code: str | None, x: int) -> int:

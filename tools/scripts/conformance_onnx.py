@@ -365,7 +365,7 @@ def _do_run(case: str, tflite: bytes, inputs: list, xnnpack: bool) -> dict:
             if x.dtype != d["dtype"]:
                 return {"status": "wrong", "message": f"input {i} is {np.dtype(d['dtype'])} in the .tflite, "
                                                       f"the model's is {x.dtype}"}
-            feeds.append(np.ascontiguousarray(x))
+            feeds.append(np.array(x, order="C"))  # (np.ascontiguousarray makes a 0-d value 1-d)
         step = "resize"
         for d, x in zip(details, feeds):
             it.resize_tensor_input(d["index"], list(x.shape), strict=False)

@@ -270,3 +270,24 @@ def test_slice_with_run_time_axes():
     for s, e, a, p in (([1, 0], [3, 2**63 - 1], [2, -3], [1, 2]), ([-1, 3], [-2**63, 0], [1, 2], [-1, -2]),
                        ([0, 1], [2, 4], [0, 1], [1, 1])):
         _compare(m, [x] + [np.array(v, np.int64) for v in (s, e, a, p)])
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin", "ReduceSum"])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("axes", [[0, 2], [0, 1, 2]])
+def test_reduce_over_run_time_axes_of_unknown_output_rank(op, keepdims, axes):
+    # shape inference gives the output no rank when the axes arrive at run time; over every
+    # axis with keepdims LiteRT returned a scalar for [1, 1, 1] (differential fuzz)
+    m = _model(helper.make_node(op, ["x", "axes"], ["y"], keepdims=keepdims),
+               [("x", F, [5, 3, 4]), ("axes", I64, [len(axes)])], opset=18)
+    x = np.random.default_rng(1).standard_normal((5, 3, 4)).astype(np.float32)
+    _compare(m, [x, np.array(axes, np.int64)])
+
+
+def test_reduce_output_declared_with_another_rank_is_refused():
+    g = helper.make_graph([helper.make_node("ReduceMax", ["x", "axes"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", F, [5, 3, 4]), helper.make_tensor_value_info("axes", I64, [3])],
+                          [helper.make_tensor_value_info("y", F, [])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(Exception, match="declared with rank 0, the reduction of a rank-3 value over 3 axes gives rank 3"):
+        to_tflite(m)
