@@ -32,10 +32,6 @@ conformance = load_script("conformance_onnx")
 KNOWN_BAD: dict[tuple[str, str, str], str] = {}
 _both = ("xnnpack", "builtin")
 for _mode in ("plain", "const-inputs"):
-    # Range of scalars read from 1-element tensors: LiteRT's RANGE wants 0-d start/limit/delta
-    for _c in ("test_range_bfloat16_type_positive_delta", "test_range_float16_type_positive_delta",
-               "test_range_float_type_positive_delta", "test_range_int32_type_negative_delta"):
-        KNOWN_BAD.update({(_c, _mode, v): "rejected_at_allocate" for v in _both})
     # the qk_matmul output of a fully masked row: NaN where -inf is stored, without the delegate only.
     # ONNX Runtime disagrees with the stored output here as well.
     for _c in ("test_attention_4d_with_past_and_present_qk_matmul_bias_3d_mask_causal_expanded",
@@ -43,17 +39,8 @@ for _mode in ("plain", "const-inputs"):
         KNOWN_BAD[(_c, _mode, "builtin")] = "wrong"
     # ReduceLogSumExp of no elements: LiteRT's builtin kernels give NaN where ONNX gives -inf (XNNPACK matches)
     KNOWN_BAD[("test_reduce_log_sum_exp_empty_set", _mode, "builtin")] = "wrong"
-# Window functions expanded (Range of a computed limit): a 1-element limit, LiteRT's RANGE wants 0-d
-for _c in ("test_blackmanwindow_expanded", "test_blackmanwindow_symmetric_expanded", "test_hammingwindow_expanded",
-           "test_hammingwindow_symmetric_expanded", "test_hannwindow_expanded", "test_hannwindow_symmetric_expanded"):
-    KNOWN_BAD.update({(_c, "plain", v): "rejected_at_allocate" for v in _both})
 # Gather with negative indices computed at run time: LiteRT's GATHER refuses them at invoke
 KNOWN_BAD.update({("test_gather_negative_indices", "plain", v): "rejected_at_invoke" for v in _both})
-# Einsum to a 0-d result comes out with shape [1]
-KNOWN_BAD.update({("test_einsum_scalar", "plain", v): "wrong" for v in _both})
-# inverse DFT: 10 of 200 values 1.9e-7 off (near zero, beyond atol 1e-7): float error, not semantics
-KNOWN_BAD.update({("test_dft_inverse_opset19", "plain", v): "wrong" for v in _both})
-KNOWN_BAD.update({("test_dft_inverse", "const-inputs", v): "wrong" for v in _both})
 
 # (case, mode): refusals whose message names no op of the model. Remove an entry when it does.
 KNOWN_UNNAMED_REFUSALS: set[tuple[str, str]] = set()
