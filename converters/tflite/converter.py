@@ -117,7 +117,7 @@ def _declare_inputs(em: Emitter, g, problems: Problems) -> None:
     for name in _input_names(g):
         elem, shape = em.infos[name]
         if shape is None:
-            raise ConversionError(f"graph input {name!r} has no shape: TFLite inputs need a rank")
+            raise ConversionError(_no_rank_input(g, name))
         try:
             dtype = compute_type(elem, f"graph input {name!r}")
         except Unsupported as e:
@@ -127,6 +127,16 @@ def _declare_inputs(em: Emitter, g, problems: Problems) -> None:
         idx = em.sub.add(Tensor(name, io, shape))
         em.sub.inputs.append(idx)
         em.bind(name, em.cast(idx, dtype) if io != dtype else idx)
+
+
+def _no_rank_input(g, name: str) -> str:
+    """Why graph input ``name`` cannot be a TFLite input, naming the operators that read it."""
+    kind = next((vi.type.WhichOneof("value") for vi in g.input if vi.name == name), None)
+    what = {"sequence_type": "a sequence", "optional_type": "an optional", "map_type": "a map",
+            "sparse_tensor_type": "a sparse tensor"}.get(kind, "a tensor of unknown rank")
+    readers = sorted({n.op_type for n in g.node if name in n.input})
+    return (f"graph input {name!r} is {what}: TFLite inputs are tensors of known rank "
+            f"(read by {', '.join(readers) or 'no operator'})")
 
 
 def _declare_outputs(em: Emitter, g) -> list[str]:

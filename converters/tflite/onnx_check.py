@@ -63,8 +63,10 @@ def check_onnx_model(m: onnx.ModelProto) -> None:
 def _check_opset(m: onnx.ModelProto) -> None:
     default = [o for o in m.opset_import if o.domain in ("", "ai.onnx")]
     if len(default) != 1:
+        ops = sorted({f"{n.domain}.{n.op_type}" if n.domain else n.op_type for n in m.graph.node})
+        listed = ", ".join(ops[:8]) + (f" and {len(ops) - 8} more" if len(ops) > 8 else "")
         raise ConversionError(f"opset_import: the model imports the default ONNX domain {len(default)} times "
-                              "(once is required)")
+                              f"(once is required); its operators: {listed or 'none'}")
     known = onnx.defs.onnx_opset_version()
     if not 1 <= default[0].version <= known:
         raise ConversionError(f"opset_import: default-domain version {default[0].version} is not one onnx "

@@ -44,16 +44,6 @@ KNOWN_BAD.update({("test_gather_negative_indices", "plain", v): "rejected_at_inv
 
 # (case, mode): refusals whose message names no op of the model. Remove an entry when it does.
 KNOWN_UNNAMED_REFUSALS: set[tuple[str, str]] = set()
-for _mode in ("plain", "const-inputs"):
-    # a model of ai.onnx.ml / ai.onnx.preview.training ops only: "imports the default ONNX domain 0 times"
-    KNOWN_UNNAMED_REFUSALS |= {(c, _mode) for c in ("test_adagrad", "test_adam", "test_ai_onnx_ml_array_feature_extractor",
-                                                    "test_momentum")}
-KNOWN_UNNAMED_REFUSALS |= {(c, "plain") for c in ("test_ai_onnx_ml_binarizer", "test_ai_onnx_ml_label_encoder_string_int_no_default",
-                                                  "test_ai_onnx_ml_tree_ensemble_single_tree")}
-# a sequence or optional graph input: "graph input 'x' has no shape" names the input, not the op
-KNOWN_UNNAMED_REFUSALS |= {(c, "plain") for c in ("test_identity_opt", "test_loop13_seq",
-                                                  "test_optional_has_element_empty_optional_input",
-                                                  "test_sequence_insert_at_back", "test_sequence_map_add_2_sequences")}
 
 # matches (the model as stored, LiteRT as shipped) on the subset when this was written: raise it as fixes land
 MATCH_FLOOR = 210
