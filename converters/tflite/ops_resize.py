@@ -286,7 +286,8 @@ def _builtin_weights(mode: str, options: tuple[bool, bool], length: int, out: in
     rows = np.arange(out)
     if mode == "nearest":
         src = (y + f(0.5 if half else 0.0)) * scale
-        idx = np.round(src) if align else np.floor(src)  # TfLiteRound: half away from zero
+        # TfLiteRound rounds half away from zero (np.round is half to even: 4.5 -> 4, LiteRT's 5)
+        idx = np.floor(src + f(0.5)) if align else np.floor(src)
         idx = np.clip(idx.astype(np.int64), 0, length - 1)
         w[rows, idx] = 1.0
         return w

@@ -303,3 +303,25 @@ def test_malformed_operands_refused(scales, sizes, roi, match):
     m = _resize_model((1, 2, 9, 7), attrs, scales=scales, sizes=sizes, roi=roi)
     with pytest.raises(UnsupportedOpsError, match=match):
         to_tflite(m)
+
+
+@pytest.mark.parametrize("in_len,scale", [(7, 0.75), (9, 0.5), (13, 0.75), (5, 0.6)])
+def test_nearest_ties_match_the_builtins_rounding(in_len, scale):
+    # RESIZE_NEAREST_NEIGHBOR(align_corners) rounds y * (in - 1) / (out - 1) half away from zero
+    # (row 3 of 7 -> 5 is 4.5 -> 5); its emulation rounded half to even and chose the builtin for
+    # an asymmetric ceil Resize by 0.75 that wants row 4 (differential fuzz case 1:606)
+    scales = np.array([1, 1, scale, 0.75], np.float32)
+    for ctm, nearest in (("asymmetric", "ceil"), ("align_corners", "round_prefer_ceil"), ("half_pixel", "floor")):
+        node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                                coordinate_transformation_mode=ctm, nearest_mode=nearest)
+        g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", F, [1, 2, in_len, 4])],
+                              [helper.make_tensor_value_info("y", F, None)], [numpy_helper.from_array(scales, "scales")])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 19)])
+        x = np.arange(2 * in_len * 4, dtype=np.float32).reshape(1, 2, in_len, 4)
+        want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+        try:
+            tflite = to_tflite(m)
+        except UnsupportedOpsError:
+            continue  # a refusal is right too (align_corners with a non-integer length)
+        got = tflite_zoo.run(tflite_zoo.interpreter(tflite), [x])[0]
+        np.testing.assert_array_equal(got, want, err_msg=f"{ctm}, {nearest}")
