@@ -106,6 +106,8 @@ def reduce(em: Emitter, node) -> None:
         em.bind(node.output[0], y)
         return
     if post is not None:
+        if em.dtype_of(y) != T.FLOAT32 and post in ("SQRT", "LOG"):
+            raise Unsupported(f"{node.op_type} of integers: TFLite's {post} computes float32 only")
         em.op(post, [y], [em.out()])
 
 

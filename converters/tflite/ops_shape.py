@@ -446,6 +446,8 @@ def split(em: Emitter, node) -> None:
     """SPLIT_V with the sizes (constant, or a run-time int32 tensor); without sizes, ONNX's
     ceil(n / k) parts with a smaller last one (SPLIT where they are even, or where n is known
     only at run time: LiteRT then refuses an uneven n at invoke)."""
+    if em.dtype_of(em.t(node.input[0])) == T.BOOL:
+        raise Unsupported("Split of booleans: LiteRT's SPLIT and SPLIT_V have no bool kernel")
     rank = em.rank(node.input[0])
     axis = _axis(int(attrs(node).get("axis", 0)), rank)
     outs = [em.out(i) for i in range(len(node.output))]

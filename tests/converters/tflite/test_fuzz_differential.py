@@ -21,10 +21,7 @@ fuzz = load_script("fuzz_differential")
 
 # (seed, index) -> the finding it shows today. Replay one with
 # `python tools/scripts/fuzz_differential.py --replay SEED:INDEX`; remove the entry when it is fixed.
-KNOWN_FINDINGS: dict[tuple[int, int], str] = {
-    # ReduceL2 of int32: the SQRT pt2x writes takes no INT32 in LiteRT
-    (0, 243): "rejected_at_invoke",
-}
+KNOWN_FINDINGS: dict[tuple[int, int], str] = {}
 
 
 def test_fixed_seed_has_no_new_finding():
