@@ -40,6 +40,22 @@ def run(it, inputs: list[np.ndarray]) -> list[np.ndarray]:
     return [it.get_tensor(d["index"]) for d in it.get_output_details()]
 
 
+def match_onnx_runtime(m, feeds: list[np.ndarray], rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    """``to_tflite(m)`` in LiteRT (XNNPACK as shipped) equals ONNX Runtime on the same ONNX model."""
+    import onnxruntime as ort
+
+    from pt2x.converters import to_tflite
+
+    it = interpreter(to_tflite(m))
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))
+    got = run(it, feeds)
+    assert len(got) == len(want)
+    for w, g in zip(want, got):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
 def _feed(t) -> np.ndarray:
     a = onnx_zoo.to_numpy(t)
     return a.astype(np.float32) if str(a.dtype) == "bfloat16" else a

@@ -7,7 +7,6 @@ on inputs that reach the formulas' edges (large, tiny, infinite values, ignored 
 from __future__ import annotations
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -24,15 +23,7 @@ def _model(node, inputs, out_types=(F,), inits=(), opset=22, ir=10):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
 
 
-def _compare(m, feeds, rtol=1e-5, atol=1e-6):
-    it = tflite_zoo.interpreter(to_tflite(m))
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))
-    got = tflite_zoo.run(it, feeds)
-    assert len(got) == len(want)
-    for w, g in zip(want, got):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+_compare = tflite_zoo.match_onnx_runtime  # LiteRT vs ONNX Runtime on the same model
 
 
 _EDGES = np.array([0.0, -0.0, 1e-8, -1e-8, 1e-3, -2e-3, 0.5, -0.7, 1.0, -1.0, 3.0, -4.0, 20.0, -30.0, 89.0, -100.0,

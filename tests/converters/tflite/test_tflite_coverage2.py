@@ -24,15 +24,7 @@ def _model(nodes, inputs, outputs, inits=(), opset=23, ir=10):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
 
 
-def _compare(m, feeds, rtol=1e-5, atol=1e-6):
-    it = tflite_zoo.interpreter(to_tflite(m))
-    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))
-    got = tflite_zoo.run(it, feeds)
-    assert len(got) == len(want)
-    for w, g in zip(want, got):
-        assert g.shape == w.shape
-        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+_compare = tflite_zoo.match_onnx_runtime  # LiteRT vs ONNX Runtime on the same model
 
 
 def _rand(*shape, seed=0):
