@@ -8,7 +8,8 @@ shape inference and checker), ``prepare`` (the ONNX model, shape-inferred and fo
 folded node's work bounded by ``fold_cost``),
 ``emit`` (the mapping state and the node loop; every operator through ``int_compute``, the
 rule that keeps 8/16-bit integers out of LiteRT's quantized kernels), ``mappers`` (the ONNX op -> mapper table, each mapper behind ``op_attributes``' declared attributes)
-filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape``, ``ops_index``,
+filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape`` (and the shape helpers),
+``ops_slice`` (Slice, Concat, Split), ``ops_pad`` (Pad, Tile, Expand), ``ops_generate``, ``ops_index``,
 ``ops_gridsample``, ``ops_reduce``, ``ops_nn`` (convolutions) and ``ops_pool``, both on ``window``
 (the pads, auto_pad and ceil_mode geometry), ``ops_activation``, ``ops_aliases`` (CastLike,
 Dropout, Mean), ``ops_loss``, ``ops_cumprod``, ``ops_crop``, ``ops_affine_grid``, ``ops_compress``,

@@ -65,9 +65,9 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> 
 def load_mappers() -> dict:
     from . import (ops_activation, ops_affine_grid, ops_aliases, ops_attention, ops_bitshift,  # noqa: F401
                    ops_bitwise, ops_blocks, ops_causal_conv, ops_compress, ops_control, ops_crop, ops_cumprod,
-                   ops_einsum, ops_elementwise, ops_eye_like, ops_gridsample, ops_index, ops_linalg,
-                   ops_linear_attention, ops_loss, ops_nn, ops_pool, ops_quantize, ops_reduce, ops_resize, ops_rnn,
-                   ops_rnn_while, ops_rotary, ops_scan, ops_shape, ops_signal)
+                   ops_einsum, ops_elementwise, ops_eye_like, ops_generate, ops_gridsample, ops_index, ops_linalg,
+                   ops_linear_attention, ops_loss, ops_nn, ops_pad, ops_pool, ops_quantize, ops_reduce, ops_resize,
+                   ops_rnn, ops_rnn_while, ops_rotary, ops_scan, ops_shape, ops_signal, ops_slice)
 
     return MAPPERS
 
