@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TensorType", "NUMPY_OF", "TYPE_OF_NUMPY", "Tensor", "Op", "Uses", "Subgraph", "Program"]
+__all__ = ["TensorType", "NUMPY_OF", "TYPE_OF_NUMPY", "Quantization", "Tensor", "Op", "Uses", "Subgraph", "Program"]
 
 
 class TensorType:
@@ -29,12 +29,27 @@ NUMPY_OF = {
 TYPE_OF_NUMPY = {np.dtype(v): k for k, v in NUMPY_OF.items()}
 
 
+@dataclass(frozen=True)
+class Quantization:
+    """A quantized tensor's parameters, as LiteRT reads them: real = scale * (q - zero_point),
+    one scale and zero point per tensor, or one each along ``dimension`` (per channel)."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    dimension: int = 0
+
+    @property
+    def per_tensor(self) -> bool:
+        return len(self.scale) == 1
+
+
 @dataclass
 class Tensor:
     name: str
     dtype: int  # TensorType
     shape: list[int] | None  # -1: dynamic; None: unknown rank
     data: np.ndarray | None = None  # constant contents (C-contiguous, of ``dtype``)
+    quant: Quantization | None = None  # set on the int8/int32 tensors of quantized kernels (``qdq_*``)
 
     @property
     def rank(self) -> int | None:

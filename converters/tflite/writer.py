@@ -95,6 +95,7 @@ def _tensor(b, t, buffers: _Buffers) -> int:
         if any(d < 0 for d in t.shape):
             sig = _int_vector(b, t.shape, what=f"the shape of tensor {t.name!r}")
     buf = buffers.add(np.ascontiguousarray(t.data).tobytes()) if t.data is not None else 0
+    quant = _quantization(b, t.quant) if t.quant is not None else None
     fb.TensorStart(b)
     if shape is not None:
         fb.TensorAddShape(b, shape)
@@ -104,7 +105,20 @@ def _tensor(b, t, buffers: _Buffers) -> int:
     fb.TensorAddName(b, name)
     if sig is not None:
         fb.TensorAddShapeSignature(b, sig)
+    if quant is not None:
+        fb.TensorAddQuantization(b, quant)
     return fb.TensorEnd(b)
+
+
+def _quantization(b, q) -> int:
+    """A ``QuantizationParameters`` table: float32 scales, int64 zero points, the dimension."""
+    scale = b.CreateNumpyVector(np.asarray(q.scale, np.float32))
+    zero_point = b.CreateNumpyVector(np.asarray(q.zero_point, np.int64))
+    fb.QuantizationParametersStart(b)
+    fb.QuantizationParametersAddScale(b, scale)
+    fb.QuantizationParametersAddZeroPoint(b, zero_point)
+    fb.QuantizationParametersAddQuantizedDimension(b, q.dimension)
+    return fb.QuantizationParametersEnd(b)
 
 
 def _subgraph(b, g: Subgraph, buffers: _Buffers, opcode_index) -> int:
