@@ -22,12 +22,14 @@ from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from ..onnx.graph_tools import origin_of
 from ..report import Problems
+from ..weight_quant import check_weight_option
 from .emit import Emitter, compute_type
 from .layout import optimize_layout
 from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
 from .prepare import ONNX_OPSET, load_onnx, prepare
 from .shapes import infer_shapes
+from .weight_storage import store_weights
 from .writer import write
 
 __all__ = ["to_tflite", "MIN_RUNTIME"]
@@ -39,22 +41,28 @@ _IO_TYPE = {TensorProto.INT64: TensorType.INT64, TensorProto.FLOAT16: TensorType
             TensorProto.DOUBLE: TensorType.FLOAT64}
 
 
-def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False) -> bytes:
+def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, weights: str | None = None) -> bytes:
     """Convert ``src`` to a TFLite flatbuffer; returns its bytes and writes ``dst`` when given.
 
     ``src``: a .pt2 (path, binary file, ``Pt2Archive`` or ``Pt2Model``; ``model`` picks the
     program in a multi-model archive) or ONNX (an ``.onnx`` path or ``onnx.ModelProto``).
     ``nhwc_io``: every 4-D input and output is channels-last (NHWC) instead of the program's
     own layout; the transposes this adds cancel against the NHWC kernels' (``layout.py``).
+    ``weights``: ``None`` keeps float32 constants; ``"fp16"`` stores them as float16, ``"int8"``
+    stores the conv/fully-connected/matmul weights as per-channel int8 (dynamic range), both
+    with float32 activations (``weight_storage.py``); another value is a ``Pt2UsageError``.
 
     Dynamic dims become ``shape_signature`` -1 and shapes are computed at run time, so any
     size in the program's ranges works after ``Interpreter.resize_tensor_input``. Raises
     ``UnsupportedOpsError`` listing every op TFLite cannot take (for a .pt2, the ATen nodes
     they came from), ``ConversionError`` for a model that cannot be read."""
+    check_weight_option(weights)
     with stage(None, "reading the ONNX model", passthrough=(Pt2Error,)):
         prepared = prepare(load_onnx(src, model))
     with stage(prepared.member, "converting to TFLite"):  # a ConversionError gains the archive member
         program = convert_prepared(prepared, nhwc_io=nhwc_io)
+        if weights is not None:
+            store_weights(program, weights)
     with stage(prepared.member, "writing the TFLite flatbuffer"):
         data = write(program)
     if dst is not None:

@@ -1,0 +1,164 @@
+"""Weight-only storage options for a float program (``to_tflite(weights=...)``): the float32
+constants of a converted ``Program`` stored smaller, activations staying float32.
+
+* ``"fp16"``: every float32 constant of at least ``MIN_ELEMENTS`` elements (``..weight_quant``) is stored as float16
+  and read through a ``DEQUANTIZE`` (float16 -> float32), as TFLite's own converter writes
+  float16 weights. LiteRT dequantizes a constant once; XNNPACK folds the DEQUANTIZE of a static
+  float16 tensor into the weights it packs, so the partitions are those of the float file.
+* ``"int8"``: dynamic-range quantization. The weights of the operators in ``INT8_WEIGHTS`` are
+  stored as symmetric per-channel int8 (zero point 0, scale ``max|w| / 127`` per output channel,
+  written as TFLite quantization parameters). Where LiteRT has a hybrid kernel (float input, int8
+  weights) the operator reads the int8 tensor itself (``route`` ``"hybrid"``); elsewhere the int8
+  tensor is read through a ``DEQUANTIZE`` (``"dequantize"``). Other constants stay float32.
+
+A constant that cannot be stored so keeps float32 and is listed in the returned report: float16
+holds no finite value above 65504, int8 no non-finite value, and a channel whose largest magnitude
+is too small for a float32 scale keeps its tensor float. An all-zero channel gets scale 1 (its
+weights are 0 exactly). This pass runs after the layout and shape passes, on the tensors those
+chose; it adds operators but never reorders them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, quantize_symmetric, to_float16
+from .model import Op, Program, Quantization, Subgraph, Tensor, TensorType
+
+__all__ = ["INT8_WEIGHTS", "WeightReport", "store_weights", "METADATA_KEY"]
+
+METADATA_KEY = "weights"  # the report's entry in the file's "pt2x" metadata
+
+
+@dataclass(frozen=True)
+class Int8Weight:
+    """Where an operator reads its weights: the input slot, the weight's output-channel axis
+    (TFLite's ``quantized_dimension``) and the route (``"hybrid"``: the float operator reads int8
+    weights itself, ``"dequantize"``: through a DEQUANTIZE to float32)."""
+
+    slot: int
+    axis: int
+    route: str
+
+
+# measured with ai-edge-litert 2.3.0 (tests/converters/test_tflite_weights.py checks each route)
+INT8_WEIGHTS = {
+    "CONV_2D": Int8Weight(1, 0, "hybrid"),  # filter [O, H, W, I]
+    "DEPTHWISE_CONV_2D": Int8Weight(1, 3, "dequantize"),  # filter [1, H, W, O]
+    "FULLY_CONNECTED": Int8Weight(1, 0, "hybrid"),  # weights [O, I]
+    "BATCH_MATMUL": Int8Weight(1, -1, "dequantize"),  # rhs [..., K, N]
+    "TRANSPOSE_CONV": Int8Weight(1, 0, "dequantize"),  # filter [O, H, W, I]
+    "CONV_3D": Int8Weight(1, 4, "dequantize"),  # filter [D, H, W, I, O]
+}
+
+
+@dataclass
+class WeightReport:
+    """What the pass did: per route, the operator codes whose weights it stored (with counts),
+    and the constants it left float32 with the reason."""
+
+    option: str
+    stored: dict[str, int] = field(default_factory=dict)  # "CONV_2D hybrid" / "float16" -> count
+    kept_float: list[str] = field(default_factory=list)
+
+    def count(self, key: str) -> None:
+        self.stored[key] = self.stored.get(key, 0) + 1
+
+
+def store_weights(program: Program, weights: str) -> WeightReport:
+    """Rewrite ``program``'s float32 constants as ``weights`` says (``WEIGHT_OPTIONS``); the
+    report is also recorded in the file's ``pt2x`` metadata under ``METADATA_KEY``."""
+    check_weight_option(weights)
+    report = WeightReport(weights)
+    for sub in program.subgraphs:
+        (_store_fp16 if weights == "fp16" else _store_int8)(sub, report)
+    _record(program, report)
+    return report
+
+
+def _record(program: Program, report: WeightReport) -> None:
+    meta = json.loads(program.metadata["pt2x"]) if "pt2x" in program.metadata else {}
+    meta[METADATA_KEY] = {"option": report.option, "stored": report.stored, "kept_float": report.kept_float}
+    program.metadata["pt2x"] = json.dumps(meta, sort_keys=True).encode()
+
+
+def _large_float_constants(sub: Subgraph) -> dict[int, list[tuple[Op, int]]]:
+    """Float32 constants of ``MIN_ELEMENTS`` and more -> their readers (op, slot), in op order;
+    a constant that is a subgraph input or output is left alone."""
+    edges = set(sub.inputs) | set(sub.outputs)
+    readers: dict[int, list[tuple[Op, int]]] = {}
+    for op in sub.ops:
+        for slot, i in enumerate(op.inputs):
+            t = sub.tensors[i] if i >= 0 else None
+            if (t is not None and i not in edges and t.data is not None and t.dtype == TensorType.FLOAT32
+                    and t.data.size >= MIN_ELEMENTS):
+                readers.setdefault(i, []).append((op, slot))
+    return readers
+
+
+def _dequantized(sub: Subgraph, index: int, stored: Tensor, first_reader: Op) -> Op:
+    """Tensor ``index`` becomes the float32 output of a DEQUANTIZE of ``stored`` (added), placed
+    right before ``first_reader`` (so XNNPACK finds it in the partition of the operator that
+    packs the weights, not as a value another partition produces); the DEQUANTIZE is returned."""
+    source = sub.add(stored)
+    t = sub.tensors[index]
+    t.data = None
+    op = Op("DEQUANTIZE", [source], [index], origin=f"weights of {t.name}")
+    sub.insert_op(next(k for k, o in enumerate(sub.ops) if o is first_reader), op)
+    return op
+
+
+# ---- float16 ------------------------------------------------------------------------------
+
+
+def _store_fp16(sub: Subgraph, report: WeightReport) -> None:
+    for index, readers in _large_float_constants(sub).items():
+        t = sub.tensors[index]
+        try:
+            half = to_float16(t.data)
+        except NotStorable as e:
+            report.kept_float.append(f"{t.name}: {e}")
+            continue
+        _dequantized(sub, index, Tensor(f"{t.name}.fp16", TensorType.FLOAT16, list(t.shape), half), readers[0][0])
+        report.count("float16")
+
+
+# ---- int8 (dynamic range) -----------------------------------------------------------------
+
+
+def _store_int8(sub: Subgraph, report: WeightReport) -> None:
+    for index, readers in _large_float_constants(sub).items():
+        routes = {op.code: INT8_WEIGHTS.get(op.code) for op, _ in readers}
+        weight_readers = [(op, slot) for op, slot in readers
+                          if routes[op.code] is not None and routes[op.code].slot == slot]
+        if not weight_readers:
+            continue  # not an operator's weights: stays float32
+        axes = {routes[op.code].axis % sub.tensors[index].data.ndim for op, _ in weight_readers}
+        if len(axes) != 1:
+            report.kept_float.append(f"{sub.tensors[index].name}: read as weights along different axes")
+            continue
+        _quantize_weight(sub, index, readers, weight_readers, axes.pop(), report)
+
+
+def _quantize_weight(sub, index, readers, weight_readers, axis: int, report: WeightReport) -> None:
+    """Store tensor ``index`` as per-channel int8 along ``axis``; hybrid readers read the int8
+    tensor, every other reader the float32 DEQUANTIZE of it."""
+    t = sub.tensors[index]
+    try:
+        q, scale = quantize_symmetric(t.data, axis)
+    except NotStorable as e:
+        report.kept_float.append(f"{t.name}: {e}")
+        return
+    quant = Quantization(tuple(float(s) for s in scale), (0,) * len(scale), axis)
+    stored = Tensor(f"{t.name}.int8", TensorType.INT8, list(t.shape), q, quant)
+    hybrid = [(op, slot) for op, slot in weight_readers if INT8_WEIGHTS[op.code].route == "hybrid"]
+    if len(hybrid) == len(readers):  # every reader takes int8 weights: the tensor itself becomes int8
+        t.dtype, t.data, t.quant = TensorType.INT8, q, quant
+    else:
+        dq = _dequantized(sub, index, stored, readers[0][0])
+        source = dq.inputs[0]
+        for op, slot in hybrid:
+            sub.rewire(op, inputs=op.inputs[:slot] + [source] + op.inputs[slot + 1:])
+    for op, _ in weight_readers:
+        report.count(f"{op.code} {INT8_WEIGHTS[op.code].route}")
