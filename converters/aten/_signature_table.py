@@ -393,6 +393,7 @@ TABLE = {
     'aten.remainder_.Scalar': 'Tensor self, Scalar other -> Tensor',
     'aten.remainder_.Tensor': 'Tensor self, Tensor other -> Tensor',
     'aten.repeat.default': 'Tensor self, int[] repeats -> Tensor',
+    'aten.repeat_interleave.self_int': 'Tensor self, int repeats, int? dim=None, *, int? output_size=None -> Tensor',
     'aten.replication_pad1d.default': 'Tensor self, int[] padding -> Tensor',
     'aten.replication_pad2d.default': 'Tensor self, int[] padding -> Tensor',
     'aten.replication_pad3d.default': 'Tensor self, int[] padding -> Tensor',

@@ -54,6 +54,7 @@ def _load_lowerings() -> None:
             ops_nn,
             ops_pool,
             ops_reduce,
+            ops_repeat,
             ops_rnn,
             ops_shape,
             ops_sym,

@@ -169,32 +169,44 @@ def _bn(ctx, x, w, b, mean, var, eps):
 
 @lowering("onnx", "aten.batch_norm.default", "aten.native_batch_norm.default", "aten._native_batch_norm_legit.default")
 def batch_norm(ctx, node):
+    """Eval mode: BatchNormalization over the running statistics. Training mode without running
+    statistics (NFNet's weight standardisation: ``F.batch_norm(w, None, None, training=True)``) is
+    a pure function of its input: normalised by the batch's own statistics. Training mode with
+    running statistics would update them: refused."""
     a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
+    if a.training and (a.running_mean is not None or a.running_var is not None):
+        raise Unsupported("batch norm in training mode with running statistics (it updates running_mean/running_var)")
     if a.training:
-        raise Unsupported("batch norm in training mode")
-    r = _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
+        r = _batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps)
+    else:
+        r = _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
     return r if node.target.endswith("batch_norm.default") and "native" not in node.target else [r, None, None]
 
 
 @lowering("onnx", "aten._native_batch_norm_legit.no_stats")
 def batch_norm_batch_stats(ctx, node):
-    """Normalise with the batch's own statistics (what ``instance_norm`` decomposes into):
-    mean and biased variance over every axis but the channels."""
+    """Normalise with the batch's own statistics (what ``instance_norm`` decomposes into)."""
     a = bind(node, "input", "weight", "bias", "training", "momentum", "eps")
+    return [_batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps), None, None]
+
+
+def _batch_stats_norm(ctx, x, weight, bias, eps):
+    """``(x - mean) / sqrt(var + eps) * weight + bias``, mean and biased variance over every axis
+    but the channels (1). Of weights (NFNet), a subgraph of constants: ONNX Runtime folds it at load."""
     out, cst = _ct(ctx)
-    r = ctx.rank(a.input)
-    x = ctx.t(a.input, cst)
+    r = ctx.rank(x)
+    xs = ctx.t(x, cst)
     ax = axes_const(ctx, [0] + list(range(2, r)))
-    mean = ctx.op("ReduceMean", x, ax, keepdims=1)
-    d = ctx.op("Sub", x, mean)
+    mean = ctx.op("ReduceMean", xs, ax, keepdims=1)
+    d = ctx.op("Sub", xs, mean)
     var = ctx.op("ReduceMean", ctx.op("Mul", d, d), ax, keepdims=1)
-    y = ctx.op("Div", d, ctx.op("Sqrt", ctx.op("Add", var, ctx.const(float(a.eps), cst))))
+    y = ctx.op("Div", d, ctx.op("Sqrt", ctx.op("Add", var, ctx.const(float(eps), cst))))
     shape = ctx.ints([-1] + [1] * (r - 2))
-    if a.weight is not None:
-        y = ctx.op("Mul", y, ctx.op("Reshape", ctx.t(a.weight, cst), shape))
-    if a.bias is not None:
-        y = ctx.op("Add", y, ctx.op("Reshape", ctx.t(a.bias, cst), shape))
-    return [ctx.cast(y, cst, out), None, None]
+    if weight is not None:
+        y = ctx.op("Mul", y, ctx.op("Reshape", ctx.t(weight, cst), shape))
+    if bias is not None:
+        y = ctx.op("Add", y, ctx.op("Reshape", ctx.t(bias, cst), shape))
+    return ctx.cast(y, cst, out)
 
 
 @lowering("onnx", "aten._native_batch_norm_legit_no_training.default")
