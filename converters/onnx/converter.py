@@ -26,9 +26,11 @@ from ..aten.graph import ProgramView, UserInput, open_program
 from ..aten.lower import LoweringState, MutatedOutput, Names, lower_graph, mutations, program_names
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
+from ..weight_quant import check_weight_option
 from .context import Ctx, onnx_type
 from .fold import fold_batch_norms
 from .graph_tools import DefUse, copy_stamp, live_nodes
+from .weight_only import store_weights
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
 
@@ -64,13 +66,15 @@ def _load_lowerings() -> None:
 
 
 def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
-            dim_names: dict[str, str] | None = None):
+            dim_names: dict[str, str] | None = None, weights: str | None = None):
     """Convert one model of a .pt2 (path, file, ``Pt2Archive`` or ``Pt2Model``) to ONNX.
 
     Returns the ``onnx.ModelProto``; writes it to ``dst`` when given (weights past 2 GB go to
     ``<dst>.data`` beside it). ``dim_names`` renames shape symbols (``{"s17": "batch"}``):
-    .pt2 files do not carry torch ``Dim`` names. Raises ``UnsupportedOpsError`` listing every
-    operator that has no lowering.
+    .pt2 files do not carry torch ``Dim`` names. ``weights``: ``"int8"`` stores the conv/linear
+    weights as per-channel int8 behind ``DequantizeLinear``, ``"fp16"`` the large float32
+    initializers as float16 behind ``Cast`` (``weight_only.py``; another value is a
+    ``Pt2UsageError``). Raises ``UnsupportedOpsError`` listing every operator that has no lowering.
 
     The program is checked first (``precheck``: the validator's errors, node arities and
     argument kinds, subgraph signatures, sizes, dtypes, names); a program that fails is
@@ -81,9 +85,13 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
     view, keep = open_program(src, model)
     try:
         m = convert_view(view, opset=opset, dim_names=dim_names)
+    check_weight_option(weights)
         if dst is not None:
             with stage(view.member, "writing the ONNX model", passthrough=(OSError, Pt2UsageError)):  # the path's fault
                 save(m, os.fspath(dst))
+        if weights is not None:
+            with stage(view.member, f"storing the weights as {weights}"):
+                store_weights(m, weights)
         return m
     finally:
         del keep
