@@ -50,15 +50,18 @@ def _load_lowerings() -> None:
         from . import (  # noqa: F401  (registration side effects)
             ops_attention,
             ops_control,
+            ops_copy,
             ops_create,
             ops_elementwise,
             ops_index,
             ops_nn,
+            ops_pad,
             ops_pool,
             ops_reduce,
             ops_repeat,
             ops_rnn,
             ops_shape,
+            ops_slice,
             ops_sym,
         )
 
@@ -82,16 +85,16 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
     model's assembly raises leaves as a ``Pt2Error`` naming the member and the node."""
     if not (MIN_OPSET <= opset <= MAX_OPSET):
         raise ConversionError(f"opset {opset} not supported (pt2x emits opsets {MIN_OPSET}..{MAX_OPSET})")
+    check_weight_option(weights)
     view, keep = open_program(src, model)
     try:
         m = convert_view(view, opset=opset, dim_names=dim_names)
-    check_weight_option(weights)
-        if dst is not None:
-            with stage(view.member, "writing the ONNX model", passthrough=(OSError, Pt2UsageError)):  # the path's fault
-                save(m, os.fspath(dst))
         if weights is not None:
             with stage(view.member, f"storing the weights as {weights}"):
                 store_weights(m, weights)
+        if dst is not None:
+            with stage(view.member, "writing the ONNX model", passthrough=(OSError, Pt2UsageError)):  # the path's fault
+                save(m, os.fspath(dst))
         return m
     finally:
         del keep

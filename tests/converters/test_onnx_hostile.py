@@ -358,7 +358,7 @@ def test_node_count_from_an_argument_is_bounded(monkeypatch):
                        {"name": "n", "arg": {"as_int": 10**9}, "kind": 1}]
 
     e = _refused(_edit("mlp_dynamic", edit))
-    assert "node 'relu' (aten.diff.default), lowering ops_shape.diff: more than " \
+    assert "node 'relu' (aten.diff.default), lowering ops_slice.diff: more than " \
            "converters.limits.MAX_NODES_PER_LOWERING=300 ONNX nodes for one program node" in str(e)
 
 

@@ -1,0 +1,68 @@
+"""Growing lowerings: constant/reflection/replication/circular pads, tile and repeat."""
+
+from __future__ import annotations
+
+from ..aten.args import bind
+from ..aten.registry import lowering
+from ..errors import Unsupported
+
+
+@lowering("onnx", "aten.constant_pad_nd.default", "aten.pad.default")
+def constant_pad_nd(ctx, node):
+    a = bind(node, "self", "pad", mode="constant")  # constant_pad_nd has no mode
+    if a.mode != "constant":
+        mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(a.mode)
+        if mode is None or (mode == "wrap" and ctx.opset < 19):
+            raise Unsupported(f"pad mode {a.mode} at opset {ctx.opset}")
+    else:
+        mode = "constant"
+    r = ctx.rank(a.self)
+    pads = list(a.pad)
+    begins, ends = [0] * r, [0] * r
+    for i in range(len(pads) // 2):
+        begins[r - 1 - i], ends[r - 1 - i] = pads[2 * i], pads[2 * i + 1]
+    out = ctx.out_info().dtype
+    value = None if mode != "constant" else ctx.const(a.value or 0, out)
+    return ctx.op("Pad", ctx.t(a.self), ctx.ints(begins + ends), value, mode=mode)
+
+
+def _pad_mode(mode):
+    def lower(ctx, node):
+        a = bind(node, "self", "padding")
+        if mode == "wrap" and ctx.opset < 19:
+            raise Unsupported("circular padding needs opset >= 19")
+        r = ctx.rank(a.self)
+        pads = list(a.padding)
+        begins, ends = [0] * r, [0] * r
+        for i in range(len(pads) // 2):
+            begins[r - 1 - i], ends[r - 1 - i] = pads[2 * i], pads[2 * i + 1]
+        return ctx.op("Pad", ctx.t(a.self), ctx.ints(begins + ends), mode=mode)
+
+    return lower
+
+
+for _d in ("1d", "2d", "3d"):
+    lowering("onnx", f"aten.reflection_pad{_d}.default")(_pad_mode("reflect"))
+    lowering("onnx", f"aten.replication_pad{_d}.default")(_pad_mode("edge"))
+    lowering("onnx", f"aten.circular_pad{_d}.default")(_pad_mode("wrap"))
+
+
+@lowering("onnx", "aten.tile.default")
+def tile(ctx, node):
+    a = bind(node, "self", "dims")
+    reps = [1] * (ctx.rank(a.self) - len(a.dims)) + list(a.dims)
+    x = ctx.t(a.self)
+    extra = len(reps) - ctx.rank(a.self)
+    if extra:
+        x = ctx.op("Reshape", x, ctx.op("Concat", ctx.ints([1] * extra), ctx.shape_of(a.self), axis=0))
+    return ctx.op("Tile", x, ctx.ints(reps))
+
+
+@lowering("onnx", "aten.repeat.default")
+def repeat(ctx, node):
+    a = bind(node, "self", "repeats")
+    x = ctx.t(a.self)
+    extra = len(a.repeats) - ctx.rank(a.self)
+    if extra:
+        x = ctx.op("Reshape", x, ctx.op("Concat", ctx.ints([1] * extra), ctx.shape_of(a.self), axis=0))
+    return ctx.op("Tile", x, ctx.ints(a.repeats))

@@ -1,0 +1,186 @@
+"""Cutting and joining lowerings: cat/stack, split/unbind, select/slice/narrow, flip/roll,
+diff (slices subtracted) and diagonal (a masked sum over the plane)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..aten.args import bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
+from ..errors import Unsupported
+from .ops_shape import _fold
+from .shapes import INT64_MAX, axes_const, diagonal_plane
+
+
+@lowering("onnx", "aten.cat.default", "aten.concat.default", "aten.concatenate.default")
+def cat(ctx, node):
+    a = bind(node, "tensors")
+    out = ctx.out_info()
+    xs = [x for x in a.tensors if not (ctx.info(x).rank == 1 and ctx.info(x).shape[0] == 0 and out.rank != 1)]
+    if len(xs) == 1:
+        return ctx.t(xs[0], out.dtype)
+    return ctx.op("Concat", *[ctx.t(x, out.dtype) for x in xs], axis=a.dim % out.rank)
+
+
+@lowering("onnx", "aten.stack.default")
+def stack(ctx, node):
+    a = bind(node, "tensors")
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    ax = axes_const(ctx, [dim])
+    parts = [ctx.op("Unsqueeze", ctx.t(x, out.dtype), ax) for x in a.tensors]
+    return parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, axis=dim)
+
+
+def _split_by_sizes(ctx, x, dim, n_out):
+    """Split into the node's outputs along ``dim`` using their metadata sizes."""
+    from ..aten.graph import output_names
+
+    outs = output_names(ctx.node)
+    sizes = [ctx.view.tensor(o).shape[dim] for o in outs]
+    if all(isinstance(s, int) for s in sizes):
+        if len(sizes) == 1:
+            return [ctx.t(x)]
+        return ctx.op("Split", ctx.t(x), ctx.const(np.asarray(sizes, np.int64), ST.LONG), axis=dim, outputs=len(sizes))
+    return None
+
+
+def _split_slices(ctx, x, dim, chunk, count):
+    res = []
+    for i in range(count):
+        start = i * chunk
+        end = INT64_MAX if i == count - 1 else (i + 1) * chunk
+        res.append(ctx.op("Slice", ctx.t(x), ctx.ints([start]), ctx.ints([end]), ctx.ints([dim])))
+    return res
+
+
+@lowering("onnx", "aten.split.Tensor", "aten.split_with_sizes.default", "aten.chunk.default",
+          "aten.split_with_sizes_copy.default", "aten.split_copy.Tensor")
+def split(ctx, node):
+    a = bind(node, "self", "split_size")
+    dim = a.dim % ctx.rank(a.self)
+    n = len(_flat(node))
+    r = _split_by_sizes(ctx, a.self, dim, n)
+    if r is not None:
+        return r
+    size = a.get("split_size", a.get("split_sizes"))
+    if isinstance(size, int):
+        return _split_slices(ctx, a.self, dim, size, n)
+    raise Unsupported("split of a dynamic dim into dynamic sizes")
+
+
+def _flat(node):
+    from ..aten.graph import output_names
+
+    return output_names(node)
+
+
+@lowering("onnx", "aten.unbind.int")
+def unbind(ctx, node):
+    a = bind(node, "self")
+    r = ctx.rank(a.self)
+    dim = a.dim % r
+    n = len(_flat(node))
+    parts = ctx.op("Split", ctx.t(a.self), axis=dim, num_outputs=n, outputs=n) if n > 1 else [ctx.t(a.self)]
+    ax = axes_const(ctx, [dim])
+    return [ctx.op("Squeeze", p, ax) for p in parts]
+
+
+@lowering("onnx", "aten.select.int", "aten.select_copy.int")
+def select(ctx, node):
+    a = bind(node, "self", "dim", "index")
+    dim = a.dim % ctx.rank(a.self)
+    idx = ctx.t(a.index, ST.LONG) if not isinstance(a.index, int) else ctx.const(a.index, ST.LONG)
+    folded = isinstance(a.index, int) and _fold(ctx, a.self, lambda v: np.take(v, a.index, axis=dim))
+    return folded or ctx.op("Gather", ctx.t(a.self), idx, axis=dim)
+
+
+def _bound(ctx, v, default):
+    return default if v is None else v
+
+
+@lowering("onnx", "aten.slice.Tensor", "aten.slice_copy.Tensor")
+def slice_(ctx, node):
+    a = bind(node, "self", "dim", "start", "end", "step")
+    info = ctx.info(a.self)
+    dim = a.dim % info.rank
+    start, end = _bound(ctx, a.start, 0), _bound(ctx, a.end, INT64_MAX)
+    if start == 0 and a.step == 1 and (end == INT64_MAX or end == info.shape[dim]) and isinstance(end, int):
+        return ctx.t(a.self)
+    if isinstance(end, int) and end > INT64_MAX:
+        end = INT64_MAX
+    return ctx.op("Slice", ctx.t(a.self), ctx.ints([start]), ctx.ints([end]), ctx.ints([dim]), ctx.ints([a.step]))
+
+
+@lowering("onnx", "aten.narrow.default")
+def narrow(ctx, node):
+    a = bind(node, "self", "dim", "start", "length")
+    dim = a.dim % ctx.rank(a.self)
+    st = ctx.ints([a.start])
+    end = ctx.ints([a.start + a.length]) if isinstance(a.start, int) and isinstance(a.length, int) else \
+        ctx.op("Add", st, ctx.ints([a.length]))
+    return ctx.op("Slice", ctx.t(a.self), st, end, ctx.ints([dim]))
+
+
+@lowering("onnx", "aten.flip.default")
+def flip(ctx, node):
+    a = bind(node, "self", "dims")
+    r = ctx.rank(a.self)
+    dims = [d % r for d in a.dims]
+    n = len(dims)
+    return ctx.op("Slice", ctx.t(a.self), ctx.ints([-1] * n), ctx.ints([-INT64_MAX] * n), ctx.ints(dims), ctx.ints([-1] * n))
+
+
+@lowering("onnx", "aten.roll.default")
+def roll(ctx, node):
+    a = bind(node, "self", "shifts")
+    x = ctx.t(a.self)
+    if not a.dims:
+        raise Unsupported("roll without dims")
+    r = ctx.rank(a.self)
+    for s, d in zip(a.shifts, a.dims):
+        d %= r
+        size = ctx.info(a.self).shape[d]
+        if not isinstance(size, int):
+            raise Unsupported("roll along a dynamic dim")
+        s %= size
+        if s == 0:
+            continue
+        head = ctx.op("Slice", x, ctx.ints([size - s]), ctx.ints([size]), ctx.ints([d]))
+        tail = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([size - s]), ctx.ints([d]))
+        x = ctx.op("Concat", head, tail, axis=d)
+    return x
+
+
+@lowering("onnx", "aten.diff.default")
+def diff(ctx, node):
+    a = bind(node, "self")
+    out = ctx.out_info()
+    dim = a.dim % out.rank
+    parts = [p for p in (a.prepend, a.self, a.append) if p is not None]
+    x = ctx.op("Concat", *[ctx.t(p) for p in parts], axis=dim) if len(parts) > 1 else ctx.t(a.self)
+    cst = ST.INT if out.dtype == ST.BOOL else ctx.compute_type(out.dtype)
+    x = ctx.cast(x, out.dtype, cst) if out.dtype != ST.BOOL else ctx.cast(x, ST.BOOL, cst)
+    ax = ctx.ints([dim])
+    for _ in range(a.n):
+        hi = ctx.op("Slice", x, ctx.ints([1]), ctx.ints([INT64_MAX]), ax)
+        lo = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([-1]), ax)
+        x = ctx.op("Sub", hi, lo) if out.dtype != ST.BOOL else ctx.op("Not", ctx.op("Equal", hi, lo))
+    return ctx.cast(x, cst, out.dtype) if out.dtype != ST.BOOL else x
+
+
+@lowering("onnx", "aten.diagonal.default", "aten.diagonal_copy.default")
+def diagonal(ctx, node):
+    a = bind(node, "self")
+    perm, n1, n2, rows = diagonal_plane(ctx, a, "diagonal")
+    # move d1, d2 last, gather the (i, i + offset) pairs with a one-hot mask, reduce
+    x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if perm != sorted(perm) else ctx.t(a.self)
+    ctx.reserve_array([n1, n2], 1, "diagonal mask")
+    mask = np.eye(n1, n2, k=a.offset, dtype=bool)
+    out_dtype = ctx.info(a.self).dtype
+    cst = ctx.compute_type(out_dtype) if out_dtype != ST.BOOL else ST.INT
+    xm = ctx.op("Where", ctx.const(mask, ST.BOOL), ctx.cast(x, out_dtype, cst), ctx.const(0, cst))
+    s = ctx.op("ReduceSum", xm, axes_const(ctx, [-1]), keepdims=0)
+    s = ctx.op("Gather", s, ctx.const(np.asarray(rows, np.int64), ST.LONG), axis=-1)
+    return ctx.cast(s, cst, out_dtype)
