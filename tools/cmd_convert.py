@@ -7,7 +7,7 @@ use); its findings go to stderr, and exit 1 means a blocker (nothing written).
 
 The options, the input and output paths are checked before any work (exit 2, one line naming
 the path): an option of another target (``--opset`` is ONNX's, ``--nhwc-io`` TFLite's,
-``--target-schema`` pt2's) and an ONNX input to anything but TFLite are usage errors; a missing
+``--weights`` ONNX's and TFLite's, ``--target-schema`` pt2's) and an ONNX input to anything but TFLite are usage errors; a missing
 extra names the one to install (``pip install 'pt2x[onnx]'``). Outputs are written atomically
 (``serde.atomic_write``): a failed write leaves the old file, and a FIFO or device is refused.
 """
@@ -31,20 +31,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the converter's)")
     p.add_argument("--target-schema", default=None, help="pt2 only: schema version or torch release to write for, e.g. 8.15, torch==2.8, 2.6")
     p.add_argument("--nhwc-io", action="store_true", help="tflite only: every 4-D input and output channels-last (NHWC)")
+    p.add_argument("--weights", choices=("fp16", "int8"), default=None,
+                   help="onnx/tflite: store the weights as float16, or as per-channel int8 (dynamic range), "
+                        "activations staying float32 (default: float32 weights)")
     p.add_argument("--drop-sample-inputs", action="store_true",
                    help="pt2 only: write the sample inputs empty (torch 2.9+ layouts), e.g. when they are an unsafe pickle")
     p.set_defaults(func=run)
 
 
-_ONLY_FOR = {"opset": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2"}
+_ONLY_FOR = {"opset": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
+             "weights": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
 target, an option would be silently ignored, so it is a usage error."""
 
 
 def _check_options(args: argparse.Namespace) -> None:
     for option, target in _ONLY_FOR.items():
-        if getattr(args, option, None) not in (None, False) and args.to != target:
-            raise Pt2UsageError(f"--{option.replace('_', '-')} applies only to --to {target}, not --to {args.to}")
+        targets = (target,) if isinstance(target, str) else target
+        if getattr(args, option, None) not in (None, False) and args.to not in targets:
+            raise Pt2UsageError(f"--{option.replace('_', '-')} applies only to --to {' or '.join(targets)}, "
+                                f"not --to {args.to}")
 
 
 def _check_input_format(path: str, to: str) -> None:
@@ -66,7 +72,7 @@ def _converter(to: str):
 
         def convert(src, dst, args):
             kw = {} if args.opset is None else {"opset": args.opset}
-            to_onnx(src, dst, model=args.model or "model", **kw)
+            to_onnx(src, dst, model=args.model or "model", weights=args.weights, **kw)
             say(f"wrote {printable(dst)}")
             return 0
 
@@ -74,7 +80,7 @@ def _converter(to: str):
         from ..converters import to_tflite
 
         def convert(src, dst, args):
-            to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io)
+            to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io, weights=args.weights)
             say(f"wrote {printable(dst)}")
             return 0
 
