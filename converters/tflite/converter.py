@@ -23,11 +23,13 @@ from ..guard import stage
 from ..onnx.graph_tools import origin_of
 from ..report import Problems
 from ..weight_quant import check_weight_option
+from .dedupe import merge_and_prune
 from .emit import Emitter, compute_type
 from .layout import optimize_layout
 from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
 from .prepare import ONNX_OPSET, load_onnx, prepare
+from .qdq_pass import install as install_qdq
 from .shapes import infer_shapes
 from .weight_storage import store_weights
 from .writer import write
@@ -87,15 +89,19 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     problems = Problems("tflite", p.member)
     _declare_inputs(em, g, problems)
     load_mappers()
+    quantization = install_qdq(em)
     em.map_nodes(lambda node, e: _report_node(problems, node, e))
     problems.raise_if_any()
     names = _declare_outputs(em, g)
     for s_ in em.subgraphs:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
+        merge_and_prune(s_)
         infer_shapes(s_)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",
             "inputs": _input_names(g), "outputs": names}
+    if quantization is not None:
+        meta["quantization"] = quantization.as_dict()
     return Program(em.subgraphs, description="pt2x: converted from " + p.source,
                    metadata={"pt2x": json.dumps(meta, sort_keys=True).encode(),
                              "min_runtime_version": MIN_RUNTIME.encode()},

@@ -85,6 +85,9 @@ class Emitter:
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
             self.infos[vi.name] = _info(vi)
         self.node: onnx.NodeProto | None = None
+        # per-node mappers taking precedence over MAPPERS, keyed by the node's first output (the
+        # QDQ pass's int8 kernels and the Q/DQ nodes they absorb: ``qdq_pass``)
+        self.node_mappers: dict = {}
         self._const_cache: dict = {}
         self._fresh = 0
 
@@ -197,7 +200,9 @@ class Emitter:
                 poisoned.update(node.output)
                 continue
             self.node = node
-            fn = MAPPERS.get(node.op_type) if _mapped_domain(node) else None
+            fn = self.node_mappers.get(node.output[0]) if node.output else None
+            if fn is None:
+                fn = MAPPERS.get(node.op_type) if _mapped_domain(node) else None
             try:
                 if fn is None:
                     raise Unsupported("no TFLite mapping (no builtin expresses it)")

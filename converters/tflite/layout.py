@@ -72,7 +72,7 @@ def _relaid_constant(sub: Subgraph, idx: int, perm: list[int]) -> int | None:
     padded = data.reshape((1,) * (len(perm) - data.ndim) + data.shape)
     moved = np.ascontiguousarray(padded.transpose(np.argsort(perm)))
     t = sub.tensors[idx]
-    return sub.add(Tensor(t.name + "/relaid", t.dtype, list(moved.shape), moved))
+    return sub.add(Tensor(t.name + "/relaid", t.dtype, list(moved.shape), moved, quant=t.quant))
 
 
 def _sink(sub: Subgraph) -> bool:
@@ -118,7 +118,7 @@ def _rewrite_sunk(sub: Subgraph, op: Op, perm: list[int], moved: dict, relaid: d
     t_out = sub.tensors[out]
     inv = list(np.argsort(perm))
     mid = sub.add(Tensor(t_out.name + "/moved", t_out.dtype,
-                         None if t_out.shape is None else [t_out.shape[i] for i in inv]))
+                         None if t_out.shape is None else [t_out.shape[i] for i in inv], quant=t_out.quant))
     perm_tensor = next(iter(moved.values())).inputs[1]
     sub.rewire(op, [moved[i].inputs[0] if i in moved else relaid.get(i, i) for i in op.inputs], [mid])
     for prod in moved.values():
@@ -144,7 +144,7 @@ def _split_fan_out(sub: Subgraph) -> bool:
             continue  # one op reading it twice (x * x): sinks as is
         for r in _reading(sub, y)[1:]:
             t = sub.tensors[y]
-            dup = sub.add(Tensor(t.name + "/dup", t.dtype, t.shape))
+            dup = sub.add(Tensor(t.name + "/dup", t.dtype, t.shape, quant=t.quant))
             sub.insert_op(_position(sub, op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))
             sub.rewire(r, inputs=[dup if i == y else i for i in r.inputs])
         return True
@@ -190,7 +190,7 @@ def _nhwc_twin(sub: Subgraph, idx: int, perm: np.ndarray) -> tuple[int | None, i
     t = sub.tensors[idx]
     if t.rank != 4:
         return None, None
-    new = sub.add(Tensor(t.name, t.dtype, [t.shape[i] for i in (0, 2, 3, 1)]))
+    new = sub.add(Tensor(t.name, t.dtype, [t.shape[i] for i in (0, 2, 3, 1)], quant=t.quant))
     t.name += "/nchw"
     return new, sub.add(Tensor(t.name + "/perm", TensorType.INT32, [4], perm))
 

@@ -51,6 +51,24 @@ def _zero_point(node) -> str:
     return node.input[2] if len(node.input) > 2 and node.input[2] else ""
 
 
+def _fold_constant(em: Emitter, node, a: dict) -> bool:
+    """A DequantizeLinear of constants (quantized weights: ``prepare`` leaves them unfolded for
+    the QDQ pass) becomes a float32 constant computed as the reference does; True when it did."""
+    x, scale = em.const_value(node.input[0]), em.const_value(node.input[1])
+    zp_name = _zero_point(node)
+    zp = em.const_value(zp_name) if zp_name else np.zeros((), x.dtype if x is not None else np.int8)
+    if x is None or scale is None or zp is None or scale.dtype != np.float32 or scale.ndim > 1:
+        return False
+    if scale.size > 1 and x.ndim == 0:
+        return False
+    shape = [1] * x.ndim
+    if scale.ndim == 1 and x.ndim:
+        shape[int(a.get("axis", 1)) % x.ndim] = -1
+    real = (x.astype(np.float32) - zp.astype(np.float32).reshape(shape)) * scale.reshape(shape)
+    em.consts[node.output[0]] = real.astype(np.float32)
+    return True
+
+
 @maps("DequantizeLinear")
 def dequantize_linear(em: Emitter, node) -> None:
     a = attrs(node)
@@ -62,6 +80,8 @@ def dequantize_linear(em: Emitter, node) -> None:
         raise Unsupported("DequantizeLinear with a scale that is not float32/float16")
     if a.get("output_dtype", 0) not in (0, em.elem(node.input[1])):
         raise Unsupported(f"DequantizeLinear with output_dtype={a['output_dtype']}")
+    if _fold_constant(em, node, a):
+        return
     rank = em.rank(node.input[0])
     x = em.cast(em.t(node.input[0]), T.FLOAT32)
     zp = _zero_point(node)

@@ -31,7 +31,8 @@ __all__ = ["Prepared", "ONNX_OPSET", "load_onnx", "prepare"]
 ONNX_OPSET = 18
 _FOLD_MAX_ELEMENTS = 1 << 22  # a folded constant larger than this stays a computation
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-            "If", "Loop", "Scan"}
+            "If", "Loop", "Scan",
+            "DequantizeLinear"}  # quantized weights stay int8 for the QDQ pass (ops_quantize folds the rest)
 # ops whose output size comes from an input's values, not its size: folded only when shape
 # inference bounds their output (a 3-element shape constant can ask for 10**18 elements)
 _AMPLIFIERS = {"ConstantOfShape", "Expand", "Tile", "Range", "Pad", "Resize", "Upsample", "OneHot", "EyeLike",

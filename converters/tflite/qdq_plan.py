@@ -1,0 +1,181 @@
+"""Finding the int8 patterns of a QDQ model, before any node is mapped.
+
+- A *quantized value* is a ``QuantizeLinear`` output (float32 in, per tensor, int8/uint8, constant
+  parameters) that only ``DequantizeLinear`` nodes with the same parameters read and that is no
+  graph output: in TFLite it is one int8 tensor with those parameters (``qdq_params``).
+- A *pattern* (``qdq_registry.Pattern``) is an op with an int8 kernel (``INT8_OPS``) whose
+  declared input slots are dequantized quantized values or dequantized constants (weights),
+  whose one result goes, through an optional Relu/Clip(0, 6) it fuses, to one QuantizeLinear of
+  a quantized value, and which its kernel's constraints accept (``Int8Op.check``).
+- Every other op that reads a DequantizeLinear or feeds a QuantizeLinear stays float, with the
+  reason (``Plan.float_ops``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from .emit import Emitter, _mapped_domain
+from .qdq_params import QParams, read_params
+from .qdq_registry import INT8_OPS, Int8Op, Pattern
+
+__all__ = ["Plan", "find_patterns", "real_constant"]
+
+
+@dataclass
+class Plan:
+    patterns: dict[str, Pattern] = field(default_factory=dict)  # the op's output[0] -> its pattern
+    values: dict[str, QParams] = field(default_factory=dict)  # quantized value (a Q output) -> parameters
+    float_ops: list[tuple[onnx.NodeProto, str]] = field(default_factory=list)  # kept float, and why
+    absorbed: set[str] = field(default_factory=set)  # output[0] of the Q/Relu/Clip nodes patterns emit
+    dq_absorbed: set[str] = field(default_factory=set)  # DQ outputs read by patterns only
+
+
+class _Graph:
+    def __init__(self, g: onnx.GraphProto):
+        self.producer = {o: n for n in g.node for o in n.output if o}
+        self.readers: dict[str, list[onnx.NodeProto]] = {}
+        for n in g.node:
+            for i in dict.fromkeys(x for x in n.input if x):
+                self.readers.setdefault(i, []).append(n)
+        self.outputs = {o.name for o in g.output}
+
+    def single_reader(self, name: str) -> onnx.NodeProto | None:
+        rs = self.readers.get(name, [])
+        return rs[0] if len(rs) == 1 and name not in self.outputs else None
+
+
+def _is(node, op_type: str) -> bool:
+    return node is not None and node.op_type == op_type and _mapped_domain(node)
+
+
+def find_patterns(em: Emitter) -> Plan:
+    g = _Graph(em.graph)
+    plan = Plan(values=_quantized_values(em, g))
+    for node in em.graph.node:
+        op = INT8_OPS.get(node.op_type) if _mapped_domain(node) else None
+        touches = _touches_qdq(node, g)
+        if op is None or not touches:
+            if touches and node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+                plan.float_ops.append((node, "pt2x has no int8 kernel for it"))
+            continue
+        pattern, reason = _match(em, g, plan, node, op)
+        if pattern is None:
+            plan.float_ops.append((node, reason))
+            continue
+        plan.patterns[node.output[0]] = pattern
+        plan.absorbed.add(pattern.q.output[0])
+        if pattern.act_node is not None:
+            plan.absorbed.add(pattern.act_node.output[0])
+    plan.float_ops = [(n, r) for n, r in plan.float_ops if n.output[0] not in plan.absorbed]
+    plan.dq_absorbed = _absorbed_dequantizes(em, g, plan)
+    return plan
+
+
+def _touches_qdq(node, g: _Graph) -> bool:
+    return (any(_is(g.producer.get(i), "DequantizeLinear") for i in node.input if i)
+            or any(_is(r, "QuantizeLinear") for o in node.output for r in g.readers.get(o, [])))
+
+
+def _quantized_values(em: Emitter, g: _Graph) -> dict[str, QParams]:
+    values = {}
+    for node in em.graph.node:
+        if not _is(node, "QuantizeLinear") or node.output[0] in g.outputs:
+            continue
+        p = read_params(em, node)
+        if p is None or not p.per_tensor or p.elem not in (TensorProto.INT8, TensorProto.UINT8):
+            continue
+        if em.elem(node.input[0]) != TensorProto.FLOAT:
+            continue
+        readers = g.readers.get(node.output[0], [])
+        if readers and all(_is(r, "DequantizeLinear") and _same(read_params(em, r), p) for r in readers):
+            values[node.output[0]] = p
+    return values
+
+
+def _same(a: QParams | None, b: QParams) -> bool:
+    return a is not None and a.same(b)
+
+
+def _match(em: Emitter, g: _Graph, plan: Plan, node, op: Int8Op) -> tuple[Pattern | None, str]:
+    slots = tuple(range(len(node.input))) if op.all_inputs else op.slots
+    dq, params = {}, {}
+    for s in slots:
+        name = node.input[s] if s < len(node.input) else ""
+        d = g.producer.get(name) if name else None
+        if not _is(d, "DequantizeLinear"):
+            return None, f"input {s} is not a DequantizeLinear output"
+        p = read_params(em, d)
+        if p is None:
+            return None, f"input {s}'s DequantizeLinear has parameters that are not constant (or of another kind)"
+        if d.input[0] not in plan.values and em.const_value(d.input[0]) is None:
+            return None, f"input {s} dequantizes a value that is neither a quantized activation nor a constant"
+        dq[s], params[s] = d, p
+    bias = None
+    if op.bias_slot is not None and len(node.input) > op.bias_slot and node.input[op.bias_slot]:
+        bias = real_constant(em, g, node.input[op.bias_slot])
+        if bias is None:
+            return None, "its bias is computed at run time"
+    if len([o for o in node.output if o]) != 1:
+        return None, "it has more than one output"
+    act, act_node, last = _activation(em, g, node.output[0]) if op.fuses else ("NONE", None, node.output[0])
+    q = g.single_reader(last)
+    if not _is(q, "QuantizeLinear"):
+        return None, "its result does not go to one QuantizeLinear"
+    if q.output[0] not in plan.values:
+        return None, "its QuantizeLinear is not a per-tensor int8/uint8 value read only by DequantizeLinear"
+    pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, bias)
+    reason = op.check(em, pattern)
+    return (None, reason) if reason else (pattern, "")
+
+
+def _activation(em: Emitter, g: _Graph, y: str):
+    """(fused activation, its node, the value it writes) of a Relu/Clip(0, 6) that alone reads ``y``."""
+    r = g.single_reader(y)
+    if _is(r, "Relu"):
+        return "RELU", r, r.output[0]
+    if _is(r, "Clip") and len(r.input) >= 2 and r.input[1]:
+        lo = em.const_value(r.input[1])
+        hi = em.const_value(r.input[2]) if len(r.input) > 2 and r.input[2] else None
+        if lo is not None and lo.size == 1 and float(lo) == 0.0:
+            if hi is None and not (len(r.input) > 2 and r.input[2]):
+                return "RELU", r, r.output[0]
+            if hi is not None and hi.size == 1 and float(hi) == 6.0:
+                return "RELU6", r, r.output[0]
+    return "NONE", None, y
+
+
+def real_constant(em: Emitter, g: _Graph, name: str) -> np.ndarray | None:
+    """A float constant, or the DequantizeLinear of a constant computed as ONNX's reference does
+    (float32), as float64; None when it is computed at run time."""
+    c = em.const_value(name)
+    if c is not None:
+        return c.astype(np.float64) if c.dtype.kind == "f" else None
+    d = g.producer.get(name)
+    x = em.const_value(d.input[0]) if _is(d, "DequantizeLinear") else None
+    p = read_params(em, d) if x is not None else None
+    if p is None:
+        return None
+    shape = [1] * x.ndim
+    if p.axis is not None:
+        shape[p.axis] = -1
+    real = (x.astype(np.float32) - p.zero_point.astype(np.float32).reshape(shape)) * p.scale.reshape(shape)
+    return real.astype(np.float64)
+
+
+def _absorbed_dequantizes(em: Emitter, g: _Graph, plan: Plan) -> set[str]:
+    claimed = {d.output[0] for p in plan.patterns.values() for d in p.dq.values()}
+    for p in plan.patterns.values():
+        op = INT8_OPS[p.node.op_type]
+        if op.bias_slot is not None and len(p.node.input) > op.bias_slot:
+            claimed.add(p.node.input[op.bias_slot])
+    out = set()
+    for name in claimed:
+        readers = g.readers.get(name, [])
+        if name not in g.outputs and all(r.output[0] in plan.patterns for r in readers):
+            out.add(name)
+    return out

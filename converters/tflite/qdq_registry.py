@@ -1,0 +1,107 @@
+"""The int8 kernels of the QDQ pass: ``INT8_OPS[op_type]``, one ``Int8Op`` per ONNX op, filled by
+``qdq_conv``, ``qdq_elementwise`` and ``qdq_movement`` with ``@int8_op(...)``; and the helpers
+their emitters share.
+
+A ``Pattern`` is one ONNX op whose data inputs are ``DequantizeLinear`` outputs and whose result
+(through an optional Relu/Clip the kernel fuses) goes to one ``QuantizeLinear``. An ``Int8Op``
+says which input slots must be dequantized values (``slots``), whether it fuses an activation,
+``check`` (the reason LiteRT's int8 kernel cannot compute this instance, or None) and ``emit``
+(the int8 builtins). Its operators are appended as they are: int8 tensors here carry their
+quantization parameters, so ``int_compute``'s rule for plain integers does not apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import onnx
+
+from .emit import Emitter
+from .model import Op, Quantization, Tensor
+from .model import TensorType as T
+from .qdq_params import QParams, storage_quant
+
+__all__ = ["Pattern", "Int8Op", "INT8_OPS", "int8_op", "append", "qtensor", "q_input", "q_output",
+           "transpose_q", "ACTIVATION_CODE", "requant_scale_ok"]
+
+# fused_activation_function values (a fact of LiteRT's schema)
+ACTIVATION_CODE = {"NONE": 0, "RELU": 1, "RELU6": 3}
+
+
+@dataclass
+class Pattern:
+    node: onnx.NodeProto
+    dq: dict[int, onnx.NodeProto]  # input slot -> the DequantizeLinear producing it
+    params: dict[int, QParams]  # input slot -> its parameters
+    q: onnx.NodeProto  # the QuantizeLinear of the result
+    out: QParams
+    activation: str = "NONE"  # fused: NONE, RELU, RELU6
+    act_node: onnx.NodeProto | None = None
+    bias: np.ndarray | None = field(default=None, repr=False)  # the real bias (float64), when the op has one
+
+
+@dataclass(frozen=True)
+class Int8Op:
+    slots: tuple[int, ...]  # input slots read through a DequantizeLinear (the others: constants)
+    check: Callable[[Emitter, Pattern], str | None]
+    emit: Callable[[Emitter, Pattern], None]
+    fuses: bool = False  # a following Relu / Clip(0, 6) becomes its fused activation
+    all_inputs: bool = False  # every input is a dequantized value (Concat)
+    bias_slot: int | None = None  # a real constant (float, or dequantized int32) read as int32 bias
+
+
+INT8_OPS: dict[str, Int8Op] = {}
+
+
+def int8_op(*op_types: str, slots=(0,), fuses: bool = False, all_inputs: bool = False,
+            bias_slot: int | None = None, check=None):
+    """Register ``emit`` as the int8 kernel of ``op_types``; ``check`` returns why an instance
+    cannot run in int8 (None: it can)."""
+
+    def register(emit):
+        for t in op_types:
+            assert t not in INT8_OPS, t
+            INT8_OPS[t] = Int8Op(tuple(slots), check or (lambda em, p: None), emit, fuses, all_inputs, bias_slot)
+        return emit
+
+    return register
+
+
+def append(em: Emitter, code: str, inputs: list[int], outputs: list[int], options=None) -> None:
+    """An operator on quantized tensors, as is."""
+    em.sub.ops.append(Op(code, list(inputs), list(outputs), options, em.node.name if em.node is not None else ""))
+
+
+def qtensor(em: Emitter, shape, quant: Quantization, hint: str, dtype: int = T.INT8) -> int:
+    return em.sub.add(Tensor(em.fresh_name(f"{em.node.output[0]}/{hint}"), dtype,
+                             None if shape is None else list(shape), quant=quant))
+
+
+def q_input(em: Emitter, p: Pattern, slot: int) -> int:
+    """The int8 tensor of the dequantized value at ``slot`` (the quantized value itself)."""
+    return em.t(p.dq[slot].input[0])
+
+
+def q_output(em: Emitter, p: Pattern) -> int:
+    """The int8 tensor of the pattern's QuantizeLinear output, bound to its ONNX name."""
+    name = p.q.output[0]
+    idx = em.sub.add(Tensor(name, T.INT8, em.shape(name), quant=storage_quant(p.out)))
+    em.bind(name, idx)
+    return idx
+
+
+def transpose_q(em: Emitter, x: int, perm: list[int], out: int | None = None) -> int:
+    """TRANSPOSE of a quantized tensor (same parameters), into ``out`` when given."""
+    t = em.sub.tensors[x]
+    if out is None:
+        out = qtensor(em, None if t.shape is None else [t.shape[i] for i in perm], t.quant, "perm")
+    append(em, "TRANSPOSE", [x, em.const(np.asarray(perm, np.int32))], [out])
+    return out
+
+
+def requant_scale_ok(in_scale: np.ndarray, out_scale: float) -> bool:
+    """XNNPACK's and LiteRT's requantization needs input scale / output scale in [2^-32, 256)."""
+    r = np.asarray(in_scale, np.float64) / out_scale
+    return bool(np.all(r >= 2.0**-32) and np.all(r < 256.0))
