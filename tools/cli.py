@@ -22,7 +22,7 @@ import sys
 import traceback
 from typing import Iterator
 
-COMMANDS = ("inspect", "validate", "convert", "schema", "scan")
+COMMANDS = ("inspect", "validate", "convert", "verify", "schema", "scan")
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 # errors of a write that carry no file name but are about the output (disk full, quota...)

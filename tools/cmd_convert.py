@@ -10,6 +10,8 @@ the path): an option of another target (``--opset`` is ONNX's, ``--nhwc-io`` TFL
 ``--weights`` ONNX's and TFLite's, ``--target-schema`` pt2's) and an ONNX input to anything but TFLite are usage errors; a missing
 extra names the one to install (``pip install 'pt2x[onnx]'``). Outputs are written atomically
 (``serde.atomic_write``): a failed write leaves the old file, and a FIFO or device is refused.
+``--verify`` (``--to onnx|tflite`` from a .pt2) then runs ``pt2x verify`` on the written file:
+exit 1 when it differs from the program, the file staying written.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import sys
 
 from ..serde.errors import Pt2UsageError
 from .cli import check_input, check_output, writing
+from .cmd_verify import add_verify_options
+from .cmd_verify import report as verify_report
 from .terminal import printable, say
 
 
@@ -36,11 +40,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "activations staying float32 (default: float32 weights)")
     p.add_argument("--drop-sample-inputs", action="store_true",
                    help="pt2 only: write the sample inputs empty (torch 2.9+ layouts), e.g. when they are an unsafe pickle")
+    p.add_argument("--verify", action="store_true",
+                   help="onnx/tflite from a .pt2: run the written file against the program (as pt2x verify); exit 1 if it differs")
+    add_verify_options(p)
     p.set_defaults(func=run)
 
 
 _ONLY_FOR = {"opset": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
-             "weights": ("onnx", "tflite")}
+             "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
 target, an option would be silently ignored, so it is a usage error."""
 
@@ -122,5 +129,31 @@ def run(args: argparse.Namespace) -> int:
     check_input(args.file)
     _check_input_format(args.file, args.to)
     check_output(args.output)
+    _check_verify_options(args)
     with writing(args.output):
-        return convert(args.file, args.output, args)
+        code = convert(args.file, args.output, args)
+    return _verified(args) if code == 0 and args.verify else code
+
+
+def _check_verify_options(args: argparse.Namespace) -> None:
+    if args.verify and args.file.lower().endswith(".onnx") and not _is_zip(args.file):
+        raise Pt2UsageError("--verify checks a conversion from a .pt2 program; for an .onnx input run the "
+                            "ONNX file and the .tflite side by side")
+    if not args.verify and (args.inputs is not None or args.seed != 0 or args.reference != "auto"):
+        raise Pt2UsageError("--inputs, --seed and --reference apply only with --verify")
+
+
+def _is_zip(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"PK"
+
+
+def _verified(args: argparse.Namespace) -> int:
+    """``pt2x verify`` of the file just written; on a difference the file stays, and stderr says so."""
+    if args.weights:
+        say(f"note: the weights are stored as {args.weights}: the file differs from the program by their rounding, "
+            "and is held to float tolerances")
+    code = verify_report(args.file, args.output, args)
+    if code != 0:
+        say(f"the converted file differs from the program; it stays written: {printable(args.output)}", file=sys.stderr)
+    return code

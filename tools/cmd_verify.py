@@ -1,0 +1,60 @@
+"""``pt2x verify MODEL.pt2 CONVERTED.onnx|.tflite [--inputs X.npz] [--locate] [--json]``.
+
+Runs the converted file (ONNX Runtime, or LiteRT as shipped in a child process) against a
+reference (torch eager when torch is importable, else pt2x's own ONNX; ``--reference onnx``
+forces the latter) on the archive's sample inputs, inputs drawn from the signature (``--seed``),
+or ``--inputs``; prints each output's max abs/rel difference and the tolerance used, and with
+``--locate`` the first diverging value with its ATen node, module path and converted node/op.
+Exit 0 equal, 1 different, 2 a file or input that cannot be used (one line, no traceback).
+``add_verify_options``/``report`` are shared with ``pt2x convert --verify``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from .cli import check_input
+from .terminal import json_text, printable, say
+
+EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check a converted .onnx/.tflite against the program (and --locate where it differs)")
+    p.add_argument("model", help="the .pt2 program")
+    p.add_argument("converted", help="the converted .onnx or .tflite (pt2x's, or another tool's)")
+    p.add_argument("--model", dest="model_name", default="model", help="model name inside a multi-model archive")
+    p.add_argument("--locate", action="store_true", help="compare intermediate values and name the first that differs")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    add_verify_options(p)
+    p.set_defaults(func=run)
+
+
+def add_verify_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--inputs", default=None, metavar="FILE.npz",
+                   help="inputs to run on: arrays named as the program's inputs, or arr_0, arr_1, ... in order")
+    p.add_argument("--seed", type=int, default=0, help="seed of the drawn inputs (when the archive has no sample inputs)")
+    p.add_argument("--reference", choices=("auto", "onnx"), default="auto",
+                   help="auto: torch eager when torch is importable, else pt2x's ONNX; onnx: pt2x's ONNX")
+
+
+def report(model: str, converted: str, args: argparse.Namespace, *, locate: bool = False, as_json: bool = False) -> int:
+    """Verify ``converted`` against ``model``, print the report; exit 0 equal, 1 different."""
+    from ..verification import verify
+
+    if args.inputs is not None:
+        check_input(args.inputs)
+    r = verify(model, converted, args.inputs, locate=locate, seed=args.seed,
+               model_name=getattr(args, "model_name", None) or getattr(args, "model", None) or "model",
+               use_torch=args.reference == "auto")
+    if as_json:
+        say(json_text(r.as_dict()))
+    else:
+        say(r.table(escape=printable))
+    return EXIT_EQUAL if r.ok else EXIT_DIFFERENT
+
+
+def run(args: argparse.Namespace) -> int:
+    check_input(args.model)
+    check_input(args.converted)
+    return report(args.model, args.converted, args, locate=args.locate, as_json=args.json)

@@ -1,0 +1,227 @@
+"""``verify``: one converted file checked against a reference, phase by phase.
+
+Open the program (``converters.aten``'s view) -> the input sets (``inputs``) -> the reference
+(``references``: torch eager when torch is importable, else pt2x's own ONNX) -> the converted
+file in its runtime (``runners``) -> inputs and outputs matched by name, else by order -> each
+output compared under its dtype's tolerance (``compare``) -> with ``locate``, the first diverging
+value (``locate``) -> a ``Report``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..converters.aten.graph import ProgramView, open_program
+from . import inputs as inputs_mod
+from .compare import QUANTIZED_STEPS, TOLERANCES, compare, tolerance
+from .errors import VerificationError
+from .locate import first_divergence, onnx_origins, program_origins
+from .references import Reference, onnx_reference, pt2x_onnx, torch_eager
+from .report import OutputCheck, Report
+from .runners import OnnxRun, RunResult, run_litert
+
+__all__ = ["verify", "target_of"]
+
+_TFLITE_MAGIC = b"TFL3"
+_ORT_TYPES = {
+    "tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8, "tensor(bool)": np.bool_,
+}
+"""ONNX Runtime's input type names -> the numpy dtype it is fed as."""
+
+
+@dataclass
+class Converted:
+    label: str
+    target: str  # "onnx" | "tflite"
+    source: object  # a path, TFLite bytes or an onnx.ModelProto
+
+
+def target_of(converted) -> Converted:
+    """What ``converted`` is: ``.tflite`` bytes/files (``TFL3`` at byte 4) or ONNX."""
+    if isinstance(converted, (bytes, bytearray)):
+        kind = "tflite" if bytes(converted[4:8]) == _TFLITE_MAGIC else "onnx"
+        return Converted("<bytes>", kind, bytes(converted))
+    if hasattr(converted, "graph") and hasattr(converted, "SerializeToString"):
+        return Converted("<ModelProto>", "onnx", converted)
+    path = os.fspath(converted)
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+    except OSError as e:
+        raise VerificationError(f"cannot read {path}: {(e.strerror or str(e)).lower()}") from None
+    kind = "tflite" if head[4:8] == _TFLITE_MAGIC or path.lower().endswith(".tflite") else "onnx"
+    return Converted(path, kind, path)
+
+
+# ----------------------------------------------------------------------------------- inputs
+
+def _input_sets(view: ProgramView, archive, model_name: str, slots, given, seed: int) -> tuple[list, dict]:
+    if isinstance(given, (str, os.PathLike)):
+        s = inputs_mod.read_npz(os.fspath(given), view, slots)
+        return [s], {"source": f"file {os.fspath(given)}", "seed": None}
+    if given is not None:
+        return [_from_arrays(view, slots, given)], {"source": "given arrays", "seed": None}
+    model = archive.model(None if len(archive.models) == 1 else model_name) if archive is not None else None
+    if model is not None:
+        sample = inputs_mod.sample_inputs(model, archive, slots)
+        if sample is not None:
+            return [sample], {"source": "the archive's sample inputs", "seed": None}
+    sets = inputs_mod.draw_inputs(view, slots, seed)
+    return sets, {"source": "drawn from the signature", "seed": seed}
+
+
+def _from_arrays(view, slots, given) -> inputs_mod.InputSet:
+    tensors = [s for s in slots if s.kind == "tensor"]
+    if isinstance(given, dict):
+        missing = [s.name for s in tensors if s.name not in given]
+        if missing or len(given) != len(tensors):
+            raise VerificationError(f"inputs {sorted(given)}; the program's tensor inputs are {[s.name for s in tensors]}")
+        arrays = [given[s.name] for s in tensors]
+    else:
+        arrays = list(given)
+        if len(arrays) != len(tensors):
+            raise VerificationError(f"{len(arrays)} inputs given; the program has {len(tensors)} tensor inputs")
+    it = iter(inputs_mod._checked(np.asarray(a), s, f"input {s.name!r}") for a, s in zip(arrays, tensors))
+    values = [next(it) if s.kind == "tensor" else s.value for s in slots]
+    inputs_mod._check_ranges(view, slots, values, "inputs")
+    return inputs_mod.InputSet("given", tuple(values))
+
+
+# ------------------------------------------------------------------------------- matching
+
+def _match(kind: str, program: list[str | None], file: list[str]) -> tuple[list[int], str]:
+    """Indexes into ``file`` for each of ``program``'s names: by name when all are there, else by order."""
+    if all(n in file for n in program):
+        return [file.index(n) for n in program], "name"
+    if len(file) >= len(program) if kind == "output" else len(file) == len(program):
+        return list(range(len(program))), "order"
+    raise VerificationError(f"the converted file's {kind}s {file} match the program's {program} neither by name "
+                            "nor by order")
+
+
+def _feed(x: np.ndarray, declared: str | None) -> np.ndarray:
+    want = _ORT_TYPES.get(declared or "")
+    return x.astype(want) if want is not None and x.dtype != want else x
+
+
+# ---------------------------------------------------------------------------------- runs
+
+def _run_converted(conv: Converted, sets, input_names: list[str], locate: bool) -> tuple[RunResult, str]:
+    if conv.target == "onnx":
+        run = OnnxRun(conv.source, conv.label, every_value=locate)
+        idx, how = _match("input", input_names, run.input_names)
+        result = RunResult(run.input_names, run.output_names, [], [], run.order)
+        for s in sets:
+            feeds = [None] * len(run.input_names)
+            for i, j in enumerate(idx):
+                feeds[j] = _feed(s.tensors[i], run.input_types[j])
+            outs, values = run.run(feeds)
+            result.outputs.append(outs)
+            result.values.append(values)
+        return result, how
+    data = conv.source if isinstance(conv.source, bytes) else _read(conv.source)
+    probe = run_litert(data, [s.tensors for s in sets], conv.label, every_value=locate)
+    idx, how = _match("input", input_names, probe.input_names)
+    if idx != list(range(len(idx))):  # the file lists its inputs in another order: run again, fed in its order
+        reorder = [[s.tensors[idx.index(j)] for j in range(len(idx))] for s in sets]
+        probe = run_litert(data, reorder, conv.label, every_value=locate)
+    return probe, how
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _reference(src, model_name: str, sets, conv: Converted, locate: bool, use_torch: bool) -> tuple[Reference, object]:
+    ref = torch_eager(src, model_name, sets, locate) if use_torch else None
+    if ref is not None:
+        return ref, None
+    proto = pt2x_onnx(src, model_name)
+    return onnx_reference(proto, sets, locate, prefer_ort=conv.target == "tflite"), proto
+
+
+# -------------------------------------------------------------------------------- compare
+
+def _output_names(view: ProgramView) -> list[str | None]:
+    return [a.value.name if a.type == "as_tensor" else None for a in view.user_outputs]
+
+
+def _dtype_name(a: np.ndarray) -> str:
+    return a.dtype.name
+
+
+def _compare_outputs(sets, ref: Reference, got: RunResult, names: list, idx: list[int], runtime: str) -> list[OutputCheck]:
+    checks = []
+    for s, want_outs, got_outs in zip(sets, ref.outputs, got.outputs):
+        for i, want in enumerate(want_outs):
+            want = np.asarray(want)
+            name = (names[i] if i < len(names) else None) or f"output {i}"
+            if i >= len(idx):
+                checks.append(OutputCheck(s.label, i, name, want.dtype.name, list(want.shape), float("inf"),
+                                          float("inf"), "-", want.size, want.size, False, "missing in the file"))
+                continue
+            g = np.asarray(got_outs[idx[i]])
+            tol = tolerance(_dtype_name(want), runtime)
+            w = want.astype(np.float32) if want.dtype.name == "bfloat16" else want
+            diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g, w, tol)
+            checks.append(OutputCheck(s.label, i, name, want.dtype.name, list(want.shape), diff.max_abs, diff.max_rel,
+                                      tol.text(), diff.mismatched, diff.total, diff.ok, diff.note))
+    return checks
+
+
+def _tolerance_table(runtime: str) -> dict:
+    table = {name: tolerance(name, runtime).text() for name in TOLERANCES}
+    table.update({name: tolerance(name, runtime).text() for name in QUANTIZED_STEPS})
+    table["integers, bool"] = "exact"
+    return table
+
+
+# ---------------------------------------------------------------------------------- verify
+
+def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = inputs_mod.DEFAULT_SEED,
+           model_name: str = "model", use_torch: bool = True) -> Report:
+    """Run ``converted`` (an ``.onnx``/``.tflite`` path, TFLite bytes or an ``onnx.ModelProto``)
+    against the program in ``model`` (a ``.pt2`` path) and return a ``Report``.
+
+    ``inputs``: None (the archive's sample inputs, else two drawn sets with ``seed``), an
+    ``.npz`` path, or arrays (a list in input order, or a dict by input name). ``locate``: also
+    name the first diverging value. ``use_torch=False`` takes pt2x's ONNX as the reference even
+    where torch is importable. Raises ``VerificationError`` (a ``Pt2Error``) when the files or
+    the inputs cannot be used."""
+    conv = target_of(converted)
+    view, archive = open_program(model, model_name)
+    slots = inputs_mod.slots(view)
+    sets, inputs_info = _input_sets(view, archive, model_name, slots, inputs, seed)
+    src = os.fspath(model) if isinstance(model, (str, os.PathLike)) else model
+    ref, proto = _reference(src, view.name, sets, conv, locate, use_torch)
+    got, in_how = _run_converted(conv, sets, [s.name for s in slots if s.kind == "tensor"], locate)
+    names = _output_names(view)
+    idx, out_how = _match("output", [n or f"#{i}" for i, n in enumerate(names)], got.output_names) \
+        if all(names) else (list(range(min(len(names), len(got.output_names)))), "order")
+    runtime = "onnxruntime" if conv.target == "onnx" else "litert"
+    checks = _compare_outputs(sets, ref, got, names, idx, runtime)
+    inputs_info["sets"] = [{"label": s.label, "shapes": s.shapes()} for s in sets]
+    report = Report(ok=all(c.ok for c in checks) and bool(checks), model=str(src), converted=conv.label,
+                    target=conv.target, runtime="ONNX Runtime (CPU)" if runtime == "onnxruntime" else "LiteRT (XNNPACK)",
+                    reference=ref.name, inputs=inputs_info, matched_by=out_how if in_how == out_how else
+                    f"inputs by {in_how}, outputs by {out_how}", tolerances=_tolerance_table(runtime), outputs=checks,
+                    located=locate)
+    if not checks:
+        report.notes.append("the program has no output to compare")
+    if locate:
+        stamps = onnx_origins(conv.source if conv.target == "onnx" and not isinstance(conv.source, (str, bytes))
+                              else _proto_of(conv)) if conv.target == "onnx" else (onnx_origins(proto) if proto else {})
+        report.divergence, report.compared_values = first_divergence(got.order, got.values, ref.values, runtime, stamps, program_origins(view))
+    return report
+
+
+def _proto_of(conv: Converted):
+    from .runners import _load_onnx
+
+    return _load_onnx(conv.source, conv.label)

@@ -1,0 +1,106 @@
+"""``--locate``: the first value, in execution order, where the converted file leaves its reference.
+
+The converted run keeps every intermediate (ONNX: each node output made a graph output in memory;
+LiteRT: ``experimental_preserve_all_tensors``), named as in the file. The reference keeps its own
+(torch eager: each ATen node's value; pt2x's ONNX: each tensor), named after the program's values,
+which is how pt2x names the ONNX and TFLite tensors that hold them. A converted value whose name and
+shape the reference has is compared under the tolerance of its dtype; the first that differs is
+named with its origin: the ATen node, its target and its module path (the converted node's origin
+stamp when it has one, else the program's node of that name: a file another tool wrote is matched
+by value names alone).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..converters.aten.graph import ProgramView, output_names
+from .compare import compare, tolerance
+from .report import Divergence
+
+__all__ = ["Origin", "program_origins", "onnx_origins", "first_divergence"]
+
+Origin = tuple  # (aten node, aten target, module path)
+ORIGIN_KEYS = ("pt2x.aten_node", "pt2x.aten_target", "pt2x.module_path")
+
+
+def _module_path(node) -> str | None:
+    stack = dict(node.metadata or {}).get("nn_module_stack")
+    if not stack:
+        return None
+    parts = stack.rsplit(";", 1)[-1].split(",", 2)
+    return parts[1] if len(parts) == 3 else None
+
+
+def program_origins(view: ProgramView) -> dict[str, Origin]:
+    """Each top-level value name -> the ATen node making it."""
+    out = {}
+    for n in view.nodes:
+        for name in output_names(n):
+            out[name] = (n.name, str(n.target), _module_path(n))
+    return out
+
+
+def onnx_origins(proto) -> dict[str, Origin]:
+    """Each ONNX tensor name -> the origin stamp of the node making it (stamped nodes only)."""
+    out = {}
+    for node in proto.graph.node:
+        stamp = {p.key: p.value for p in node.metadata_props if p.key in ORIGIN_KEYS}
+        if "pt2x.aten_node" in stamp:
+            origin = tuple(stamp.get(k) for k in ORIGIN_KEYS)
+            for o in node.output:
+                out.setdefault(o, origin)
+    return out
+
+
+def _comparable(got: np.ndarray, want: np.ndarray) -> bool:
+    if not (got.shape == want.shape or got.size == want.size == 1):
+        return False
+    return want.dtype.kind in "biufc" or want.dtype.name == "bfloat16"
+
+
+MAX_CHAIN = 12
+"""The most converted nodes listed as the places a divergence may arise."""
+
+
+def _chain(order, at: int, known: set[str]) -> list[str]:
+    """The node at ``at`` and the nodes before it that feed it through values the reference does
+    not have (a lowering's inner values, a file's renamed values): where the divergence arises."""
+    producer = {}
+    for i, (_, _, _, outs) in enumerate(order[: at + 1]):
+        for o in outs:
+            producer[o] = i
+    picked, todo = set(), [at]
+    while todo and len(picked) < MAX_CHAIN:
+        i = todo.pop()
+        if i in picked:
+            continue
+        picked.add(i)
+        todo += [producer[x] for x in order[i][2] if x in producer and x not in known]
+    return [f"{order[i][0]} ({order[i][1]}) -> {', '.join(order[i][3])}" for i in sorted(picked)]
+
+
+def first_divergence(order, got_values: list[dict], want_values: list[dict], runtime: str,
+                     stamps: dict[str, Origin], program: dict[str, Origin]) -> tuple[Divergence | None, int]:
+    """``order``: (node, op type, input names, output names) in execution order; ``got_values`` /
+    ``want_values``: per input set, name -> array. The first divergence over the input sets, and
+    how many values were compared."""
+    compared = 0
+    for got, want in zip(got_values, want_values):
+        known = {n for n in got if n in want}
+        for at, (node, op, _, outs) in enumerate(order):
+            for name in outs:
+                if name not in got or name not in want:
+                    continue
+                g, w = np.asarray(got[name]), np.asarray(want[name])
+                if not _comparable(g, w):
+                    continue
+                tol = tolerance(w.dtype.name, runtime)
+                diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g,
+                               w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol)
+                compared += 1
+                if not diff.ok:
+                    origin = stamps.get(name) or program.get(name) or (None, None, None)
+                    return Divergence(origin[0], origin[1], origin[2], node, op, name, diff.max_abs, diff.max_rel,
+                                      tol.text(), compared, _chain(order, at, known)), compared
+    return None, compared

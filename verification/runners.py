@@ -1,0 +1,156 @@
+"""The converted file run in its runtime: ONNX Runtime for ``.onnx``, LiteRT for ``.tflite``.
+
+``OnnxRun`` opens an ONNX model (a file, with its external data, or a ``ModelProto``) in ONNX
+Runtime on the CPU; with ``every_value`` every node output of the main graph is also a graph
+output (in memory), so intermediates come back by name. ``run_litert`` runs a ``.tflite`` in a
+child process (``litert_child``), LiteRT as shipped (its default delegate XNNPACK, one thread),
+so that a kernel that aborts the process fails the verification instead of killing the caller;
+with ``every_value`` the interpreter keeps every tensor (``experimental_preserve_all_tensors``).
+A file a runtime cannot read or run is a ``VerificationError`` naming the file and the runtime's
+own message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..serde.errors import MissingExtraError
+from .errors import VerificationError
+
+__all__ = ["RunResult", "OnnxRun", "run_litert", "LITERT_TIMEOUT_S"]
+
+LITERT_TIMEOUT_S = 600.0
+"""Seconds the LiteRT child may take for all input sets."""
+
+
+@dataclass
+class RunResult:
+    input_names: list[str]
+    output_names: list[str]
+    outputs: list[list[np.ndarray]]  # per input set, in the file's output order
+    values: list[dict[str, np.ndarray]] = field(default_factory=list)  # per input set: name -> intermediate
+    order: list[tuple[str, str, list[str], list[str]]] = field(default_factory=list)  # (node or op, op type, inputs, outputs) in run order
+
+
+def _short(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:300] if text else ''}"
+
+
+def _ort():
+    try:
+        import onnxruntime
+    except ImportError:
+        raise MissingExtraError("pt2x verify of an ONNX file", "onnxruntime", "verify") from None
+    return onnxruntime
+
+
+class OnnxRun:
+    """ONNX Runtime on one model; ``run(feeds_in_input_order)`` -> (outputs, values)."""
+
+    def __init__(self, model, label: str, *, every_value: bool = False):
+        ort = _ort()
+        self.label = label
+        self.order: list[tuple[str, str, list[str], list[str]]] = []
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.log_severity_level = 3
+        source = model
+        if every_value:
+            proto = model if not isinstance(model, (str, bytes)) else _load_onnx(model, label)
+            source = _with_every_value(proto, self.order)
+        elif not isinstance(model, (str, bytes)):
+            source = model.SerializeToString()
+        try:
+            self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's Fail/InvalidGraph/NotImplemented...: the file, in its words
+            raise VerificationError(f"{label}: ONNX Runtime cannot load it ({_short(e)})") from None
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.all_outputs = [o.name for o in self.session.get_outputs()]
+        self.output_names = self.all_outputs if not every_value else [o.name for o in proto.graph.output]
+        self.input_types = [i.type for i in self.session.get_inputs()]
+
+    def run(self, feeds: list[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        try:
+            got = self.session.run(None, dict(zip(self.input_names, feeds)))
+        except Exception as e:
+            raise VerificationError(f"{self.label}: ONNX Runtime failed to run it ({_short(e)})") from None
+        by_name = dict(zip(self.all_outputs, got))
+        return [by_name[n] for n in self.output_names], by_name
+
+
+def _load_onnx(model, label: str):
+    import onnx
+
+    try:
+        if isinstance(model, bytes):
+            return onnx.load_model_from_string(model)
+        return onnx.load(model, load_external_data=True)
+    except Exception as e:  # DecodeError, a missing .data file...
+        raise VerificationError(f"{label}: not a readable ONNX model ({_short(e)})") from None
+
+
+def _with_every_value(model, order: list) -> bytes:
+    """``model`` with every main-graph node output also a graph output (types left to the runtime)."""
+    import onnx
+
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    have = {o.name for o in m.graph.output}
+    for i, node in enumerate(m.graph.node):
+        outs = [o for o in node.output if o]
+        order.append((node.name or f"#{i}", node.op_type, [x for x in node.input if x], outs))
+        for o in outs:
+            if o not in have:
+                m.graph.output.add().name = o
+                have.add(o)
+    try:
+        return m.SerializeToString()
+    except ValueError as e:  # over protobuf's 2 GB
+        raise VerificationError(f"the model with every value as an output cannot be serialized ({e})") from None
+
+
+# ------------------------------------------------------------------------------ LiteRT child
+
+def run_litert(model_bytes: bytes, input_sets: list[list[np.ndarray]], label: str, *,
+               every_value: bool = False) -> RunResult:
+    with tempfile.TemporaryDirectory(prefix="pt2x-verify-") as d:
+        with open(os.path.join(d, "model.tflite"), "wb") as f:
+            f.write(model_bytes)
+        for i, feeds in enumerate(input_sets):
+            np.savez(os.path.join(d, f"in{i}.npz"), *feeds)
+        argv = [sys.executable, "-m", "pt2x.verification.litert_child", d, str(len(input_sets)), str(int(every_value))]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=LITERT_TIMEOUT_S, env=env)
+        except subprocess.TimeoutExpired:
+            raise VerificationError(f"{label}: LiteRT took longer than {LITERT_TIMEOUT_S:g} s") from None
+        return _child_result(d, proc, len(input_sets), label)
+
+
+def _child_result(d: str, proc: subprocess.CompletedProcess, n_sets: int, label: str) -> RunResult:
+    meta_path = os.path.join(d, "result.json")
+    if not os.path.exists(meta_path):
+        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
+        raise VerificationError(f"{label}: LiteRT ended with {how} before answering ({tail[0][:300]})")
+    with open(meta_path, encoding="utf-8") as f:
+        meta = json.load(f)
+    if meta.get("error"):
+        raise VerificationError(f"{label}: LiteRT {meta['error']}")
+    outputs, values = [], []
+    for i in range(n_sets):
+        with np.load(os.path.join(d, f"out{i}.npz"), allow_pickle=False) as z:
+            outputs.append([z[f"o{j}"] for j in range(len(meta["outputs"]))])
+            values.append({name: z[f"t{k}"] for k, name in meta["tensors"].items() if f"t{k}" in z.files})
+    names = meta["tensors"]
+    order = [(f"#{o['index']}", o["op"], [names[k] for k in o["inputs"] if k in names],
+              [names[k] for k in o["outputs"] if k in names]) for o in meta["ops"]]
+    return RunResult(meta["inputs"], meta["outputs"], outputs, values, order)
