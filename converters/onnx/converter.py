@@ -57,6 +57,7 @@ def _load_lowerings() -> None:
             ops_nn,
             ops_pad,
             ops_pool,
+            ops_quantized,
             ops_reduce,
             ops_repeat,
             ops_rnn,
