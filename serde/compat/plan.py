@@ -56,6 +56,8 @@ __all__ = [
 ]
 
 Body = Any  # bytes, or a memoryview into the source archive's map
+FLAT_VERSION = "version"
+"""The flat zip's member holding the schema version (``"8.2"``, ``"7.3"``): rewritten with the target's."""
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,8 @@ def plan_for_target(archive, target, *, drop_sample_inputs: bool = False) -> Tar
     zr = archive.zip
     for name in _sample_inputs(archive) if drop_sample_inputs else ():
         documents[name] = b""  # what torch.export.save writes for a program without example inputs
+    if archive.layout == FLAT and FLAT_VERSION in zr:
+        documents[FLAT_VERSION] = f"{version[0]}.{version[1]}".encode("ascii")  # torch compares its major
     members = [(name, documents[name] if name in documents else _body(zr, name)) for name in zr.names]
     return TargetPlan(version, label, findings, members)
 

@@ -26,10 +26,13 @@ import copy
 from typing import Any
 
 from ...schema.snapshot import parse_type_string, pt2x_types
-from ..codec.upgrade import declared_version
+from ...schema.version import READ_MAJOR
+from ..codec.upgrade import UPGRADE_FROM_MAJOR, declared_version, upgrade_to_current
+from ..errors import SchemaVersionError
 from ..findings import Finding
 from .node_forms import flag_hop_outputs, has_hop_flag, respell_hop_outputs, unrunnable_nodes
 from .releases import FLOAT_STRINGS_SINCE, LENIENT_SINCE, target_snapshot
+from .schema7 import MAJOR as SCHEMA7_MAJOR, RESPELLED as SCHEMA7_RESPELLED, NoForm, omitted
 
 __all__ = ["check_program_json", "downgrade"]
 
@@ -75,6 +78,7 @@ class _Walk:
         self.rewrite = rewrite
         self.lenient = self.version >= LENIENT_SINCE
         self.float_strings = self.version >= FLOAT_STRINGS_SINCE
+        self.respelled = SCHEMA7_RESPELLED if self.version[0] == SCHEMA7_MAJOR else {}
         self.findings: list[Finding] = []
         self._counts: dict[tuple[str, str], list] = {}
         self._source_types = pt2x_types()
@@ -166,7 +170,10 @@ class _Walk:
                 f"{name}.{key} is not in torch {self.label}'s schema (its reader raises KeyError)",
             )
             return v
-        return {key: self.value(x, parse_type_string(members[key]["type"]), f"{path}.{key}".lstrip("."))}
+        sub = f"{path}.{key}".lstrip(".")
+        if (name, key) in self.respelled:
+            return {key: self._respell(name, key, x, sub)}
+        return {key: self.value(x, parse_type_string(members[key]["type"]), sub)}
 
     def _struct(self, v: Any, name: str, fields: dict, path: str) -> Any:
         if not isinstance(v, dict):
@@ -174,7 +181,11 @@ class _Walk:
         out = {}
         for key, x in v.items():
             sub = f"{path}.{key}".lstrip(".")
-            if key in fields:
+            if (name, key) in self.respelled:
+                out[key] = self._respell(name, key, x, sub)
+            elif key in fields and self.rewrite and self.respelled and omitted(fields[key], x):
+                continue  # as torch 2.5's writer does
+            elif key in fields:
                 out[key] = self.value(x, parse_type_string(fields[key]["type"]), sub)
             elif self._unknown_field(name, key, x, sub):
                 out[key] = x
@@ -185,6 +196,24 @@ class _Walk:
                     f"{name}.{key} is required by torch {self.label} but absent",
                 )
         return out
+
+    def _respell(self, name: str, key: str, x: Any, path: str) -> Any:
+        """A field schema 7.3 spells differently (``serde.compat.schema7``): its 7.3 form when
+        rewriting, else a blocker unless it already has that form."""
+        row = self.respelled[(name, key)]
+        try:
+            new = row.to_7(x)
+        except NoForm as e:
+            self._report("error", "target-no-schema7-form", row.where, path,
+                         f"{row.where} = {e} (torch {self.label} reads {row.schema7})")
+            return x
+        if self.rewrite:
+            return new
+        if type(new) is not type(x) or new != x:
+            self._report("error", "target-schema7-form", row.where, path,
+                         f"{row.where} is written in schema 8's form ({row.schema8}); torch {self.label} reads "
+                         f"{row.schema7} (convert --to pt2 respells it)")
+        return x
 
     def _unknown_field(self, name: str, key: str, x: Any, path: str) -> bool:
         """Report a field the release does not know; True to keep it in a rewrite."""
@@ -246,7 +275,7 @@ def check_program_json(program_json: Any, target, *, root: str = "ExportedProgra
     if root == "ExportedProgram":
         bad = _major_finding(version, declared_version(program_json), label, member)
         if bad:
-            return [bad]
+            return [bad, *_blockers_across_major(program_json, version, member)]
         findings.extend(unrunnable_nodes(program_json, version, label, member))
         if has_hop_flag(snap):
             findings.extend(flag_hop_outputs(program_json, label, member, rewrite=False))
@@ -254,6 +283,14 @@ def check_program_json(program_json: Any, target, *, root: str = "ExportedProgra
     walk.value(program_json, ("name", root), "")
     findings.extend(walk.finish())
     return findings
+
+
+def _blockers_across_major(program_json: Any, version: tuple[int, int], member: str | None) -> list[Finding]:
+    """For a program of the other major: what would still block once convert rewrites it
+    across the major (none when it only needs the rewrite; nothing when there is no route)."""
+    if not isinstance(program_json, dict) or _across_major(program_json, version, "", member)[1] is not None:
+        return []
+    return [f for f in downgrade(program_json, version, member=member)[1] if f.severity == "error"]
 
 
 # ----------------------------------------------------------------- downgrading
@@ -264,15 +301,17 @@ def downgrade(program_json: dict, target, *, root: str = "ExportedProgram", memb
 
     Drops fields the target does not know when they hold their default, or when losing
     them does not change the program (with a warning); non-finite floats take the
-    target's spelling; ``schema_version`` becomes the target's. Returns the new dict and
-    the findings; any ``error`` finding is a blocker and the dict must not be written.
-    The input is not modified.
+    target's spelling; ``schema_version`` becomes the target's. Across the major break, an
+    8.x program is written down to 7.3 (``serde.compat.schema7``'s respellings) and a 7.x one is
+    first upgraded to 8.x (``codec.upgrade``). Returns the new dict and the findings; any
+    ``error`` finding is a blocker and the dict must not be written. The input is not modified.
     """
     version, label, snap = target_snapshot(target)
     if root == "ExportedProgram":
-        bad = _major_finding(version, declared_version(program_json), label, member)
+        lifted, bad = _across_major(program_json, version, label, member)
         if bad:
             return copy.deepcopy(program_json), [bad]
+        program_json = lifted
     findings: list[Finding] = []
     if root == "ExportedProgram":
         findings.extend(unrunnable_nodes(program_json, version, label, member))
@@ -287,3 +326,18 @@ def downgrade(program_json: dict, target, *, root: str = "ExportedProgram", memb
     if root == "ExportedProgram" and isinstance(out, dict):
         out["schema_version"] = {"major": version[0], "minor": version[1]}
     return out, findings
+
+
+def _across_major(program_json: dict, version: tuple[int, int], label: str, member: str | None) -> tuple[dict, Finding | None]:
+    """The program in a major ``downgrade`` can write for ``version`` from: as it is when the majors
+    match or it is 8.x for a 7.x target (the walk respells), upgraded when it is 7.x for an 8.x
+    target; else a blocker."""
+    file_version = declared_version(program_json)
+    if file_version is not None and file_version[0] == UPGRADE_FROM_MAJOR and version[0] == READ_MAJOR:
+        try:
+            return upgrade_to_current(program_json, member=member), None
+        except SchemaVersionError as e:
+            return program_json, Finding("error", "target-schema-major", e.reason, member, e.path)
+    if file_version is not None and file_version[0] == READ_MAJOR and version[0] == SCHEMA7_MAJOR:
+        return program_json, None
+    return program_json, _major_finding(version, file_version, label, member)

@@ -227,9 +227,14 @@ def test_downgrade_of_encoded_program():
 
 
 def test_downgrade_major_mismatch_is_a_blocker():
+    # 8.x -> 7.3 is a downgrade across the major (test_compat_schema7.py); any other major has no route
     _, doc = model_json(fixture("2.14.1", "cond"))
-    _, findings = compat.downgrade(doc, "7.3")
+    _, findings = compat.downgrade({**doc, "schema_version": {"major": 9, "minor": 0}}, "7.3")
     assert [f.code for f in findings] == ["target-schema-major"]
+    _, findings = compat.downgrade({**doc, "schema_version": {"major": 6, "minor": 1}}, "8.20")
+    assert [f.code for f in findings] == ["target-schema-major"]
+    out, findings = compat.downgrade(doc, "7.3")
+    assert not errors(findings) and out["schema_version"] == {"major": 7, "minor": 3}
 
 
 # -------------------------------------------------------------- rewrite_for_target

@@ -10,11 +10,13 @@ import pytest
 
 import pt2x.serde as serde
 from pt2x.serde.validate import validate_archive
+from pt2x.serde.codec.upgrade import UPGRADE_FROM_MAJOR, UPGRADED_VERSION, declared_version
+from pt2x.serde.compat.plan import archive_documents
 from paths import PT2_FIXTURES
 
 HERE = os.path.join(PT2_FIXTURES)
 FILES = sorted(glob.glob(os.path.join(HERE, "torch-*", "*.pt2")))
-LAYOUT = {"2.6.0": "flat", "2.8.0": "pt2-pickled-weights", "2.10.0": "pt2", "2.13.0": "pt2", "2.14.1": "pt2", "2.15.0": "pt2"}
+LAYOUT = {"2.5.1": "flat", "2.6.0": "flat", "2.8.0": "pt2-pickled-weights", "2.10.0": "pt2", "2.13.0": "pt2", "2.14.1": "pt2", "2.15.0": "pt2"}
 
 
 def _release(path: str) -> str:
@@ -27,7 +29,7 @@ def _id(path: str) -> str:
 
 def test_all_releases_present():
     assert {_release(p) for p in FILES} == set(LAYOUT)
-    assert len(FILES) == 54
+    assert len(FILES) == 63
 
 
 @pytest.mark.parametrize("path", FILES, ids=_id)
@@ -37,7 +39,10 @@ def test_fixture_reads_and_validates(path):
     archive = serde.load(path)
     model = archive.models["model"]
     assert archive.layout == LAYOUT[release]
-    assert list(model.schema_version) == manifest["schema"]
+    ((_, _, doc),) = [x for x in archive_documents(archive) if x[0] == "ExportedProgram"]
+    assert list(declared_version(doc)) == manifest["schema"]  # as written; 7.x is read upgraded
+    read_as = UPGRADED_VERSION if manifest["schema"][0] == UPGRADE_FROM_MAJOR else tuple(manifest["schema"])
+    assert model.schema_version == read_as
     assert model.program.torch_version.startswith(release)
     case = manifest["cases"][os.path.basename(path)[:-4]]
     assert len(model.program.graph_module.graph.nodes) > 0

@@ -1,10 +1,11 @@
-"""Runs inside an old torch's venv (torch 2.6.0, 2.8.0...): load the files pt2x wrote for it and check them.
+"""Runs inside an old torch's venv (torch 2.5.1, 2.6.0, 2.8.0...): load the files pt2x wrote for it and check them.
 
 Used by ``tools/scripts/check_old_torch.py``; standalone (torch and numpy only, no pt2x, which the
 old venv does not have). For each entry of the manifest (JSON: ``[{"case", "file", "npz",
-"inputs"}]``, ``inputs`` the example inputs' tree with tensors named by npz keys):
-``torch.export.load`` the file, run it on the saved inputs and compare with the outputs the
-exporting torch computed (``out_0``...; bfloat16 compared as float32), then
+"inputs"}]``, ``inputs`` a list of input sets, each a tree with tensors named by npz keys;
+optional ``rtol``/``atol``): ``torch.export.load`` the file, run one module of it on every input
+set in order and compare with the outputs the exporting torch computed (``out<k>_0``... for set
+``k``; bfloat16 compared as float32), then
 ``torch.export.save`` the loaded program and load and run that too. Prints one JSON line per
 entry: ``{"case", "load", "outputs", "resave", "max_abs_diff", "error"}``.
 
@@ -59,19 +60,27 @@ def leaves(x):
         yield np.asarray(x)
 
 
-def run(ep, entry, arrays) -> float:
-    """Run ``ep`` on fresh inputs; the largest difference from the expected outputs (raises if not close)."""
-    args, kwargs = decode(entry["inputs"], arrays)
-    got = list(leaves(ep.module()(*args, **kwargs)))
-    want = [arrays[f"out_{i}"] for i in range(sum(1 for k in arrays.files if k.startswith("out_")))]
+def run_set(module, tree, k: int, arrays, rtol: float, atol: float) -> float:
+    """Run ``module`` on input set ``k``; the largest difference from its expected outputs (raises if not close)."""
+    args, kwargs = decode(tree, arrays)
+    got = list(leaves(module(*args, **kwargs)))
+    want = [arrays[f"out{k}_{i}"] for i in range(sum(1 for key in arrays.files if key.startswith(f"out{k}_")))]
     if len(got) != len(want):
-        raise AssertionError(f"{len(got)} outputs, expected {len(want)}")
+        raise AssertionError(f"input set {k}: {len(got)} outputs, expected {len(want)}")
     worst = 0.0
     for i, (g, w) in enumerate(zip(got, want)):
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL, err_msg=f"output {i}")
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"input set {k}, output {i}")
         if g.size:
             worst = max(worst, float(np.max(np.abs(g.astype(np.float64) - w.astype(np.float64)))))
     return worst
+
+
+def run(ep, entry, arrays) -> float:
+    """Run one module of ``ep`` on every input set, in order (state a program mutates carries from
+    one set to the next, as where the outputs were computed); the largest difference."""
+    module = ep.module()
+    rtol, atol = entry.get("rtol", RTOL), entry.get("atol", ATOL)
+    return max(run_set(module, tree, k, arrays, rtol, atol) for k, tree in enumerate(entry["inputs"]))
 
 
 def check(entry) -> dict:

@@ -36,9 +36,10 @@ def test_import_and_load_without_torch():
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out.pop("torch") == "blocked"
-    assert len(out) == 54
+    assert len(out) == 63
     assert all(errors == 0 for _, _, errors in out.values())
     assert out[os.path.join(FIX, "torch-2.6.0", "mlp_dynamic.pt2")][:2] == [4, 848]
+    assert out[os.path.join(FIX, "torch-2.5.1", "mlp_dynamic.pt2")][:2] == [4, 848]  # schema 7.3, upgraded
 
 
 def test_cli_inspect_json_without_torch():

@@ -1,28 +1,30 @@
-"""Do the files pt2x writes for torch 2.8 and 2.6 load in those real releases? (issue 13)
+"""Do the files pt2x writes for torch 2.5-2.8 load and run in those real releases? (issues 13, 24)
 
 Not a test: it needs venvs with the real old wheels (several GB of CUDA builds each), so it
 stays out of CI and its result table goes in docs/schema-compat.md. Three steps:
 
 1. ``--make-venvs``: ``<venvs>/torch-<release>`` with ``pip install torch==<release> numpy``
    (skipped where the venv already imports torch).
-2. In this interpreter (the test venv's torch): every zoo program (tests/support/zoo.py) is
-   exported, saved with pt2x, and written with pt2x's planner for each target schema
-   (8.8 for torch 2.8, 8.2 for torch 2.6), with its example inputs and the outputs this torch
-   computes in an ``.npz``. Where the planner refuses, its blockers are recorded and no file
-   is written.
+2. In this interpreter (the test venv's torch): every zoo program (tests/support/zoo.py; with
+   ``--model-zoo``, also tests/support/model_zoo.py's torchvision/timm/HF models) is exported,
+   saved with pt2x, and written with pt2x's planner for each target schema (8.8 for torch 2.8,
+   8.2 for torch 2.6, 7.3 for torch 2.5), with two input sets and the outputs this torch computes
+   for each (in order, by one module) in an ``.npz``. Where the planner refuses, its blockers are
+   recorded and no file is written.
 3. In each old venv, ``tests/support/old_torch_worker.py`` loads every written file with
-   ``torch.export.load``, compares its outputs, and checks that ``torch.export.save`` of the
-   loaded program loads again.
+   ``torch.export.load``, compares its outputs on both input sets, and checks that
+   ``torch.export.save`` of the loaded program loads and runs again.
 
-    python tools/scripts/check_old_torch.py [--venvs /work/venvs] [--releases 2.8.0,2.7.1,2.6.0]
-        [--cases a,b] [--exportdb] [--make-venvs] [--work DIR] [--json OUT] [--markdown OUT]
+    python tools/scripts/check_old_torch.py [--venvs /work/venvs] [--releases 2.8.0,2.7.1,2.6.0,2.5.1]
+        [--cases a,b] [--exportdb] [--model-zoo all|a,b] [--make-venvs] [--work DIR] [--json OUT] [--markdown OUT]
 
-This script imports no torch itself; the zoo module it loads does (as the tests do).
+This script imports no torch itself; the zoo modules it loads do (as the tests do).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -34,9 +36,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 SUPPORT = os.path.join(ROOT, "tests", "support")
 WORKER = os.path.join(SUPPORT, "old_torch_worker.py")
-RELEASES = ("2.8.0", "2.7.1", "2.6.0")
+RELEASES = ("2.8.0", "2.7.1", "2.6.0", "2.5.1")
 """The releases this script checks (the schema written for each: ``target_schema``)."""
 DEFAULT_RELEASES = "2.8.0,2.6.0"
+DEEP_TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
+"""The model zoo's deep nets against another torch build's CPU kernels (reassociation across
+dozens of layers); the zoo's small programs keep the worker's float32 default."""
 
 
 def target_schema(release: str) -> tuple[int, int]:
@@ -118,33 +123,91 @@ def clone_tree(x):
 # ---------------------------------------------------------------- the new side
 
 
-def write_files(names: list[str], targets: dict[str, tuple[int, int]], work: str) -> dict:
-    """Export, save and plan every program: ``{case: {"targets": {release: {...}}, "error"}}`` plus manifests."""
-    import numpy as np
+def perturbed(x, gen):
+    """``x`` with every floating-point tensor re-drawn (same shape and dtype); the rest as is
+    (integer tensors are often indices, Python values configuration)."""
+    if hasattr(x, "dtype") and hasattr(x, "is_floating_point"):
+        import torch
+
+        return torch.randn(x.shape, generator=gen).to(x.dtype) if x.is_floating_point() else x.clone()
+    if isinstance(x, (tuple, list)):
+        return type(x)(perturbed(v, gen) for v in x)
+    if isinstance(x, dict):
+        return {k: perturbed(v, gen) for k, v in x.items()}
+    return x
+
+
+def zoo_programs(names: list[str]):
+    """(name, ExportedProgram or the reason it is not exportable, two input sets) for zoo cases:
+    the example inputs, and the case's second inputs where it has them, else the example inputs
+    with their floats re-drawn (seed 1)."""
+    import torch
 
     sys.path.insert(0, SUPPORT)
     import zoo  # noqa: E402 - the tests' zoo (imports torch)
+
+    for name in names:
+        try:
+            ep = zoo.exported(name)
+        except zoo.NotExportable as e:
+            yield name, f"not exportable here: {e}", None, None
+            continue
+        case = zoo.all_cases()[name]
+        first = ep.example_inputs
+        if case.second_args is not None:
+            second = (case.second_args(), case.second_kwargs() if case.second_kwargs else first[1])
+        else:
+            second = perturbed(first, torch.Generator().manual_seed(1))
+        yield name, ep, [first, second], None
+
+
+def model_zoo_programs(names: list[str] | None):
+    """The model zoo's third-party models (tests/support/model_zoo.py: torchvision, timm, HF
+    transformers; random weights, no downloads), exported with a dynamic batch; inputs at batch 1 and 3."""
+    sys.path.insert(0, SUPPORT)
+    import model_zoo  # noqa: E402
+
+    for name in names or list(model_zoo.MODELS):
+        zm = model_zoo.MODELS[name]
+        try:
+            model = model_zoo.redraw(zm.build(), calibrate=zm.make_input(4))
+            ep = model_zoo.export(zm, model, "exported")
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            yield name, f"not exportable here: {type(e).__name__}: {str(e)[:160]}", None, None
+            continue
+        yield name, ep, [((zm.make_input(b),), {}) for b in model_zoo.BATCHES], DEEP_TOLERANCE
+
+
+def write_files(programs, targets: dict[str, tuple[int, int]], work: str) -> dict:
+    """Save and plan every program: ``{case: {"targets": {release: {...}}, "error"}}`` plus manifests.
+
+    ``programs`` yields (name, ExportedProgram or an error text, input sets, the worker's
+    tolerances or None for its float32 default). The outputs of each
+    set are computed here, in order, by one module (a program that mutates its buffers carries
+    its state from the first set into the second; the worker runs them the same way).
+    """
+    import numpy as np
 
     from pt2x.serde import save
     from pt2x.serde.compat.plan import TargetNotWritable, write_for_target
 
     results: dict = {}
     manifests: dict[str, list] = {r: [] for r in targets}
-    for name in names:
+    for name, ep, input_sets, tolerance in programs:
         row: dict = {"targets": {}, "error": None}
         results[name] = row
-        try:
-            ep = zoo.exported(name)
-        except zoo.NotExportable as e:
-            row["error"] = f"not exportable here: {e}"
+        if isinstance(ep, str):
+            row["error"] = ep
             continue
         src = os.path.join(work, f"{name}.pt2")
         save(ep, src)  # before running: a mutating program advances its buffers when run
-        args, kwargs = ep.example_inputs
         arrays: dict = {}
-        tree = encode((clone_tree(args), clone_tree(kwargs)), arrays, "in_")
-        outputs = output_leaves(ep.module()(*clone_tree(args), **clone_tree(kwargs)))
-        arrays.update({f"out_{i}": a for i, a in enumerate(outputs)})
+        trees = []
+        module = ep.module()
+        for k, (args, kwargs) in enumerate(input_sets):
+            trees.append(encode((clone_tree(args), clone_tree(kwargs)), arrays, f"in{k}_"))
+            outputs = output_leaves(module(*clone_tree(args), **clone_tree(kwargs)))
+            arrays.update({f"out{k}_{i}": a for i, a in enumerate(outputs)})
         npz = os.path.join(work, f"{name}.npz")
         np.savez(npz, **arrays)
         for release, version in targets.items():
@@ -155,7 +218,8 @@ def write_files(names: list[str], targets: dict[str, tuple[int, int]], work: str
                 row["targets"][release] = {"written": False, "blockers": [str(f) for f in e.plan.blockers]}
                 continue
             row["targets"][release] = {"written": True, "warnings": sorted({f.code for f in plan.findings})}
-            manifests[release].append({"case": name, "file": dst, "npz": npz, "inputs": tree})
+            entry = {"case": name, "file": dst, "npz": npz, "inputs": trees}
+            manifests[release].append({**entry, **(tolerance or {})})
     for release, entries in manifests.items():
         with open(os.path.join(work, f"manifest-{release}.json"), "w", encoding="utf-8") as f:
             json.dump(entries, f)
@@ -229,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--releases", default=DEFAULT_RELEASES, help="comma-separated, from " + ", ".join(RELEASES))
     p.add_argument("--cases", default=None, help="comma-separated zoo programs (default: the zoo's own cases)")
     p.add_argument("--exportdb", action="store_true", help="also every ExportDB example the zoo holds")
+    p.add_argument("--model-zoo", default=None, metavar="NAMES",
+                   help="also the model zoo's third-party models (torchvision, timm, HF): 'all' or comma-separated names")
     p.add_argument("--make-venvs", action="store_true", help="create missing venvs with pip install torch==<release>")
     p.add_argument("--work", default=None, help="folder for the written files (default: a temporary one)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds for each old venv's worker")
@@ -258,7 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or tempfile.mkdtemp(prefix="pt2x-old-torch-")
     os.makedirs(work, exist_ok=True)
     t0 = time.time()
-    results = write_files(names, {r: target_schema(r) for r in releases}, work)
+    programs = zoo_programs(names)
+    if args.model_zoo:
+        chosen = None if args.model_zoo == "all" else args.model_zoo.split(",")
+        programs = itertools.chain(programs, model_zoo_programs(chosen))
+    results = write_files(programs, {r: target_schema(r) for r in releases}, work)
     checks = {r: check_release(venv_python(args.venvs, r), os.path.join(work, f"manifest-{r}.json"), args.timeout)
               for r in releases}
     report = {
