@@ -1,0 +1,230 @@
+"""The model sweep: every architecture of timm, torchvision and a list of transformers, through pt2x.
+
+Not a test (CI runs a stratified sample: tests/converters/test_sweep_sample.py). Each model runs
+in its own subprocess with a time limit (``tests/support/sweep.py check SPEC``: random init, no
+downloads, a small input where the model allows, exported with a dynamic batch, converted by
+pt2x to ONNX and to TFLite where ``import torch`` fails and by ``torch.onnx.export(ep,
+dynamo=True)`` as the anchor, each compared with torch eager at batches 1 and 3 in ONNX Runtime
+and LiteRT/XNNPACK). One JSON line per model goes to ``--out`` as it finishes; a rerun skips the
+specs already there (resumable). Then a table by family: exported, pt2x ONNX, pt2x TFLite,
+torch.onnx, silently wrong, and the refusals grouped by operator.
+
+    python tools/scripts/sweep_models.py [--libs timm,tv,hf] [--filter 'timm:vit_*'] [--all | --per-family N]
+        [--sample N --seed S] [--limit N] [--jobs 2] [--timeout 900] [--size 64] [--out sweep.jsonl]
+        [--ray [ADDRESS]] [--table-only] [--markdown]
+
+By default one model per family (timm's model module; torchvision and transformers are one
+family each). ``--sample N`` draws N specs stratified over the families (round robin over
+shuffled families). Run it under ``nice -n 19`` on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import fnmatch
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
+WORKER = os.path.join(ROOT, "tests", "support", "sweep.py")
+LIBS = ("timm", "tv", "hf")
+TARGETS = ("onnx", "tflite", "torch_onnx")
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _env() -> dict:
+    return dict(os.environ, **ONE_THREAD, CI="true",
+                PYTHONPATH=os.path.dirname(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def registry() -> list[dict]:
+    """Every spec and its family, listed by a child (this script imports no torch)."""
+    r = subprocess.run([sys.executable, WORKER, "list"], capture_output=True, text=True, env=_env(), check=True)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def stratified(entries: list[dict], n: int, seed: int) -> list[dict]:
+    """``n`` entries, round robin over the families (each family's models and the family order shuffled)."""
+    rng = random.Random(seed)
+    groups = collections.defaultdict(list)
+    for e in entries:
+        groups[e["family"]].append(e)
+    order = sorted(groups)
+    rng.shuffle(order)
+    for f in order:
+        rng.shuffle(groups[f])
+    out, depth = [], 0
+    while len(out) < n and any(len(groups[f]) > depth for f in order):
+        out += [groups[f][depth] for f in order if len(groups[f]) > depth][: n - len(out)]
+        depth += 1
+    return out
+
+
+def select(entries: list[dict], args) -> list[dict]:
+    entries = [e for e in entries if e["spec"].split(":")[0] in args.libs.split(",")]
+    if args.filter:
+        entries = [e for e in entries if fnmatch.fnmatch(e["spec"], args.filter)]
+    if args.sample:
+        return stratified(entries, args.sample, args.seed)
+    if not args.all:
+        seen = collections.Counter()
+        kept = []
+        for e in entries:
+            if seen[e["family"]] < args.per_family:
+                seen[e["family"]] += 1
+                kept.append(e)
+        entries = kept
+    return entries[: args.limit] if args.limit else entries
+
+
+def run_one(spec: str, size: int, targets: str, timeout: float) -> dict:
+    """One spec in its own subprocess: its JSON line, or why it gave none."""
+    cmd = [sys.executable, WORKER, "check", spec, "--size", str(size), "--targets", targets]
+    t = time.perf_counter()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
+    except subprocess.TimeoutExpired:
+        return {"spec": spec, "export": "timeout", "error": f"over {timeout:.0f} s"}
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode != 0 or not lines:
+        return {"spec": spec, "export": "crash", "error": f"rc={r.returncode}: {r.stderr.strip()[-300:]}"}
+    out = json.loads(lines[-1])
+    out["wall_s"] = round(time.perf_counter() - t, 1)
+    return out
+
+
+def done_specs(path: str) -> set[str]:
+    if not os.path.exists(path):
+        return set()
+    with open(path, encoding="utf-8") as f:
+        return {json.loads(ln)["spec"] for ln in f if ln.strip()}
+
+
+def _run_local(todo: list[dict], args, record) -> None:
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(run_one, e["spec"], args.size, args.targets, args.timeout) for e in todo]
+        for fut in as_completed(futures):
+            record(fut.result())
+
+
+def _run_ray(todo: list[dict], args, record) -> None:
+    from pt2x.tools.scan.ray_runner import _connect, _ray
+
+    ray = _ray()
+    started = _connect(ray, args.jobs, args.ray or None)
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(run_one)
+        refs = [task.remote(e["spec"], args.size, args.targets, args.timeout) for e in todo]
+        while refs:
+            done, refs = ray.wait(refs, num_returns=1)
+            record(ray.get(done[0]))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ----------------------------------------------------------------------- the table
+
+
+def _ok(rec: dict, target: str) -> bool:
+    return rec.get(target, {}).get("outcome") == "match"
+
+
+def family_rows(records: list[dict], families: dict[str, str]) -> list[list]:
+    rows = collections.defaultdict(lambda: [0] * 7)
+    for rec in records:
+        fam = families.get(rec["spec"], rec["spec"].split(":")[0])
+        r = rows[fam]
+        r[0] += 1
+        r[1] += rec.get("export") == "ok"
+        r[2] += _ok(rec, "onnx")
+        r[3] += _ok(rec, "tflite")
+        r[4] += _ok(rec, "torch_onnx")
+        r[5] += any(rec.get(t, {}).get("outcome") == "mismatch" for t in ("onnx", "tflite"))
+        r[6] += _ok(rec, "torch_onnx") and not _ok(rec, "onnx")
+    return [[fam] + r for fam, r in sorted(rows.items())]
+
+
+def table(records: list[dict], families: dict[str, str]) -> str:
+    head = ["family", "models", "exported", "pt2x ONNX", "pt2x TFLite", "torch.onnx", "silently wrong",
+            "torch.onnx only"]
+    rows = family_rows(records, families)
+    total = ["all"] + [sum(r[i] for r in rows) for i in range(1, len(head))]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows + [total]]
+    return "\n".join(lines)
+
+
+def refusals(records: list[dict]) -> str:
+    """Operators refused (or other failures), per target, with the models they stopped."""
+    lines = []
+    for target in TARGETS:
+        by_op = collections.defaultdict(list)
+        for rec in records:
+            res = rec.get(target)
+            if res and res["outcome"] != "match":
+                for op in res.get("ops") or [res["outcome"] + ": " + res.get("error", "")[:120]]:
+                    by_op[op].append(rec["spec"])
+        if by_op:
+            lines.append(f"\n{target}:")
+            for op, specs in sorted(by_op.items(), key=lambda kv: -len(kv[1])):
+                lines.append(f"  {len(specs):3d}  {op}  ({', '.join(specs[:4])}{' ...' if len(specs) > 4 else ''})")
+    return "\n".join(lines)
+
+
+def read_records(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(ln) for ln in f if ln.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--libs", default=",".join(LIBS), help="timm, tv (torchvision), hf (transformers)")
+    ap.add_argument("--filter", help="fnmatch pattern over specs, e.g. 'timm:convit*'")
+    ap.add_argument("--all", action="store_true", help="every model, not one per family")
+    ap.add_argument("--per-family", type=int, default=1, help="models per family (default 1)")
+    ap.add_argument("--sample", type=int, help="N specs stratified over the families")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--limit", type=int)
+    ap.add_argument("--jobs", type=int, default=2, help="models in parallel (one process each)")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model, all targets")
+    ap.add_argument("--size", type=int, default=64, help="input height/width where the model allows")
+    ap.add_argument("--targets", default=",".join(TARGETS))
+    ap.add_argument("--out", default="sweep.jsonl")
+    ap.add_argument("--ray", nargs="?", const="", default=None, help="run on Ray (a cluster ADDRESS, or local)")
+    ap.add_argument("--table-only", action="store_true", help="print the table of --out and stop")
+    args = ap.parse_args(argv)
+    entries = registry()
+    families = {e["spec"]: e["family"] for e in entries}
+    if not args.table_only:
+        chosen = select(entries, args)
+        done = done_specs(args.out)
+        todo = [e for e in chosen if e["spec"] not in done]
+        print(f"{len(chosen)} chosen, {len(chosen) - len(todo)} already in {args.out}, {len(todo)} to run", flush=True)
+        lock = threading.Lock()
+
+        def record(rec: dict) -> None:
+            with lock, open(args.out, "a", encoding="utf-8") as f:
+                f.write(json.dumps(rec) + "\n")
+            cells = " ".join(f"{t}={rec.get(t, {}).get('outcome', '-')}" for t in TARGETS)
+            print(f"{rec['spec']:45s} export={rec.get('export')} {cells}", flush=True)
+
+        (_run_ray if args.ray is not None else _run_local)(todo, args, record)
+    records = read_records(args.out) if os.path.exists(args.out) else []
+    print()
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} CPUs, {len(records)} models")
+    print(table(records, families))
+    print(refusals(records))
+    wrong = [r for r in records if any(r.get(t, {}).get("outcome") == "mismatch" for t in ("onnx", "tflite"))]
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
