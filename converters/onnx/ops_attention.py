@@ -56,13 +56,16 @@ def sdpa(ctx, node):
         ones = ctx.op("ConstantOfShape", ctx.op("Concat", ctx.dim(a.query, -2), ctx.dim(a.key, -2), axis=0),
                       value=_one_bool())
         mask = ctx.op("Trilu", ones, upper=0)
+    live = None
     if mask is not None:
         if _is_bool(ctx, a, mask):
             mask = ctx.op("Where", mask, ctx.const(0.0, cst), ctx.const(-np.inf, cst))
+        if a.attn_mask is not None:  # a causal mask alone keeps key 0 in every row
+            mask, live = _live_rows(ctx, mask, cst)
         scores = ctx.op("Add", scores, mask)
     attn = ctx.op("Softmax", scores, axis=-1)
-    if mask is not None:
-        attn = _zero_masked_rows(ctx, scores, attn, cst)
+    if live is not None:
+        attn = ctx.op("Mul", attn, live)
     res = ctx.cast(ctx.op("MatMul", attn, v), cst, out)
     return [res] + [None] * (len(node.outputs) - 1) if len(node.outputs) > 1 else res
 
@@ -83,11 +86,18 @@ def _same_dim(x, y) -> bool:
     return type(x) is type(y) and x == y
 
 
-def _zero_masked_rows(ctx, scores, attn, cst):
-    """torch's safe softmax: a row whose scores are all -inf (every key masked) gives zeros, not NaN."""
-    live = ctx.op("Not", ctx.op("IsInf", scores, detect_positive=0))
-    any_live = ctx.op("ReduceMax", ctx.cast(live, ST.BOOL, cst), axes_const(ctx, [-1]), keepdims=1)
-    return ctx.op("Where", ctx.cast(any_live, cst, ST.BOOL), attn, ctx.const(0.0, cst))
+def _live_rows(ctx, bias, cst):
+    """torch's safe softmax, read off the additive mask: a row whose mask is all -inf (every key
+    masked) gives zeros, not NaN. Such a row's bias becomes 0 (a finite softmax) and the softmax
+    is multiplied by the row's factor, 0.0 there and 1.0 elsewhere (x * 1.0 == x: exact). Neither
+    depends on the scores, so layers that share a mask share them, and each layer adds Add and
+    Mul only. (Scores that are themselves all -inf, q.k overflowing, give NaN there.)"""
+    finite = ctx.op("Not", ctx.op("IsInf", bias, detect_positive=0))
+    # reduced in int32 (ReduceMax takes no bool before opset 20): the whole chain is integer/bool
+    # work, which no float kernel (XNNPACK's) picks up halfway and cuts the graph at
+    any_finite = ctx.op("ReduceMax", ctx.cast(finite, ST.BOOL, ST.INT), axes_const(ctx, [-1]), keepdims=1)
+    safe = ctx.op("Where", ctx.cast(any_finite, ST.INT, ST.BOOL), bias, ctx.const(0.0, cst))
+    return safe, ctx.cast(any_finite, ST.INT, cst)
 
 
 def _repeat_heads(ctx, t, hq, hkv, rank, e):

@@ -23,6 +23,7 @@ from ..guard import stage
 from ..onnx.graph_tools import origin_of
 from ..report import Problems
 from ..weight_quant import check_weight_option
+from .dedupe import merge_and_prune
 from .emit import Emitter, compute_type
 from .layout import optimize_layout
 from .mappers import MAPPERS
@@ -94,6 +95,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     names = _declare_outputs(em, g)
     for s_ in em.subgraphs:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
+        merge_and_prune(s_)
         infer_shapes(s_)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",

@@ -7,7 +7,9 @@ before the mask); a KV cache (``present_* = concat(past_*, K/V)`` along the sequ
 ``nonpad_kv_seqlen`` (keys from that index on masked, per batch); a mask shorter than the keys
 padded as masked out (static shapes); the ``qk_matmul_output`` of each mode (0: the scaled
 Q K^T, 1: after softcap, 2: after the masks, 3: the softmax). Rows every key of which is masked
-give 0, as torch's safe softmax, pt2x's own opset-18 decomposition and the spec's mode 3 do.
+give 0, as torch's safe softmax, pt2x's own opset-18 decomposition and the spec's mode 3 do. The
+masks become one additive float bias computed once per mask (``_mask_bias``), so each layer runs
+ADD, SOFTMAX and MUL only, which XNNPACK takes.
 Refused by attribute/value: mode 0 with softcap (the spec says before softcap, onnx 1.22's
 reference gives it after), ``softmax_precision`` other than float."""
 
@@ -138,10 +140,16 @@ def attention(em: Emitter, node) -> None:
     if softcap > 0:
         scores = _softcap(em, scores, softcap)
     tap("softcap", scores)
-    scores = _masked(em, a, ins, scores, keys, qs, group, hkv)
-    tap("masked", scores)
+    bias, safe_bias, live = _mask_bias(em, a, ins, keys, qs, group, hkv)
+    if stage == "masked" and bias is not None:
+        tap("masked", em.binary("ADD", scores, bias, options=_ADD))
+    elif stage == "masked":
+        tap("masked", scores)
+    if safe_bias is not None:
+        scores = em.binary("ADD", scores, safe_bias, options=_ADD)
     attn = em.unary("SOFTMAX", scores, options=("SoftmaxOptions", {"beta": 1.0}))
-    attn = _zero_dead_rows(em, attn, scores)
+    if live is not None:
+        attn = em.binary("MUL", attn, live, options=_MUL)
     tap("softmax", attn)
     y = em.tmp(T.FLOAT32, None, "attended")
     em.op("BATCH_MATMUL", [attn, v], [y], ("BatchMatMulOptions", {"adj_x": False, "adj_y": False}))
@@ -174,9 +182,20 @@ def _ungroup(em: Emitter, s: int, group: int, qs: int, keys: int) -> int:
     return _reshape(em, s, _cat(em, [_slice1d(em, qs, 0, 3), _reshape(em, keys, em.const(np.array([1], np.int32)))]))
 
 
-def _masked(em: Emitter, a: dict, ins: list[str], scores: int, keys: int, qs: int, group: int, hkv: int) -> int:
-    """scores with the additive mask added and the boolean/causal/padding masks applied as -inf."""
-    allowed = None  # bool, broadcast against scores, where a key may be attended
+def _mask_bias(em: Emitter, a: dict, ins: list[str], keys: int, qs: int, group: int,
+               hkv: int) -> tuple[int | None, int | None, int | None]:
+    """The masks as one float bias added to the scores before SOFTMAX: (bias, safe bias, row
+    factor). ``bias`` is the additive mask (or 0) where a key may be attended and -inf where the
+    boolean/causal/padding masks forbid it (SELECT_V2, not an ADD of -inf: a +inf in the mask
+    stays as ADD gave it). A row every bias of which is -inf would make SOFTMAX NaN; torch's
+    safe softmax gives 0 there. So ``safe bias`` is 0 on such rows and the softmax is multiplied
+    by ``row factor`` (1.0, or 0.0 on such rows): exact, as x * 1.0 == x and x + 0.0 == x. None of
+    the three depends on the scores, so every layer reading the same mask shares one computation
+    (``dedupe`` merges the identical operators) and each layer runs only ADD, SOFTMAX and MUL,
+    all XNNPACK's. Without a mask or padding lengths no row can be all -inf (a causal row keeps
+    its own key): no factor. A row whose *scores* are all -inf (q.k overflowing float32) gives
+    NaN, not 0."""
+    allowed, additive = None, None  # bool where a key may be attended; the additive float mask
     if ins[3]:
         mask = _checked_mask(em, ins, group)
         if group > 1 and em.rank(ins[3]) == 4:
@@ -184,13 +203,30 @@ def _masked(em: Emitter, a: dict, ins: list[str], scores: int, keys: int, qs: in
         if em.dtype_of(mask) == T.BOOL:
             allowed = mask
         else:
-            scores = em.binary("ADD", scores, mask, options=_ADD)
+            additive = mask
     if int(a.get("is_causal", 0)):
         past = _dim(em, em.t(ins[4]), 2) if ins[4] else None
         allowed = _and(em, allowed, _causal(em, qs, keys, past))
     if ins[6]:
         allowed = _and(em, allowed, _unpadded(em, ins[6], keys, 5 if group > 1 else 4))
-    return _select(em, allowed, scores) if allowed is not None else scores
+    bias = additive
+    if allowed is not None:
+        bias = em.tmp(T.FLOAT32, None, "mask_bias")
+        em.op("SELECT_V2", [allowed, em.const(np.float32(0)) if additive is None else additive,
+                            em.const(np.float32(-np.inf))], [bias])
+    if bias is None or not (ins[3] or ins[6]):
+        return bias, bias, None
+    return (bias, *_live_rows(em, bias))
+
+
+def _live_rows(em: Emitter, bias: int) -> tuple[int, int]:
+    """(the bias with 0 on its all -inf rows, 1.0 on the other rows and 0.0 on those)."""
+    best = em.tmp(T.FLOAT32, None, "row_max")
+    em.op("REDUCE_MAX", [bias, em.const(np.array([-1], np.int32))], [best], ("ReducerOptions", {"keep_dims": True}))
+    live = em.binary("GREATER", best, em.const(np.float32(-np.inf)), dtype=T.BOOL)
+    safe = em.tmp(T.FLOAT32, None, "safe_bias")
+    em.op("SELECT_V2", [live, bias, em.const(np.float32(0))], [safe])
+    return safe, em.cast(live, T.FLOAT32)
 
 
 def _total_keys(em: Emitter, ins: list[str]) -> int:
@@ -267,22 +303,6 @@ def _unpadded(em: Emitter, name: str, keys: int, rank: int) -> int:
     n = em.cast(em.t(name), T.INT32)
     n = _reshape(em, n, em.const(np.array([-1] + [1] * (rank - 1), np.int32)))
     return em.binary("LESS", _arange(em, keys), n, dtype=T.BOOL)
-
-
-def _select(em: Emitter, allowed: int, scores: int) -> int:
-    out = em.tmp(T.FLOAT32, None, "masked")
-    em.op("SELECT_V2", [allowed, scores, em.const(np.float32(-np.inf))], [out])
-    return out
-
-
-def _zero_dead_rows(em: Emitter, attn: int, scores: int) -> int:
-    """0 where every score of a row is -inf (SOFTMAX gives NaN there)."""
-    best = em.tmp(T.FLOAT32, None, "row_max")
-    em.op("REDUCE_MAX", [scores, em.const(np.array([-1], np.int32))], [best], ("ReducerOptions", {"keep_dims": True}))
-    live = em.binary("GREATER", best, em.const(np.float32(-np.inf)), dtype=T.BOOL)
-    out = em.tmp(T.FLOAT32, None, "attn")
-    em.op("SELECT_V2", [live, attn, em.const(np.float32(0))], [out])
-    return out
 
 
 @maps("FlexAttention")

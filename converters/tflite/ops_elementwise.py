@@ -60,8 +60,8 @@ def binary(em: Emitter, node) -> None:
 
 
 def _pow(em: Emitter, a: int, b: int, node) -> None:
-    """``Pow``. A float exponent constant 2, 0.5 or 1 takes the exact kernel (MUL, SQRT, the base
-    itself) as torch does. An integer base with a float exponent is ONNX Runtime's
+    """``Pow``. A float exponent constant 2, 3, 0.5 or 1 takes the kernel torch's own special
+    case computes with (MUL, MUL twice, SQRT, the base itself). An integer base with a float exponent is ONNX Runtime's
     ``(T) pow(double(x), y)``: an exponent constant of integral values >= 0 becomes an integer POW
     (exact); any other is computed in float32 and truncated towards zero (CAST), exact while |x|
     and the result stay within float32's 2^24. Otherwise the exponent takes the base's type."""
@@ -78,6 +78,9 @@ def _pow(em: Emitter, a: int, b: int, node) -> None:
         em.bind(node.output[0], a)
     elif v == 2.0:
         em.op("MUL", [a, a], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+    elif v == 3.0 and em.dtype_of(a) in _FLOAT:  # torch's (x * x) * x; XNNPACK takes MUL, not POW
+        sq = em.binary("MUL", a, a, options=("MulOptions", {"fused_activation_function": 0}))
+        em.op("MUL", [sq, a], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
     elif v == 0.5 and em.dtype_of(a) in _FLOAT:
         em.op("SQRT", [a], [em.out()])
     else:

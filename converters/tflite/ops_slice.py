@@ -183,6 +183,11 @@ def split(em: Emitter, node) -> None:
     outs = [em.out(i) for i in range(len(node.output))]
     if len(node.input) > 1 and node.input[1]:
         sizes = em.const_value(node.input[1])
+        n = em.shape(node.input[0])[axis]
+        if sizes is not None and len(outs) > 1 and n >= 0 and np.all(sizes == n // len(outs)) and n % len(outs) == 0:
+            em.op("SPLIT", [em.const(np.array(axis, np.int32)), em.t(node.input[0])], outs,
+                  ("SplitOptions", {"num_splits": len(outs)}))  # even parts: SPLIT, which XNNPACK takes
+            return
         s = em.const(np.asarray(sizes, np.int32).reshape(-1)) if sizes is not None else \
             em.cast(em.t(node.input[1]), T.INT32)
     else:
