@@ -25,6 +25,7 @@ from .external_data import load_external_data
 from .fold_cost import fold_work
 from .normalise import normalise
 from .onnx_check import check_onnx_model
+from .qdq_weights import transpose_into_weights
 
 __all__ = ["Prepared", "ONNX_OPSET", "load_onnx", "prepare"]
 
@@ -244,6 +245,7 @@ def prepare(p: Prepared) -> Prepared:
     try:
         if p.source != "onnx":
             m = shape_inference.infer_shapes(m, data_prop=True)
+        transpose_into_weights(m)
         m = fold(m)
         prune_unused(m)
         m = shape_inference.infer_shapes(m, data_prop=True)

@@ -156,7 +156,7 @@ def _fc_check(em: Emitter, p: Pattern) -> str | None:
 
 
 @int8_op("Gemm", slots=(0, 1), bias_slot=2, fuses=True, check=_fc_check)
-@int8_op("MatMul", slots=(0, 1), fuses=True, check=_fc_check)
+@int8_op("MatMul", slots=(0, 1), fuses=True, bias_add=True, check=_fc_check)
 def fully_connected(em: Emitter, p: Pattern) -> None:
     w, _ = _fc_layout(em, p)
     n = w.shape[0]

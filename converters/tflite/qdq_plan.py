@@ -69,8 +69,9 @@ def find_patterns(em: Emitter) -> Plan:
             continue
         plan.patterns[node.output[0]] = pattern
         plan.absorbed.add(pattern.q.output[0])
-        if pattern.act_node is not None:
-            plan.absorbed.add(pattern.act_node.output[0])
+        for extra in (pattern.act_node, pattern.bias_node):
+            if extra is not None:
+                plan.absorbed.add(extra.output[0])
     plan.float_ops = [(n, r) for n, r in plan.float_ops if n.output[0] not in plan.absorbed]
     plan.dq_absorbed = _absorbed_dequantizes(em, g, plan)
     return plan
@@ -122,15 +123,38 @@ def _match(em: Emitter, g: _Graph, plan: Plan, node, op: Int8Op) -> tuple[Patter
             return None, "its bias is computed at run time"
     if len([o for o in node.output if o]) != 1:
         return None, "it has more than one output"
-    act, act_node, last = _activation(em, g, node.output[0]) if op.fuses else ("NONE", None, node.output[0])
+    last, bias_node = node.output[0], None
+    if op.bias_add and bias is None:
+        bias, bias_node = _bias_add(em, g, last)
+        last = bias_node.output[0] if bias_node is not None else last
+    act, act_node, last = _activation(em, g, last) if op.fuses else ("NONE", None, last)
     q = g.single_reader(last)
     if not _is(q, "QuantizeLinear"):
-        return None, "its result does not go to one QuantizeLinear"
+        return None, _not_quantized(g, last)
     if q.output[0] not in plan.values:
         return None, "its QuantizeLinear is not a per-tensor int8/uint8 value read only by DequantizeLinear"
-    pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, bias)
+    pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, bias, bias_node)
     reason = op.check(em, pattern)
     return (None, reason) if reason else (pattern, "")
+
+
+def _not_quantized(g: _Graph, y: str) -> str:
+    readers = sorted({r.op_type for r in g.readers.get(y, [])})
+    where = " and a graph output" if y in g.outputs else ""
+    return (f"its result is not quantized (read by {', '.join(readers) or 'nothing'}{where}, not by one "
+            "QuantizeLinear): LiteRT's int8 kernels write int8")
+
+
+def _bias_add(em: Emitter, g: _Graph, y: str):
+    """(real bias, the Add) when an Add of a constant vector alone reads ``y``; else (None, None)."""
+    r = g.single_reader(y)
+    if not _is(r, "Add") or len(r.input) != 2:
+        return None, None
+    other = r.input[1] if r.input[0] == y else r.input[0]
+    c = real_constant(em, g, other)
+    if c is None or c.ndim > 1:
+        return None, None
+    return c, r
 
 
 def _activation(em: Emitter, g: _Graph, y: str):

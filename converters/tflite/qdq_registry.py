@@ -40,6 +40,7 @@ class Pattern:
     activation: str = "NONE"  # fused: NONE, RELU, RELU6
     act_node: onnx.NodeProto | None = None
     bias: np.ndarray | None = field(default=None, repr=False)  # the real bias (float64), when the op has one
+    bias_node: onnx.NodeProto | None = None  # the Add of a constant bias the kernel takes in (MatMul)
 
 
 @dataclass(frozen=True)
@@ -50,20 +51,22 @@ class Int8Op:
     fuses: bool = False  # a following Relu / Clip(0, 6) becomes its fused activation
     all_inputs: bool = False  # every input is a dequantized value (Concat)
     bias_slot: int | None = None  # a real constant (float, or dequantized int32) read as int32 bias
+    bias_add: bool = False  # a following Add of a constant vector is its bias (MatMul + Add)
 
 
 INT8_OPS: dict[str, Int8Op] = {}
 
 
 def int8_op(*op_types: str, slots=(0,), fuses: bool = False, all_inputs: bool = False,
-            bias_slot: int | None = None, check=None):
+            bias_slot: int | None = None, bias_add: bool = False, check=None):
     """Register ``emit`` as the int8 kernel of ``op_types``; ``check`` returns why an instance
     cannot run in int8 (None: it can)."""
 
     def register(emit):
         for t in op_types:
             assert t not in INT8_OPS, t
-            INT8_OPS[t] = Int8Op(tuple(slots), check or (lambda em, p: None), emit, fuses, all_inputs, bias_slot)
+            INT8_OPS[t] = Int8Op(tuple(slots), check or (lambda em, p: None), emit, fuses, all_inputs, bias_slot,
+                                bias_add)
         return emit
 
     return register

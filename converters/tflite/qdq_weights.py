@@ -1,0 +1,52 @@
+"""Quantized weights kept quantized through the folding of ``prepare``: a ``Transpose`` of a
+``DequantizeLinear`` of constants (torch.onnx and pt2x write ``x @ W.T`` so) becomes the
+``DequantizeLinear`` of the transposed integer constant, its per-axis ``axis`` moved with it.
+The same reals: dequantization is elementwise. Folding then leaves the DequantizeLinear, which
+the QDQ pass reads as int8 weights and ``ops_quantize`` folds to float where an op stays float.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+__all__ = ["transpose_into_weights"]
+
+
+def transpose_into_weights(m: onnx.ModelProto) -> None:
+    """Rewrite, in place, each Transpose(DequantizeLinear(constants)) of the main graph."""
+    g = m.graph
+    inits = {t.name: t for t in g.initializer}
+    producer = {o: n for n in g.node for o in n.output}
+    nodes, added = [], []
+    for node in g.node:
+        new = _rewritten(node, producer, inits, added) if node.op_type == "Transpose" and not node.domain else None
+        nodes.append(new if new is not None else node)
+    if added:
+        del g.node[:]
+        g.node.extend(nodes)
+        g.initializer.extend(added)
+
+
+def _rewritten(node, producer, inits, added) -> onnx.NodeProto | None:
+    dq = producer.get(node.input[0])
+    if dq is None or dq.op_type != "DequantizeLinear" or dq.domain or any(i and i not in inits for i in dq.input):
+        return None
+    x = numpy_helper.to_array(inits[dq.input[0]])
+    scale = numpy_helper.to_array(inits[dq.input[1]])
+    a = {at.name: helper.get_attribute_value(at) for at in dq.attribute}
+    if x.dtype not in (np.int8, np.uint8) or set(a) - {"axis"} or scale.ndim > 1:
+        return None
+    perm_attr = next((helper.get_attribute_value(at) for at in node.attribute if at.name == "perm"), None)
+    perm = list(perm_attr) if perm_attr is not None else list(range(x.ndim))[::-1]
+    if len(perm) != x.ndim:
+        return None
+    name = f"{dq.input[0]}/transposed_{'_'.join(map(str, perm))}"
+    if all(t.name != name for t in added):
+        added.append(numpy_helper.from_array(np.ascontiguousarray(x.transpose(perm)), name))
+    attrs = {}
+    if scale.size > 1:
+        attrs["axis"] = perm.index(int(a.get("axis", 1)) % x.ndim)
+    return helper.make_node("DequantizeLinear", [name, *dq.input[1:]], list(node.output),
+                            name=(node.name or node.output[0]) + "/dequantize_transposed", **attrs)
