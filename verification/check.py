@@ -96,7 +96,7 @@ def _from_arrays(view, slots, given) -> inputs_mod.InputSet:
 
 def _match(kind: str, program: list[str | None], file: list[str]) -> tuple[list[int], str]:
     """Indexes into ``file`` for each of ``program``'s names: by name when all are there, else by order."""
-    if all(n in file for n in program):
+    if all(n in file for n in program) and (kind == "output" or len(file) == len(program)):
         return [file.index(n) for n in program], "name"
     if len(file) >= len(program) if kind == "output" else len(file) == len(program):
         return list(range(len(program))), "order"
@@ -138,12 +138,18 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def _reference(src, model_name: str, sets, conv: Converted, locate: bool, use_torch: bool) -> tuple[Reference, object]:
+def _reference(src, model_name: str, sets, conv: Converted, locate: bool, use_torch: bool,
+               names: list[str | None]) -> tuple[Reference, object]:
     ref = torch_eager(src, model_name, sets, locate) if use_torch else None
     if ref is not None:
         return ref, None
     proto = pt2x_onnx(src, model_name)
-    return onnx_reference(proto, sets, locate, prefer_ort=conv.target == "tflite"), proto
+    ref = onnx_reference(proto, sets, locate, prefer_ort=conv.target == "tflite")
+    # pt2x's ONNX writes the user outputs, then the mutated buffers and inputs: keep the user outputs
+    written = [o.name for o in proto.graph.output]
+    idx = [written.index(n) for n in names] if all(n in written for n in names) else list(range(len(names)))
+    ref.outputs = [[outs[i] for i in idx] for outs in ref.outputs]
+    return ref, proto
 
 
 # -------------------------------------------------------------------------------- compare
@@ -199,9 +205,9 @@ def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = i
     slots = inputs_mod.slots(view)
     sets, inputs_info = _input_sets(view, archive, model_name, slots, inputs, seed)
     src = os.fspath(model) if isinstance(model, (str, os.PathLike)) else model
-    ref, proto = _reference(src, view.name, sets, conv, locate, use_torch)
-    got, in_how = _run_converted(conv, sets, [s.name for s in slots if s.kind == "tensor"], locate)
     names = _output_names(view)
+    ref, proto = _reference(src, view.name, sets, conv, locate, use_torch, names)
+    got, in_how = _run_converted(conv, sets, [s.name for s in slots if s.kind == "tensor"], locate)
     idx, out_how = _match("output", [n or f"#{i}" for i, n in enumerate(names)], got.output_names) \
         if all(names) else (list(range(min(len(names), len(got.output_names)))), "order")
     runtime = "onnxruntime" if conv.target == "onnx" else "litert"

@@ -62,28 +62,68 @@ class OnnxRun:
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.log_severity_level = 3
-        source = model
+        source, proto = model, None
         if every_value:
             proto = model if not isinstance(model, (str, bytes)) else _load_onnx(model, label)
             source = _with_every_value(proto, self.order)
         elif not isinstance(model, (str, bytes)):
             source = model.SerializeToString()
-        try:
-            self.session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-        except Exception as e:  # onnxruntime's Fail/InvalidGraph/NotImplemented...: the file, in its words
-            raise VerificationError(f"{label}: ONNX Runtime cannot load it ({_short(e)})") from None
+        self.session = self._session(source, options)
+        self.output_names = [o.name for o in self.session.get_outputs()] if proto is None else \
+            [o.name for o in proto.graph.output]
+        widened = [o.name for o in self.session.get_outputs() if o.type == "tensor(bfloat16)"]
+        if widened:  # ONNX Runtime's Python API returns no bfloat16 array: those outputs are cast to float32
+            base = _load_onnx(source if isinstance(source, bytes) else model, label)
+            self.session = self._session(_widened(base, widened), options)
         self.input_names = [i.name for i in self.session.get_inputs()]
-        self.all_outputs = [o.name for o in self.session.get_outputs()]
-        self.output_names = self.all_outputs if not every_value else [o.name for o in proto.graph.output]
+        self.all_outputs = [o.name.removesuffix(_WIDENED) for o in self.session.get_outputs()]
         self.input_types = [i.type for i in self.session.get_inputs()]
+
+    def _session(self, source, options):
+        ort = _ort()
+        try:
+            return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        except Exception as e:  # onnxruntime's Fail/InvalidGraph/NotImplemented...: the file, in its words
+            raise VerificationError(f"{self.label}: ONNX Runtime cannot load it ({_short(e)})") from None
 
     def run(self, feeds: list[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         try:
-            got = self.session.run(None, dict(zip(self.input_names, feeds)))
+            got = self._run(dict(zip(self.input_names, feeds)))
         except Exception as e:
             raise VerificationError(f"{self.label}: ONNX Runtime failed to run it ({_short(e)})") from None
         by_name = dict(zip(self.all_outputs, got))
         return [by_name[n] for n in self.output_names], by_name
+
+    def _run(self, feeds: dict) -> list[np.ndarray]:
+        """ONNX Runtime's Python API takes no bfloat16 array: those inputs go as OrtValues of their bytes."""
+        if not any(x.dtype.name == "bfloat16" for x in feeds.values()):
+            return self.session.run(None, feeds)
+        from onnx import TensorProto
+
+        ort = _ort()
+        values = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(x).view(np.uint16),
+                                                                     TensorProto.BFLOAT16)
+                  if x.dtype.name == "bfloat16" else ort.OrtValue.ortvalue_from_numpy(x) for k, x in feeds.items()}
+        names = [o.name for o in self.session.get_outputs()]
+        return [v.numpy() for v in self.session.run_with_ort_values(names, values)]
+
+
+_WIDENED = "/pt2x.float32"
+
+
+def _widened(model, names: list[str]) -> bytes:
+    """``model`` with each of the graph outputs ``names`` (bfloat16) cast to float32 (exact) under
+    the name ``<name>/pt2x.float32``."""
+    from onnx import TensorProto, helper
+
+    wanted = set(names)
+    for o in model.graph.output:
+        if o.name in wanted:
+            model.graph.node.append(helper.make_node("Cast", [o.name], [o.name + _WIDENED], to=TensorProto.FLOAT))
+            o.name += _WIDENED
+            if o.type.tensor_type.elem_type:
+                o.type.tensor_type.elem_type = TensorProto.FLOAT
+    return model.SerializeToString()
 
 
 def _load_onnx(model, label: str):
@@ -119,13 +159,17 @@ def _with_every_value(model, order: list) -> bytes:
 
 # ------------------------------------------------------------------------------ LiteRT child
 
+def _storable(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float32) if x.dtype.name == "bfloat16" else x
+
+
 def run_litert(model_bytes: bytes, input_sets: list[list[np.ndarray]], label: str, *,
                every_value: bool = False) -> RunResult:
     with tempfile.TemporaryDirectory(prefix="pt2x-verify-") as d:
         with open(os.path.join(d, "model.tflite"), "wb") as f:
             f.write(model_bytes)
-        for i, feeds in enumerate(input_sets):
-            np.savez(os.path.join(d, f"in{i}.npz"), *feeds)
+        for i, feeds in enumerate(input_sets):  # bfloat16 as float32: the .tflite computes it so, and npz has no bf16
+            np.savez(os.path.join(d, f"in{i}.npz"), *(_storable(x) for x in feeds))
         argv = [sys.executable, "-m", "pt2x.verification.litert_child", d, str(len(input_sets)), str(int(every_value))]
         env = {**os.environ, "OMP_NUM_THREADS": "1", "TF_CPP_MIN_LOG_LEVEL": "3"}
         try:

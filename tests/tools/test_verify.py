@@ -1,0 +1,272 @@
+"""``pt2x verify``, ``pt2x convert --verify`` and ``pt2x.verify``: converted files run in their
+real runtimes (ONNX Runtime, LiteRT with XNNPACK) against torch eager or, where ``import torch``
+fails, pt2x's own ONNX; planted faults (one Conv weight scaled, one Add reading its first operand
+twice) give exit 1 and ``--locate`` names the ATen node, its module path and the converted node;
+a file ``torch.onnx.export`` wrote is matched by names; bad inputs and corrupt files end in one
+line (exit 2), never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import pytest
+import torch
+
+import planted_faults as pf
+import zoo
+from pt2x.tools.cli import main
+from torchfree import run_cli_torch_free
+
+
+class Block(torch.nn.Module):
+    """Two convolutions, a residual Add and a linear head, under named modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(8, 3, 3, padding=1)
+        self.head = torch.nn.Linear(3, 5)
+
+    def forward(self, x):
+        h = torch.relu(self.conv1(x))
+        y = self.conv2(h) + x * 0.5
+        return self.head(y.mean(dim=(2, 3)))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """The Block program (with and without sample inputs), pt2x's .onnx and .tflite of it, and
+    the .onnx torch.onnx.export(dynamo=True) writes."""
+    from pt2x.converters import to_onnx, to_tflite
+
+    d = tmp_path_factory.mktemp("verify")
+    torch.manual_seed(0)
+    ep = torch.export.export(Block().eval(), (torch.randn(2, 3, 8, 8),),
+                             dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=6)},))
+    out = {"pt2": str(d / "block.pt2"), "bare": str(d / "bare.pt2"), "onnx": str(d / "block.onnx"),
+           "tflite": str(d / "block.tflite"), "torch_onnx": str(d / "torch.onnx"), "dir": d}
+    torch.export.save(ep, out["pt2"])
+    ep._example_inputs = None
+    torch.export.save(ep, out["bare"])
+    to_onnx(out["pt2"], out["onnx"])
+    to_tflite(out["pt2"], out["tflite"])
+    torch.onnx.export(ep, dynamo=True, verbose=False).save(out["torch_onnx"])
+    return out
+
+
+def _json(capsys) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def _one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------- good files
+
+@pytest.mark.parametrize("target", ["onnx", "tflite"])
+def test_convert_verify_with_torch(files, tmp_path, capsys, target):
+    out = str(tmp_path / f"m.{target}")
+    assert main(["convert", files["pt2"], "--to", target, "-o", out, "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "against torch eager" in text and "result: equal within tolerance" in text
+    assert ("LiteRT (XNNPACK)" if target == "tflite" else "ONNX Runtime") in text
+
+
+@pytest.mark.parametrize("name,target", [("mlp_dynamic", "onnx"), ("dynamic_reshape", "tflite")])
+def test_convert_verify_torch_free(tmp_path, name, target):
+    path = str(tmp_path / f"{name}.pt2")
+    torch.export.save(zoo.exported(name), path)
+    out = str(tmp_path / f"m.{target}")
+    r = run_cli_torch_free("convert", path, "--to", target, "-o", out, "--verify")
+    assert r.returncode == 0, r.stderr
+    reference = "onnx ReferenceEvaluator on pt2x's ONNX" if target == "onnx" else "ONNX Runtime on pt2x's ONNX"
+    assert f"against {reference}" in r.stdout and "result: equal within tolerance" in r.stdout
+    assert "inputs: the archive's sample inputs" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["dict_inputs", "buffer_mutation", "multi_dtype", "tied_weights"])
+def test_zoo_files_verify(tmp_path, name):
+    """Files pt2x writes for the parity suites' programs verify equal (integer inputs drawn in
+    range: tied_weights' token ids index its embedding)."""
+    from pt2x import verify
+    from pt2x.converters import to_onnx, to_tflite
+
+    path = str(tmp_path / f"{name}.pt2")
+    ep = zoo.exported(name)
+    ep._example_inputs = None  # the inputs are drawn from the signature
+    torch.export.save(ep, path)
+    for target, convert in (("onnx", to_onnx), ("tflite", to_tflite)):
+        out = str(tmp_path / f"m.{target}")
+        convert(path, out)
+        r = verify(path, out)
+        assert r.ok, r.table()
+        assert r.inputs["source"] == "drawn from the signature" and r.inputs["seed"] == 0
+
+
+def test_drawn_inputs_two_sizes_inside_the_range(files, capsys):
+    assert main(["verify", files["bare"], files["onnx"], "--json", "--seed", "7"]) == 0
+    report = _json(capsys)
+    assert report["inputs"]["source"] == "drawn from the signature" and report["inputs"]["seed"] == 7
+    batches = [s["shapes"][0][0] for s in report["inputs"]["sets"]]
+    assert len(batches) == 2 and batches[0] == 2 and batches[1] != 2 and all(1 <= b <= 6 for b in batches)
+    assert len(report["outputs"]) == 2 and all(o["ok"] for o in report["outputs"])
+
+
+def test_json_schema(files, capsys):
+    assert main(["verify", files["pt2"], files["tflite"], "--json", "--locate"]) == 0
+    report = _json(capsys)
+    assert set(report) == {"ok", "model", "converted", "target", "runtime", "reference", "inputs", "matched_by",
+                           "tolerances", "outputs", "divergence", "compared_values", "notes"}
+    assert report["target"] == "tflite" and report["matched_by"] == "name" and report["divergence"] is None
+    assert report["compared_values"] >= 3
+    assert report["tolerances"]["float32"] == "rtol 0.01, atol 0.001"  # LiteRT: 10x the float tolerances
+    out = report["outputs"][0]
+    assert set(out) == {"set", "index", "name", "dtype", "shape", "max_abs", "max_rel", "tolerance", "mismatched",
+                        "total", "ok", "note"}
+    assert out["name"] == "linear" and out["shape"] == [2, 5] and out["max_abs"] < 1e-4
+
+
+def test_user_inputs_npz(files, tmp_path, capsys):
+    npz = str(tmp_path / "in.npz")
+    x = np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    np.savez(npz, x=x)
+    assert main(["verify", files["pt2"], files["onnx"], "--inputs", npz, "--json"]) == 0
+    report = _json(capsys)
+    assert report["inputs"]["sets"] == [{"label": "file", "shapes": [[4, 3, 8, 8]]}]
+
+
+def test_file_from_torch_onnx_matched_by_names(files, capsys):
+    assert main(["verify", files["pt2"], files["torch_onnx"], "--json", "--locate"]) == 0
+    report = _json(capsys)
+    assert report["ok"] and report["matched_by"] == "name" and report["compared_values"] >= 3
+
+
+# ----------------------------------------------------------------------------- planted faults
+
+def _located(capsys, argv) -> dict:
+    assert main(["verify", *argv, "--locate", "--json"]) == 1
+    report = _json(capsys)
+    assert not report["ok"] and not report["outputs"][0]["ok"]
+    return report["divergence"]
+
+
+@pytest.mark.parametrize("reference", ["auto", "onnx"])
+def test_onnx_planted_faults_located(files, capsys, reference):
+    m = onnx.load(files["onnx"])
+    conv = str(files["dir"] / "conv_fault.onnx")
+    onnx.save(pf.scale_onnx_weight(m, "conv2.weight", 1.5), conv)
+    dv = _located(capsys, [files["pt2"], conv, "--reference", reference])
+    assert (dv["aten_node"], dv["aten_target"], dv["module_path"]) == ("conv2d_1", "torch.ops.aten.conv2d.default", "conv2")
+    assert (dv["converted_op"], dv["tensor"]) == ("Conv", "conv2d_1")
+    add = str(files["dir"] / "add_fault.onnx")
+    onnx.save(pf.alias_onnx_operand(m, "add"), add)
+    dv = _located(capsys, [files["pt2"], add, "--reference", reference])
+    assert (dv["aten_node"], dv["aten_target"], dv["module_path"]) == ("add", "torch.ops.aten.add.Tensor", "")
+    assert (dv["converted_op"], dv["tensor"]) == ("Add", "add")
+
+
+def test_tflite_planted_faults_located(files, capsys):
+    data = open(files["tflite"], "rb").read()
+    faulty, conv_out = pf.scale_tflite_weight(data, "CONV_2D", 1, 1.5)
+    path = files["dir"] / "conv_fault.tflite"
+    path.write_bytes(faulty)
+    dv = _located(capsys, [files["pt2"], str(path)])
+    assert (dv["aten_node"], dv["module_path"], dv["tensor"]) == ("conv2d_1", "conv2", "conv2d_1")
+    assert any("(CONV_2D)" in n and conv_out in n for n in dv["converted_nodes"]), dv["converted_nodes"]
+    path = files["dir"] / "add_fault.tflite"
+    path.write_bytes(pf.alias_tflite_operand(data, "add"))
+    dv = _located(capsys, [files["pt2"], str(path), "--reference", "onnx"])
+    assert (dv["aten_node"], dv["aten_target"], dv["converted_op"], dv["tensor"]) == (
+        "add", "torch.ops.aten.add.Tensor", "ADD", "add")
+
+
+def test_torch_onnx_planted_faults_located(files, capsys):
+    m = onnx.load(files["torch_onnx"])
+    conv = str(files["dir"] / "torch_conv_fault.onnx")
+    onnx.save(pf.scale_onnx_weight(m, "conv2.weight", 1.5), conv)
+    dv = _located(capsys, [files["pt2"], conv])
+    assert (dv["aten_node"], dv["module_path"], dv["converted_op"]) == ("conv2d_1", "conv2", "Conv")
+    # torch.onnx names the Add's value after its own decomposition (not the program's 'add'): the
+    # first value matched by name that differs is downstream, and the Add is among the nodes listed
+    add_node = next(n for n in m.graph.node if n.op_type == "Add")
+    add = str(files["dir"] / "torch_add_fault.onnx")
+    onnx.save(pf.alias_onnx_operand(m, add_node.output[0]), add)
+    dv = _located(capsys, [files["pt2"], add])
+    assert any(n.startswith(f"{add_node.name} (Add)") for n in dv["converted_nodes"]), dv
+
+
+def test_text_report_names_the_node(files, capsys):
+    conv = str(files["dir"] / "conv_fault_text.onnx")
+    onnx.save(pf.scale_onnx_weight(onnx.load(files["onnx"]), "conv2.weight", 1.5), conv)
+    assert main(["verify", files["pt2"], conv, "--locate"]) == 1
+    text = capsys.readouterr().out
+    assert "ATen node:      conv2d_1 = torch.ops.aten.conv2d.default" in text
+    assert "module path:    conv2" in text and "result: DIFFERENT" in text
+
+
+# ------------------------------------------------------------------------------ hostile input
+
+@pytest.mark.parametrize("case,fragment", [
+    ("shape", "at dim 1"),
+    ("dtype", "dtype float64"),
+    ("names", "the program's tensor inputs are ['x']"),
+    ("range", "outside the range"),
+    ("not_npz", "not a readable .npz"),
+    ("pickle", "not a readable .npz"),
+])
+def test_bad_inputs_file_is_one_line(files, tmp_path, capsys, case, fragment):
+    npz = str(tmp_path / "in.npz")
+    good = np.zeros((2, 3, 8, 8), np.float32)
+    if case == "shape":
+        np.savez(npz, x=np.zeros((2, 4, 8, 8), np.float32))
+    elif case == "dtype":
+        np.savez(npz, x=good.astype(np.float64))
+    elif case == "names":
+        np.savez(npz, y=good)
+    elif case == "range":
+        np.savez(npz, x=np.zeros((9, 3, 8, 8), np.float32))
+    elif case == "not_npz":
+        open(npz, "wb").write(b"PK\x03\x04 not really a zip")
+    else:
+        np.savez(npz, x=np.array([object()], dtype=object))
+    assert main(["verify", files["pt2"], files["onnx"], "--inputs", npz]) == 2
+    assert fragment in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("suffix,content", [
+    (".onnx", b"\x08\x07\x12\x00garbage"),
+    (".onnx", None),  # truncated
+    (".tflite", b"\x1c\x00\x00\x00TFL3" + b"\xff" * 64),
+    (".tflite", b""),
+])
+def test_corrupt_converted_file_is_one_line(files, tmp_path, capsys, suffix, content):
+    path = tmp_path / f"bad{suffix}"
+    path.write_bytes(content if content is not None else open(files["onnx"], "rb").read()[:200])
+    assert main(["verify", files["pt2"], str(path)]) == 2
+    line = _one_error_line(capsys)
+    assert str(path) in line
+
+
+def test_mismatched_io_is_one_line(files, tmp_path, capsys):
+    """A converted file of another program: its inputs fit neither by name nor by order."""
+    from pt2x.converters import to_onnx
+
+    other = str(tmp_path / "other.pt2")
+    torch.export.save(zoo.exported("dynamic_reshape"), other)
+    out = str(tmp_path / "other.onnx")
+    to_onnx(other, out)
+    assert main(["verify", files["pt2"], out]) == 2
+    assert "neither by name nor by order" in _one_error_line(capsys)
+
+
+def test_verify_options_need_verify(files, tmp_path, capsys):
+    assert main(["convert", files["pt2"], "--to", "onnx", "-o", str(tmp_path / "m.onnx"), "--seed", "3"]) == 2
+    assert "only with --verify" in _one_error_line(capsys)
