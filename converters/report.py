@@ -17,7 +17,7 @@ from .errors import UnsupportedOpsError
 
 __all__ = ["OpProblem", "Problems", "is_custom_op"]
 
-_BUILTIN_NAMESPACES = ("aten.", "prims.", "higher_order.", "_operator.", "math.", "builtins.", "torch.")
+_BUILTIN_NAMESPACES = ("aten.", "prims.", "quantized_decomposed.", "higher_order.", "_operator.", "math.", "builtins.", "torch.")
 _MAX_EXAMPLE_CHARS = 200  # the example node, printed
 _MAX_REASONS = 3  # distinct reasons kept per operator
 
