@@ -1,8 +1,8 @@
 """Weight-only options for the ONNX target (``to_onnx(weights=...)``): float32 initializers
 stored smaller, every operator still computing in float32. Runs on the assembled model.
 
-* ``"int8"``: the weights of ``Conv``, ``ConvTranspose``, ``Gemm`` (B) and ``MatMul`` (a constant
-  second operand of rank >= 2) of at least ``MIN_ELEMENTS`` elements become symmetric per-channel
+* ``"int8"``: the weights of ``Conv``, ``ConvTranspose``, ``Gemm`` (B), ``MatMul`` (a constant
+  second operand of rank >= 2) and the table ``Gather`` reads (embeddings) of at least ``MIN_ELEMENTS`` elements become symmetric per-channel
   int8 initializers (``weight_quant.quantize_symmetric``, along ``INT8_AXIS``) read through a
   per-axis ``DequantizeLinear`` (opset 13+) whose output keeps the weight's name: the standard
   ONNX weight-only form, which ONNX Runtime runs as float operators on the dequantized weights.
@@ -39,6 +39,7 @@ INT8_AXIS = {
     "ConvTranspose": (1, lambda node, rank: 1),  # [C, M/group, k...]
     "Gemm": (1, lambda node, rank: _gemm_axis(node)),
     "MatMul": (1, lambda node, rank: rank - 1 if rank >= 2 else None),  # [..., K, N]
+    "Gather": (0, lambda node, rank: 0),  # an embedding table [rows, ...]: a scale per row
 }
 
 

@@ -5,7 +5,7 @@ constants of a converted ``Program`` stored smaller, activations staying float32
   and read through a ``DEQUANTIZE`` (float16 -> float32), as TFLite's own converter writes
   float16 weights. LiteRT dequantizes a constant once; XNNPACK folds the DEQUANTIZE of a static
   float16 tensor into the weights it packs, so the partitions are those of the float file.
-* ``"int8"``: dynamic-range quantization. The weights of the operators in ``INT8_WEIGHTS`` are
+* ``"int8"``: dynamic-range quantization. The weights of the operators in ``INT8_WEIGHTS`` (and the table a GATHER reads: embeddings) are
   stored as symmetric per-channel int8 (zero point 0, scale ``max|w| / 127`` per output channel,
   written as TFLite quantization parameters). Where LiteRT has a hybrid kernel (float input, int8
   weights) the operator reads the int8 tensor itself (``route`` ``"hybrid"``); elsewhere the int8
@@ -50,6 +50,7 @@ INT8_WEIGHTS = {
     "BATCH_MATMUL": Int8Weight(1, -1, "dequantize"),  # rhs [..., K, N]
     "TRANSPOSE_CONV": Int8Weight(1, 0, "dequantize"),  # filter [O, H, W, I]
     "CONV_3D": Int8Weight(1, 4, "dequantize"),  # filter [D, H, W, I, O]
+    "GATHER": Int8Weight(0, 0, "dequantize"),  # an embedding table [rows, ...]: a scale per row
 }
 
 

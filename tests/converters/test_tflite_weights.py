@@ -320,3 +320,35 @@ def test_cli_weights(layers, tmp_path):
                               "-o", str(tmp_path / "m.pt2"))
     assert done.returncode == 2 and "--weights applies only to --to onnx or tflite" in done.stderr
     assert not os.path.exists(tmp_path / "m.pt2")
+
+
+class TiedEmbedding(nn.Module):
+    """One table read twice: by an embedding lookup (GATHER: through DEQUANTIZE) and as the
+    weights of the output projection (FULLY_CONNECTED: hybrid), rows as its output channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(300, 64)
+
+    def forward(self, ids):
+        return nn.functional.linear(torch.tanh(self.emb(ids)), self.emb.weight)
+
+
+def test_tied_embedding_read_by_gather_and_linear(tmp_path):
+    torch.manual_seed(0)
+    m = TiedEmbedding().eval()
+    ep = torch.export.export(m, (torch.randint(0, 300, (2, 7)),),
+                             dynamic_shapes=({0: torch.export.Dim("b", min=1, max=8)},))
+    path = str(tmp_path / "tied.pt2")
+    torch.export.save(ep, path)
+    ids = torch.randint(0, 300, (3, 7), generator=torch.Generator().manual_seed(1))
+    stored = _int8(m.emb.weight.detach(), 0)
+    with torch.no_grad():
+        hidden = torch.tanh(nn.functional.embedding(ids, stored))
+        want = nn.functional.linear(hidden, stored).numpy()
+    model = _converted("to_tflite", path, "int8")
+    assert _pt2x_metadata(model)["weights"]["stored"] == {"GATHER dequantize": 1, "FULLY_CONNECTED hybrid": 1}
+    bound = float(hidden.abs().max()) / 254 * stored.abs().sum(1).numpy()
+    for xnnpack in (True, False):
+        _check(_run_litert(model, [ids], xnnpack), [want], {0: bound}, f"tied int8 xnnpack={xnnpack}")
+    _check(_run_ort(_converted("to_onnx", path, "int8"), [ids]), [want], {}, "tied int8 ONNX Runtime")
