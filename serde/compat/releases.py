@@ -45,7 +45,7 @@ NODE_TARGETS_RUN_SINCE = {
     "torch.ops.higher_order.while_loop": (
         (8, 7),
         "its deserializer rebuilds carried_inputs as a list, which its while_loop refuses "
-        "('carried_inputs must be a tuple'; torch 2.6.0 fails so on its own saved while_loop; 2.7.1 runs it)",
+        "('carried_inputs must be a tuple'; torch 2.6.0 fails so on its own saved while_loop, and 2.5.1 on the one pt2x writes for it; 2.7.1 runs it)",
     ),
 }
 """Node target -> (first schema whose release runs it after loading, why older ones do not)."""
