@@ -10,7 +10,7 @@ specs already there (resumable). Then a table by family: exported, pt2x ONNX, pt
 torch.onnx, silently wrong, and the refusals grouped by operator.
 
     python tools/scripts/sweep_models.py [--libs timm,tv,hf] [--filter 'timm:vit_*'] [--all | --per-family N]
-        [--sample N --seed S] [--limit N] [--jobs 2] [--timeout 900] [--size 64] [--out sweep.jsonl]
+        [--sample N --seed S] [--limit N] [--jobs 2] [--timeout 1800] [--size 64] [--out sweep.jsonl]
         [--ray [ADDRESS]] [--table-only] [--markdown]
 
 By default one model per family (timm's model module; torchvision and transformers are one
@@ -100,11 +100,14 @@ def run_one(spec: str, size: int, targets: str, timeout: float) -> dict:
     return out
 
 
+RETRIED = ("timeout", "crash")
+"""Outcomes a rerun tries again (a longer --timeout, a machine less loaded); the newer line wins."""
+
+
 def done_specs(path: str) -> set[str]:
     if not os.path.exists(path):
         return set()
-    with open(path, encoding="utf-8") as f:
-        return {json.loads(ln)["spec"] for ln in f if ln.strip()}
+    return {r["spec"] for r in read_records(path) if r.get("export") not in RETRIED}
 
 
 def _run_local(todo: list[dict], args, record) -> None:
@@ -180,8 +183,9 @@ def refusals(records: list[dict]) -> str:
 
 
 def read_records(path: str) -> list[dict]:
+    """The last line of each spec."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(ln) for ln in f if ln.strip()]
+        return list({(r := json.loads(ln))["spec"]: r for ln in f if ln.strip()}.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--limit", type=int)
     ap.add_argument("--jobs", type=int, default=2, help="models in parallel (one process each)")
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per model, all targets")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per model, all targets (wall clock)")
     ap.add_argument("--size", type=int, default=64, help="input height/width where the model allows")
     ap.add_argument("--targets", default=",".join(TARGETS))
     ap.add_argument("--out", default="sweep.jsonl")

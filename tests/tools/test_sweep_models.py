@@ -1,0 +1,62 @@
+"""tools/scripts/sweep_models.py without running a model: the stratified sample, the selection,
+resuming (the last line of a spec wins; timeouts and crashes are retried) and the family table."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from scripts import load_script
+
+sweep_models = load_script("sweep_models")
+
+ENTRIES = ([{"spec": f"timm:vit_{i}", "family": "timm/vision_transformer"} for i in range(5)]
+           + [{"spec": f"timm:resnet{i}", "family": "timm/resnet"} for i in range(3)]
+           + [{"spec": "tv:alexnet", "family": "torchvision"}, {"spec": "hf:bert", "family": "transformers"}])
+
+
+def test_stratified_covers_every_family_before_repeating_one():
+    picked = sweep_models.stratified(ENTRIES, 4, seed=1)
+    assert len({e["family"] for e in picked}) == 4
+    assert sweep_models.stratified(ENTRIES, 4, seed=1) == picked  # derandomized by the seed
+    assert len(sweep_models.stratified(ENTRIES, 100, seed=1)) == len(ENTRIES)  # each once
+
+
+def test_select_one_per_family_by_default_and_filters():
+    args = SimpleNamespace(libs="timm,tv,hf", filter=None, sample=None, seed=0, all=False, per_family=1, limit=None)
+    assert [e["spec"] for e in sweep_models.select(ENTRIES, args)] == ["timm:vit_0", "timm:resnet0", "tv:alexnet",
+                                                                        "hf:bert"]
+    args.libs, args.all = "timm", True
+    args.filter = "timm:resnet*"
+    assert [e["spec"] for e in sweep_models.select(ENTRIES, args)] == ["timm:resnet0", "timm:resnet1",
+                                                                        "timm:resnet2"]
+
+
+def _rec(spec, onnx="match", tflite="match", torch_onnx="match", export="ok"):
+    rec = {"spec": spec, "export": export}
+    for target, outcome in (("onnx", onnx), ("tflite", tflite), ("torch_onnx", torch_onnx)):
+        if outcome:
+            rec[target] = {"outcome": outcome, "ops": ["aten.foo.default: no lowering"] if outcome == "refused" else []}
+    return rec
+
+
+def test_resume_retries_timeouts_and_the_last_line_wins(tmp_path):
+    out = tmp_path / "sweep.jsonl"
+    lines = [{"spec": "a", "export": "timeout"}, _rec("b"), {"spec": "c", "export": "crash"}, _rec("c")]
+    out.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert sweep_models.done_specs(str(out)) == {"b", "c"}
+    assert [r["export"] for r in sweep_models.read_records(str(out))] == ["timeout", "ok", "ok"]
+
+
+def test_table_counts_by_family_and_names_silently_wrong():
+    families = {e["spec"]: e["family"] for e in ENTRIES}
+    records = [_rec("timm:vit_0"), _rec("timm:vit_1", onnx="refused", tflite="refused"),
+               _rec("timm:resnet0", tflite="mismatch", torch_onnx="refused"),
+               _rec("tv:alexnet", export="failed", onnx=None, tflite=None, torch_onnx=None)]
+    rows = {r[0]: r[1:] for r in sweep_models.family_rows(records, families)}
+    # models, exported, pt2x ONNX, pt2x TFLite, torch.onnx, silently wrong, torch.onnx only
+    assert rows["timm/vision_transformer"] == [2, 2, 1, 1, 2, 0, 1]
+    assert rows["timm/resnet"] == [1, 1, 1, 0, 0, 1, 0]
+    assert rows["torchvision"] == [1, 0, 0, 0, 0, 0, 0]
+    text = sweep_models.refusals(records)
+    assert "aten.foo.default: no lowering  (timm:vit_1)" in text and "mismatch" in text
