@@ -24,7 +24,7 @@ from ..aten.dtypes import ST
 from ..aten.graph import GraphView, TensorInfo
 from ..aten.lower import LoweringState, Names
 from ..errors import ConversionError, NotConverted, Unsupported
-from .graph_tools import origin_of, stamp, subgraphs
+from .graph_tools import origin_entries, origin_of, stamp_entries, subgraphs
 
 __all__ = ["Ctx", "ONNX_TYPE", "onnx_type"]
 
@@ -306,7 +306,7 @@ class Ctx:
         return len(self.nodes)
 
     def end_node(self) -> None:
-        if self._origin is not None:
+        if self._origin is not None and len(self.nodes) > self._origin[1]:
             node, mark = self._origin
             _stamp_all(self.nodes[mark:], node)
         self._origin = None
@@ -347,12 +347,12 @@ def module_path(node) -> str | None:
     return parts[1] if len(parts) == 3 else None
 
 
-def _stamp_all(nodes, aten_node) -> None:
+def _stamp_all(nodes, aten_node, entries=None) -> None:
     """Stamp each of ``nodes`` not stamped yet (and the nodes of its subgraphs) with ``aten_node``."""
-    name, target = aten_node.name or "", str(aten_node.target)
-    path = module_path(aten_node)
+    if entries is None:
+        entries = origin_entries(aten_node.name or "", str(aten_node.target), module_path(aten_node))
     for n in nodes:
-        if not origin_of(n):
-            stamp(n, name, target, path)
+        if not n.metadata_props or not origin_of(n):
+            stamp_entries(n, entries)
         for g in subgraphs(n):
-            _stamp_all(g.node, aten_node)
+            _stamp_all(g.node, aten_node, entries)

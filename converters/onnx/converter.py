@@ -29,7 +29,7 @@ from ..guard import stage
 from ..weight_quant import check_weight_option
 from .context import Ctx, onnx_type
 from .fold import fold_batch_norms
-from .graph_tools import DefUse, copy_stamp, live_nodes
+from .graph_tools import copy_stamp, live_nodes, producers_of
 from .weight_only import store_weights
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
@@ -280,7 +280,7 @@ def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_node
 def _stamp_output_nodes(nodes, out_nodes) -> None:
     """The Identity nodes naming graph outputs carry the origin of the value they name (none
     for an output that is a graph input or a constant: no ATen node made it)."""
-    producers = DefUse.of_nodes(nodes, []).producers
+    producers = producers_of(nodes, {n.input[0] for n in out_nodes})
     for n in out_nodes:
         src = producers.get(n.input[0])
         if src is not None:

@@ -46,6 +46,19 @@ def walk_nodes(g: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
             yield from walk_nodes(sg)
 
 
+def producers_of(nodes: Iterable[onnx.NodeProto], names: set[str]) -> dict[str, onnx.NodeProto]:
+    """``DefUse.producers`` restricted to ``names``, without building the readers."""
+    out = {}
+    for n in nodes:
+        for o in n.output:
+            if o in names:
+                out[o] = n
+        if n.attribute:
+            for sg in subgraphs(n):
+                out.update(producers_of(sg.node, names))
+    return out
+
+
 def subgraph_reads(node: onnx.NodeProto) -> set[str]:
     """Every name a node of ``node``'s subgraphs (at any depth) reads: the values a body captures
     from the enclosing scopes, and its own values too (a superset, which is what pruning needs)."""
@@ -97,16 +110,19 @@ class DefUse:
         return cls.of_nodes(g.node, [o.name for o in g.output])
 
     def _add(self, nodes: Iterable[onnx.NodeProto]) -> None:
+        readers, producers = self.readers, self.producers
         for n in nodes:
             for i in n.input:
                 if i:
-                    self.readers.setdefault(i, []).append(n)
-            for i in sorted(subgraph_reads(n)):
-                self.readers.setdefault(i, []).append(n)
+                    readers.setdefault(i, []).append(n)
+            bodies = list(subgraphs(n)) if n.attribute else []
+            if bodies:
+                for i in sorted(subgraph_reads(n)):
+                    readers.setdefault(i, []).append(n)
             for o in n.output:
                 if o:
-                    self.producers[o] = n
-            for sg in subgraphs(n):
+                    producers[o] = n
+            for sg in bodies:
                 self._add(sg.node)
 
     def sole_reader(self, name: str) -> onnx.NodeProto | None:
@@ -124,7 +140,8 @@ def live_nodes(nodes: list[onnx.NodeProto], outputs: Iterable[str]) -> tuple[lis
         if any(o in used for o in n.output):
             keep.append(n)
             used.update(i for i in n.input if i)
-            used |= subgraph_reads(n)
+            if n.attribute:
+                used |= subgraph_reads(n)
     keep.reverse()
     return keep, used
 
@@ -152,11 +169,22 @@ ORIGIN_KEYS = ("pt2x.aten_node", "pt2x.aten_target", "pt2x.module_path")
 def stamp(node: onnx.NodeProto, aten_node: str, aten_target: str, module_path: str | None) -> None:
     """Record on ``node`` (``metadata_props``) the ATen node it was made from, its target and the
     module path the node came from (absent where the program records none)."""
+    stamp_entries(node, origin_entries(aten_node, aten_target, module_path))
+
+
+def origin_entries(aten_node: str, aten_target: str, module_path: str | None) -> list[onnx.StringStringEntryProto]:
+    """A stamp's ``metadata_props`` entries in ``ORIGIN_KEYS`` order, a None value left out: made
+    once per ATen node, copied onto each ONNX node it made (``stamp_entries``)."""
     values = (aten_node, aten_target, module_path)
-    have = {p.key for p in node.metadata_props}
-    for key, value in zip(ORIGIN_KEYS, values):
-        if value is not None and key not in have:
-            node.metadata_props.add(key=key, value=value)
+    return [onnx.StringStringEntryProto(key=k, value=v) for k, v in zip(ORIGIN_KEYS, values) if v is not None]
+
+
+def stamp_entries(node: onnx.NodeProto, entries: list[onnx.StringStringEntryProto]) -> None:
+    """Add each of ``entries`` whose key ``node`` does not hold yet (a fresh node: all, in one copy)."""
+    if node.metadata_props:
+        have = {p.key for p in node.metadata_props}
+        entries = [e for e in entries if e.key not in have]
+    node.metadata_props.extend(entries)
 
 
 def origin_of(node: onnx.NodeProto) -> dict[str, str]:
