@@ -85,10 +85,13 @@ def _converter(to: str):
 
     elif to == "tflite":
         from ..converters import to_tflite
+        from ..converters.tflite.qdq_pass import describe_tflite
 
         def convert(src, dst, args):
-            to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io, weights=args.weights)
+            data = to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io, weights=args.weights)
             say(f"wrote {printable(dst)}")
+            for line in describe_tflite(data):  # a QDQ model: which ops run in int8, which stay float
+                say(printable(line))
             return 0
 
     else:

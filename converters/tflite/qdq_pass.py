@@ -14,7 +14,8 @@ LiteRT's QUANTIZE rounds a value exactly halfway between two steps away from zer
 rounds it to even: at such ties the int8 model's input may differ by one step.
 
 ``QuantizationReport`` says which ops run in int8 and which stay float, and why; the converter
-records it in the model's metadata (``pt2x`` entry, key ``quantization``) and ``describe`` prints it.
+records it in the model's metadata (``pt2x`` entry, key ``quantization``); ``describe_tflite`` gives
+the lines ``pt2x convert`` prints.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from .qdq_params import storage_quant
 from .qdq_plan import Plan, find_patterns
 from .qdq_registry import INT8_OPS, Pattern, append
 
-__all__ = ["install", "QuantizationReport", "describe"]
+__all__ = ["install", "QuantizationReport", "describe", "describe_tflite"]
 
 
 @dataclass
@@ -103,6 +104,18 @@ def _dequantize(em: Emitter, node) -> None:
     y = em.sub.add(Tensor(node.output[0], T.FLOAT32, em.shape(node.output[0])))
     append(em, "DEQUANTIZE", [x], [y])
     em.bind(node.output[0], y)
+
+
+def describe_tflite(data: bytes) -> list[str]:
+    """``describe`` of a .tflite pt2x wrote (its ``pt2x`` metadata); [] for one without Q/DQ."""
+    from . import schema_generated as fb
+
+    model = fb.Model.GetRootAs(data, 0)
+    for i in range(model.MetadataLength()):
+        entry = model.Metadata(i)
+        if entry.Name() == b"pt2x":
+            return describe(model.Buffers(entry.Buffer()).DataAsNumpy().tobytes())
+    return []
 
 
 def describe(metadata: bytes | None) -> list[str]:

@@ -140,6 +140,10 @@ def _match(em: Emitter, g: _Graph, plan: Plan, node, op: Int8Op) -> tuple[Patter
 
 def _not_quantized(g: _Graph, y: str) -> str:
     readers = sorted({r.op_type for r in g.readers.get(y, [])})
+    if "QuantizeLinear" in readers:
+        others = ", ".join(r for r in readers if r != "QuantizeLinear")
+        return (f"its result is also read unquantized (by {others or 'a second QuantizeLinear'}): "
+                "an int8 kernel would give them the rounded value")
     where = " and a graph output" if y in g.outputs else ""
     return (f"its result is not quantized (read by {', '.join(readers) or 'nothing'}{where}, not by one "
             "QuantizeLinear): LiteRT's int8 kernels write int8")

@@ -1,0 +1,211 @@
+"""QDQ models to fully int8 TFLite (the QDQ pass: ``converters/tflite/qdq_*``), converted where
+``import torch`` fails and run in LiteRT with XNNPACK on and off, at two batch sizes.
+
+- ONNX Runtime's own QDQ models: pt2x's ONNX of a small float CNN, quantized by
+  ``onnxruntime.quantization.quantize_static`` (QDQ, per-channel int8 weights, int8 or uint8
+  activations, calibrated on seeded data). Oracle: ONNX Runtime with graph optimizations off
+  (QuantizeLinear/DequantizeLinear run as written; its fused integer kernels saturate on CPUs
+  without VNNI). Tolerance: one step of the output's quantization (LiteRT's builtin kernels
+  round the requantization differently; XNNPACK matched exactly when measured).
+- PT2E programs (``pt2e``: torchao's prepare/convert_pt2e, two quantizers) saved with
+  ``torch.export.save``: against torch eager of the quantized module, in steps of the program's
+  last activation quantize.
+- The file is int8 where the report says so: CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED read
+  int8 activations and per-channel int8 weights (quantized_dimension 0, depthwise 3) and an
+  int32 bias at s_in * s_w; QUANTIZE/DEQUANTIZE only at the float edges.
+
+resnet18 and mobilenet_v2 take 30-50 s each to quantize on a 2-core machine: with ``PT2X_QUANT_ZOO=1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchao", reason="the PT2E flow needs torchao (the test extra)")
+
+import pt2e  # noqa: E402
+from tflite_zoo import interpreter, run  # noqa: E402
+from torchfree import convert_torch_free  # noqa: E402
+
+from pt2x.converters.tflite import schema_generated as fb  # noqa: E402
+from pt2x.converters.tflite.qdq_pass import describe_tflite  # noqa: E402
+
+INT8, INT32, FLOAT32 = 9, 2, 0  # TFLite TensorType
+WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")
+BATCHES = (1, 3)
+RUN_ZOO = os.environ.get("PT2X_QUANT_ZOO") == "1"
+_NAMES = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
+
+
+def _ops(data: bytes) -> list[tuple[str, list]]:
+    """(builtin, its input tensors) of the main subgraph, read back from the flatbuffer."""
+    model = fb.Model.GetRootAs(data, 0)
+    codes = [model.OperatorCodes(i).BuiltinCode() for i in range(model.OperatorCodesLength())]
+    sg = model.Subgraphs(0)
+    out = []
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        ins = [sg.Tensors(op.Inputs(k)) if op.Inputs(k) >= 0 else None for k in range(op.InputsLength())]
+        out.append((_NAMES[codes[op.OpcodeIndex()]], ins))
+    return out
+
+
+def _report(data: bytes) -> dict:
+    model = fb.Model.GetRootAs(data, 0)
+    for i in range(model.MetadataLength()):
+        if model.Metadata(i).Name() == b"pt2x":
+            return json.loads(model.Buffers(model.Metadata(i).Buffer()).DataAsNumpy().tobytes())["quantization"]
+    raise AssertionError("no pt2x metadata")
+
+
+def _assert_int8_kernels(data: bytes) -> int:
+    """Every int8 CONV/DEPTHWISE/FC reads per-channel symmetric int8 weights along the output
+    channels and an int32 bias at input scale x weight scale; returns how many there are."""
+    n = 0
+    for code, ins in _ops(data):
+        if code not in WEIGHTED or ins[0].Type() != INT8:
+            continue
+        n += 1
+        x, w, b = ins[0].Quantization(), ins[1].Quantization(), ins[2].Quantization()
+        assert ins[1].Type() == INT8 and ins[2].Type() == INT32, code
+        dim = 3 if code == "DEPTHWISE_CONV_2D" else 0
+        channels = ins[1].ShapeAsNumpy()[dim]
+        assert w.QuantizedDimension() == dim and w.ScaleLength() == channels, code
+        assert not w.ZeroPointAsNumpy().any() and not b.ZeroPointAsNumpy().any()
+        np.testing.assert_allclose(b.ScaleAsNumpy(), x.ScaleAsNumpy()[0] * w.ScaleAsNumpy(), rtol=1e-6)
+    return n
+
+
+def _litert(data: bytes, x: np.ndarray, xnnpack: bool) -> np.ndarray:
+    return run(interpreter(data, xnnpack=xnnpack), [x])[0]
+
+
+# ------------------------------------------------------------------ onnxruntime.quantization QDQ
+
+
+@pytest.fixture(scope="module")
+def float_cnn_onnx(tmp_path_factory) -> str:
+    """pt2x's ONNX of pt2e's small float CNN (BatchNorm statistics redrawn), dynamic batch."""
+    from pt2x.converters import to_onnx
+
+    factory, shape = pt2e.MODELS["cnn"]
+    torch.manual_seed(0)
+    model = factory().eval()
+    pt2e._redraw_batchnorm(model, seed=1)
+    ep = torch.export.export(model, (torch.randn(2, *shape),),
+                             dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
+    folder = tmp_path_factory.mktemp("int8")
+    pt2e.save(ep, folder / "cnn.pt2")
+    to_onnx(str(folder / "cnn.pt2"), str(folder / "cnn.onnx"))
+    return str(folder / "cnn.onnx")
+
+
+def _quantize_static(src: str, dst: str, activations) -> onnx.ModelProto:
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    shape = pt2e.MODELS["cnn"][1]
+    name = onnx.load(src).graph.input[0].name
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(0)
+            self.batches = [rng.standard_normal((4, *shape)).astype(np.float32) for _ in range(4)]
+
+        def get_next(self):
+            return {name: self.batches.pop()} if self.batches else None
+
+    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=activations, weight_type=QuantType.QInt8)
+    return onnx.load(dst)
+
+
+def _output_scale(m: onnx.ModelProto) -> float:
+    """The scale of the DequantizeLinear writing the graph output."""
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer}
+    node = next(n for n in m.graph.node if n.output[0] == m.graph.output[0].name)
+    assert node.op_type == "DequantizeLinear"
+    return float(inits[node.input[1]])
+
+
+@pytest.mark.parametrize("activations", ["QInt8", "QUInt8"])
+def test_ort_qdq_cnn_runs_int8_and_matches_onnx_runtime(float_cnn_onnx, tmp_path, activations):
+    from onnxruntime.quantization import QuantType
+
+    m = _quantize_static(float_cnn_onnx, str(tmp_path / "q.onnx"), getattr(QuantType, activations))
+    data = convert_torch_free("to_tflite", str(tmp_path / "q.onnx"))
+    report = _report(data)
+    assert report["float"] == [] and report["int8"]["Conv"] == 3 and report["int8"]["Gemm"] == 1, report
+    assert _assert_int8_kernels(data) == 4
+    codes = [c for c, _ in _ops(data)]
+    assert codes.count("QUANTIZE") == 1 and codes.count("DEQUANTIZE") == 1  # the float input and output
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    step = _output_scale(m)
+    for batch in BATCHES:
+        x = np.random.default_rng(batch).standard_normal((batch, *pt2e.MODELS["cnn"][1])).astype(np.float32)
+        want = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+        for xnnpack in (True, False):
+            got = _litert(data, x, xnnpack)
+            assert got.shape == want.shape
+            steps = np.abs(got - want).max() / step
+            assert steps <= 1.0 + 1e-3, (batch, xnnpack, steps)
+
+
+# ------------------------------------------------------------------ PT2E programs
+
+
+def _last_step(ep) -> float:
+    """The scale of the program's last activation quantize."""
+    scales = [float(n.args[1]) for n in ep.graph.nodes
+              if n.op == "call_function" and str(n.target).startswith("quantized_decomposed.quantize_per_tensor")]
+    return scales[-1]
+
+
+def _pt2e_case(tmp_path, name: str, quantizer: str, steps: float) -> tuple[bytes, dict]:
+    p = pt2e.program(name, quantizer)
+    path = pt2e.save(p.exported, tmp_path / f"{name}_{quantizer}.pt2")
+    data = convert_torch_free("to_tflite", path)
+    step = _last_step(p.exported)
+    for batch in pt2e.BATCHES:
+        x = p.inputs[batch][0].numpy()
+        want = p.expected[batch].numpy()
+        for xnnpack in (True, False):
+            got = _litert(data, x, xnnpack)
+            assert got.shape == want.shape
+            off = np.abs(got - want).max() / step
+            assert off <= steps, (name, quantizer, batch, xnnpack, off)
+    return data, _report(data)
+
+
+# what the quantizers (X86's annotator) leave int8-able: a conv/linear whose result feeds an
+# unquantized op (a residual Add, the last Linear) stays float, reported (measured int8 counts)
+# (one quantizer each for the MLP and the transformer block keeps the file near a minute)
+SMALL = {("cnn", "xnnpack"): {"Conv": 1}, ("cnn", "x86"): {"Conv": 1},
+         ("mlp", "xnnpack"): {"Gemm": 2}, ("transformer", "x86"): {"MatMul": 1}}
+
+
+@pytest.mark.parametrize("name,quantizer", list(SMALL))
+def test_pt2e_program_int8_matches_torch_eager(tmp_path, name, quantizer):
+    data, report = _pt2e_case(tmp_path, name, quantizer, steps=1.0)
+    assert report["int8"] == SMALL[name, quantizer], report
+    assert _assert_int8_kernels(data) == sum(SMALL[name, quantizer].values())
+    assert all(f["reason"] for f in report["float"])
+    lines = describe_tflite(data)
+    assert lines[0].startswith("int8: ") and any("float" in ln for ln in lines)
+
+
+@pytest.mark.skipif(not RUN_ZOO, reason="resnet18/mobilenet_v2 take 30-50 s each to quantize: PT2X_QUANT_ZOO=1")
+@pytest.mark.parametrize("name,steps,fraction", [("resnet18", 4.0, 0.6), ("mobilenet_v2", 1.0, 0.8)])
+def test_pt2e_zoo_int8(tmp_path, name, steps, fraction):
+    data, report = _pt2e_case(tmp_path, name, "xnnpack", steps)
+    weighted = [c for c, ins in _ops(data) if c in WEIGHTED]
+    int8 = _assert_int8_kernels(data)
+    assert int8 / len(weighted) >= fraction, (int8, len(weighted), report)
