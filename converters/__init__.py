@@ -14,7 +14,8 @@ The rooms, in the order data flows:
 * ``tflite/``: ONNX -> TFLite: the ONNX that ``onnx/`` builds, or an ONNX file.
 
 At the root, what every target shares: ``errors``, ``limits``, ``guard`` (a failed step
-named with its archive member) and ``report`` (the one unsupported-operator report).
+named with its archive member), ``report`` (the one unsupported-operator report) and
+``weight_quant`` (the numbers of the weight-only options, ``weights="fp16"|"int8"``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ FlexAttention), ``ops_linear_attention``, ``ops_rotary``, ``ops_causal_conv``, `
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``builtins`` (the one table of builtins
 the next two read), ``layout`` (the NCHW -> NHWC pass), ``shapes``
-(static shapes for XNNPACK), ``model`` (the TFLite model as plain data), ``writer``
+(static shapes for XNNPACK), ``weight_storage`` (the weight-only options: float16 or int8
+weights, ``to_tflite(weights=)``), ``model`` (the TFLite model as plain data), ``writer``
 (serialisation) with ``schema_generated`` (flatc's output for ``tflite_subset.fbs``), and
 ``converter`` (``to_tflite``). docs/tflite.md says what is supported and why the rest is not.
 """
