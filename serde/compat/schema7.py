@@ -98,12 +98,14 @@ def _functions(expr) -> set[str]:
 
 
 def _infix_expr(v: Any) -> Any:
-    if type(v) is not str or "Symbol(" not in v:
-        return v  # str() text, as torch 2.5 and 2.6 wrote it
+    if type(v) is not str:
+        raise NoForm(f"{type(v).__name__} where a shape expression's text belongs")
     try:
-        expr = parse(v)
+        expr = parse(v)  # also what is kept: torch sympifies (evals) the text, pt2x only parses it
     except SymbolicExprError as e:
-        raise NoForm(f"shape expression not read: {e.reason}") from None
+        raise NoForm(f"shape expression outside pt2x's grammar: {e.reason}") from None
+    if "Symbol(" not in v:
+        return v  # str() text, as torch 2.5 and 2.6 wrote it
     unknown = sorted(_functions(expr) - SYMPY_NAMES_2_5)
     if unknown:
         raise NoForm(f"shape expression uses {', '.join(unknown)}, which torch 2.5's reader does not define")
