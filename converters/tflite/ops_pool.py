@@ -3,7 +3,7 @@ LpPool (1-D, 2-D), GlobalAveragePool and GlobalMaxPool.
 
 Every pad becomes an explicit PAD before a VALID pool, so any ``auto_pad``, ``pads`` and
 ``ceil_mode`` is exact (``window.py`` has the geometry): a ceil-mode output reads an extra pad
-at the end. MaxPool pads with -inf, which never wins a window. AveragePool pads with zeros and
+at the end. MaxPool pads with -inf, which never wins a window (with 0 after a Relu). AveragePool pads with zeros and
 divides the windows' sums by how many cells each one counts (``count_include_pad``: the
 explicit pads are counted, ceil mode's extension never is), a constant per output position;
 where every window counts the same the plain TFLite pool already averages right. Dilated pools
@@ -65,8 +65,21 @@ def _pad(em: Emitter, x: int, axes: list[Axis], ends: list[int], value) -> int:
     shape = None if s is None else [s[0]] + [d + ax.begin + e if d >= 0 else -1
                                              for d, ax, e in zip(s[1:3], axes, ends)] + [s[3]]
     y = em.tmp(em.dtype_of(x), shape, "pad")
-    em.op("PADV2", [x, spec, em.const(np.asarray(value, np.float32))], [y])
+    if value == 0:  # PAD's zeros: XNNPACK takes PAD, not PADV2
+        em.op("PAD", [x, spec], [y])
+    else:
+        em.op("PADV2", [x, spec, em.const(np.asarray(value, np.float32))], [y])
     return y
+
+
+def _max_pad_value(em: Emitter, node, axes: list[Axis], ends: list[int]) -> float:
+    """What MaxPool pads with: -inf, which never wins a window; or 0, which XNNPACK's PAD takes,
+    where that gives the same maxima: the input is a Relu's (every value >= 0) and no window
+    lies wholly in the pads (undilated, pads at each end shorter than the kernel)."""
+    if any(ax.dilation != 1 or ax.begin >= ax.kernel or e >= ax.kernel for ax, e in zip(axes, ends)):
+        return -np.inf
+    producer = next((n for n in em.graph.node if node.input[0] in n.output), None)
+    return 0.0 if producer is not None and producer.op_type == "Relu" else -np.inf
 
 
 def _pool2d(em: Emitter, code: str, x: int, axes: list[Axis], padding: int) -> int:
@@ -149,7 +162,8 @@ def max_pool(em: Emitter, node) -> None:
     if axes is None:
         _finish(em, node, _pool2d(em, "MAX_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
         return
-    x = _pad(em, x, axes, _end_pads(a, axes), -np.inf)
+    ends = _end_pads(a, axes)
+    x = _pad(em, x, axes, ends, _max_pad_value(em, node, axes, ends))
     _finish(em, node, _pool2d(em, "MAX_POOL_2D", x, axes, _VALID), rank)
 
 
