@@ -69,11 +69,9 @@ def to_compute_array(arr: np.ndarray, what: str) -> np.ndarray:
 class Emitter:
     """Emission state for one ONNX graph into one ``Subgraph``."""
 
-    def __init__(self, graph: onnx.GraphProto, sub: Subgraph, origin: dict | None = None,
-                 parent: "Emitter | None" = None):
+    def __init__(self, graph: onnx.GraphProto, sub: Subgraph, parent: "Emitter | None" = None):
         self.graph = graph
         self.sub = sub
-        self.origin = origin or {}
         self.parent = parent
         # every subgraph of the model, the main one first (control-flow mappers append theirs)
         self.subgraphs: list[Subgraph] = parent.subgraphs if parent is not None else [sub]

@@ -37,7 +37,7 @@ def _body(em: Emitter, g: onnx.GraphProto, name: str, inputs: list[tuple[str, in
     """A new subgraph for ``g`` whose inputs are ``(ONNX name, tensor of em to copy the type of)``;
     its nodes are mapped (a node TFLite cannot take makes the whole control-flow node refused)."""
     sub = Subgraph(name)
-    child = Emitter(g, sub, em.origin, parent=em)
+    child = Emitter(g, sub, parent=em)
     for onnx_name, like in inputs:
         t = em.sub.tensors[like]
         idx = sub.add(Tensor(f"{name}/{onnx_name}", t.dtype, t.shape))

@@ -59,7 +59,7 @@ def _cond(em: Emitter, state: list[int], label: str) -> int:
     sub = Subgraph(f"{label}/cond")
     sub.inputs = [sub.add(Tensor(f"{label}/cond/in{k}", em.dtype_of(s), em.shape_of(s))) for k, s in enumerate(state)]
     go = sub.add(Tensor(f"{label}/cond/go", T.BOOL, []))
-    cond = Emitter(onnx.GraphProto(), sub, em.origin, parent=em)
+    cond = Emitter(onnx.GraphProto(), sub, parent=em)
     cond.node = em.node
     cond.op("LESS", sub.inputs[:2], [go])
     sub.outputs = [go]
@@ -71,7 +71,7 @@ def _body(em: Emitter, state: list[int], label: str, reverse: bool, step) -> int
     """The loop body: ``step(body_emitter, xw_t, carried)`` -> (new h, new carried states...)."""
     sub = Subgraph(f"{label}/body")
     sub.inputs = [sub.add(Tensor(f"{label}/body/in{k}", em.dtype_of(s), em.shape_of(s))) for k, s in enumerate(state)]
-    body = Emitter(onnx.GraphProto(), sub, em.origin, parent=em)
+    body = Emitter(onnx.GraphProto(), sub, parent=em)
     body.node = em.node
     t, n, xw, *carried, y = sub.inputs
     one = body.const(np.array(1, np.int32))

@@ -61,7 +61,7 @@ def _slice(em: Emitter, name: str, axis: int, t: int) -> int:
 
 def _step(em: Emitter, body, t: int, bindings: list[tuple[str, int]], outer: list[str]) -> list[int]:
     """The body mapped once into ``em``'s subgraph; its outputs' tensors."""
-    child = Emitter(body, em.sub, em.origin, parent=em)
+    child = Emitter(body, em.sub, parent=em)
     child.fresh_name = lambda hint: em.fresh_name(f"{hint}@{t}")  # tensor names unique across steps
     for name in outer:
         child.bind(name, em.t(name))
