@@ -397,8 +397,8 @@ def test_rewrite_flat_archive_keeps_layout(tmp_path):
 
 # ------------------------------------------------------- one planner, every path
 
-PLAN_TARGETS = ["8.8", "8.14", "8.15", "8.20"]
-RELEASES = ["2.6.0", "2.8.0", "2.10.0", "2.14.1"]
+PLAN_TARGETS = ["7.3", "8.8", "8.14", "8.15", "8.20"]
+RELEASES = ["2.5.1", "2.6.0", "2.8.0", "2.10.0", "2.14.1"]
 
 
 @pytest.mark.parametrize("target", PLAN_TARGETS)
