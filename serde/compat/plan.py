@@ -26,8 +26,9 @@ every JSON document (model programs, payload configs) against the release's sche
 A rewrite fixes only what a reader trips on and can be dropped or respelled (defaulted
 fields, non-finite float spelling, higher-order-op outputs), so whatever reads as is can
 also be written. For torch 2.8 (8.8) a raw-weights archive becomes the pickled-weights
-layout, and for torch 2.6-2.7 (8.2-8.7) the flat zip (``target_layout``); what those cannot
-hold (several models in a flat zip, pickled payloads, dtypes without a storage class) blocks.
+layout, and for torch 2.5-2.7 (7.3, 8.2-8.7) the flat zip (``target_layout``), whose ``version``
+member is the target's schema; what those cannot hold (several models in a flat zip, pickled
+payloads, dtypes without a storage class) blocks.
 """
 
 from __future__ import annotations

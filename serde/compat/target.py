@@ -9,7 +9,9 @@ release's snapshot (``serde.compat.releases``) in one of two modes. No torch imp
 * ``check_program_json`` -- findings that block (or warn about) reading the document as is.
 * ``downgrade`` -- the document rewritten for the release, with its findings (errors block).
   Besides dropping fields, it respells node forms another release parses differently when
-  the respelling is exact, else blocks (``serde.compat.node_forms``).
+  the respelling is exact, else blocks (``serde.compat.node_forms``). Across the one major
+  break, an 8.x program is written down to 7.3 (torch 2.5) with ``serde.compat.schema7``'s
+  respellings, and a 7.x program is upgraded (``codec.upgrade``) before an 8.x target's walk.
 
 Archives (layouts, every document, what to write) are the planner's: ``serde.compat.plan``.
 
