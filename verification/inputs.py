@@ -249,7 +249,7 @@ def _checked(arr: np.ndarray, slot: Slot, what: str) -> np.ndarray:
         if isinstance(dim, int) and n != dim:
             raise VerificationError(f"{what}: shape {list(arr.shape)}, the program takes {dim} at dim {axis} "
                                     f"({[str(x) for x in slot.dims]})")
-    return np.ascontiguousarray(arr)
+    return np.array(arr, order="C")  # np.ascontiguousarray would make a 0-d array 1-d
 
 
 def _check_ranges(view: ProgramView, slot_list: list[Slot], values: list, what: str) -> None:

@@ -101,6 +101,8 @@ def _lines(r: Report, e) -> list[str]:
     seed = f", seed {inputs['seed']}" if inputs.get("seed") is not None else ""
     out = [f"verify {e(r.converted)} ({r.target}, {r.runtime}) against {r.reference}",
            f"inputs: {e(inputs['source'])}{seed}; outputs matched by {r.matched_by}"]
+    if inputs.get("sets"):
+        out.append("input shapes: " + "; ".join(f"{s['label']} {s['shapes']}" for s in inputs["sets"]))
     rows = [("set", "output", "dtype", "shape", "max abs", "max rel", "tolerance", "result")]
     for c in r.outputs:
         result = "ok" if c.ok else (c.note or f"{c.mismatched}/{c.total} differ")
@@ -121,7 +123,7 @@ def _divergence_lines(dv: Divergence | None, compared: int, e) -> list[str]:
     aten = f"{e(dv.aten_node)} = {e(dv.aten_target)}" if dv.aten_node else "(no ATen origin recorded)"
     module = e(dv.module_path) if dv.module_path else ("(the exported module itself)" if dv.module_path == "" else "?")
     return [
-        f"locate: first divergence after {dv.compared} compared values",
+        f"locate: first divergence ({dv.compared} values compared)",
         f"  ATen node:      {aten}",
         f"  module path:    {module}",
         f"  converted node: {e(dv.converted_node)} ({e(dv.converted_op)}), tensor {e(dv.tensor)}",

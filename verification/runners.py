@@ -61,7 +61,7 @@ class OnnxRun:
         self.order: list[tuple[str, str, list[str], list[str]]] = []
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # its errors reach the report, not stderr
         source, proto = model, None
         if every_value:
             proto = model if not isinstance(model, (str, bytes)) else _load_onnx(model, label)
@@ -101,7 +101,7 @@ class OnnxRun:
         from onnx import TensorProto
 
         ort = _ort()
-        values = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.ascontiguousarray(x).view(np.uint16),
+        values = {k: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(np.array(x, order="C").view(np.uint16),
                                                                      TensorProto.BFLOAT16)
                   if x.dtype.name == "bfloat16" else ort.OrtValue.ortvalue_from_numpy(x) for k, x in feeds.items()}
         names = [o.name for o in self.session.get_outputs()]

@@ -22,7 +22,7 @@ def _to_torch(torch, x):
     if not isinstance(x, np.ndarray):
         return x
     if x.dtype.name == "bfloat16":
-        return torch.from_numpy(np.ascontiguousarray(x).view(np.uint16)).view(torch.bfloat16)
+        return torch.from_numpy(np.array(x, order="C").view(np.uint16)).view(torch.bfloat16)
     return torch.from_numpy(np.array(x, copy=True))
 
 
