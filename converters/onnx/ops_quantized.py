@@ -148,12 +148,9 @@ def _clip(ctx, q: str, st: ST, lo: int, hi: int) -> str:
 # ------------------------------------------------------------------ lowerings
 
 
-def _quantize(ctx, node, per_axis: bool):
-    names = ("input", "scales", "zero_points", "axis") if per_axis else ("input", "scale", "zero_point")
-    a = bind(node, *names, "quant_min", "quant_max", "dtype")
+def _quantize(ctx, a, scale_ref, zp_ref, per_axis: bool):
     st = _qdtype(a.dtype)
     lo, hi = _bounds(ctx, a, st)
-    scale_ref, zp_ref = (a.scales, a.zero_points) if per_axis else (a.scale, a.zero_point)
     axis = _axis(ctx, a, a.input) if per_axis else None
     folded = _fold_constant_quantize(ctx, a.input, scale_ref, zp_ref, axis, lo, hi, st)
     if folded is not None:
@@ -183,16 +180,13 @@ def _fold_constant_quantize(ctx, x_ref, scale_ref, zp_ref, axis, lo, hi, st: ST)
     return ctx.const_array(q.astype(to_numpy(st)), name="quantized")
 
 
-def _dequantize(ctx, node, per_axis: bool):
-    names = ("input", "scales", "zero_points", "axis") if per_axis else ("input", "scale", "zero_point")
-    a = bind(node, *names, "quant_min", "quant_max", "dtype", "out_dtype")
+def _dequantize(ctx, a, scale_ref, zp_ref, per_axis: bool):
     st = _qdtype(a.dtype)
     if ctx.dtype(a.input) != st:
         raise Unsupported(f"dequantize of a {ctx.dtype(a.input).name} tensor declared {st.name} "
                           "(torch asserts they are equal)")
     _bounds(ctx, a, st)
     _out_dtype(a)
-    scale_ref, zp_ref = (a.scales, a.zero_points) if per_axis else (a.scale, a.zero_point)
     axis = _axis(ctx, a, a.input) if per_axis else None
     return ctx.op("DequantizeLinear", ctx.t(a.input), _scale(ctx, scale_ref, per_axis),
                   _zero_points(ctx, zp_ref, st, per_axis), axis=axis)
@@ -201,23 +195,27 @@ def _dequantize(ctx, node, per_axis: bool):
 @lowering("onnx", "quantized_decomposed.quantize_per_tensor.default",
           "quantized_decomposed.quantize_per_tensor.tensor", "quantized_decomposed.quantize_per_tensor.tensor2")
 def quantize_per_tensor(ctx, node):
-    return _quantize(ctx, node, per_axis=False)
+    a = bind(node, "input", "scale", "zero_point", "quant_min", "quant_max", "dtype")
+    return _quantize(ctx, a, a.scale, a.zero_point, per_axis=False)
 
 
 @lowering("onnx", "quantized_decomposed.dequantize_per_tensor.default",
           "quantized_decomposed.dequantize_per_tensor.tensor", "quantized_decomposed.dequantize_per_tensor.tensor2")
 def dequantize_per_tensor(ctx, node):
-    return _dequantize(ctx, node, per_axis=False)
+    a = bind(node, "input", "scale", "zero_point", "quant_min", "quant_max", "dtype", "out_dtype")
+    return _dequantize(ctx, a, a.scale, a.zero_point, per_axis=False)
 
 
 @lowering("onnx", "quantized_decomposed.quantize_per_channel.default")
 def quantize_per_channel(ctx, node):
-    return _quantize(ctx, node, per_axis=True)
+    a = bind(node, "input", "scales", "zero_points", "axis", "quant_min", "quant_max", "dtype")
+    return _quantize(ctx, a, a.scales, a.zero_points, per_axis=True)
 
 
 @lowering("onnx", "quantized_decomposed.dequantize_per_channel.default")
 def dequantize_per_channel(ctx, node):
-    return _dequantize(ctx, node, per_axis=True)
+    a = bind(node, "input", "scales", "zero_points", "axis", "quant_min", "quant_max", "dtype", "out_dtype")
+    return _dequantize(ctx, a, a.scales, a.zero_points, per_axis=True)
 
 
 # Read and checked against their schemas, then refused by name (see the module docstring).

@@ -33,6 +33,9 @@ from pt2x.converters.aten import registry, signatures
 from pt2x.converters.onnx.converter import _load_lowerings
 
 torch = pytest.importorskip("torch")
+# ops_quantized's operators: quantized_decomposed (torch.ao) and torchao register on import
+import torch.ao.quantization.fx._decomposed  # noqa: E402,F401
+pytest.importorskip("torchao.quantization.quant_primitives", reason="torchao's operators (the test extra)")
 
 NOT_IN_THIS_TORCH = {
     # target -> why it stays registered although torch 2.13 has no such overload
