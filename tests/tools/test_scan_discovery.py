@@ -9,14 +9,17 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from pt2x.serde.errors import Pt2UsageError
 from pt2x.tools.scan.discover import discover
 from paths import PT2_FIXTURES
+from scripts import load_script
 
 MLP = os.path.join(PT2_FIXTURES, "torch-2.13.0", "mlp_dynamic.pt2")
+SCAN_STAGES = load_script("fuzz_scan_stages")  # the deep tree's builder and remover
 
 
 def _locations(*args) -> list[str]:
@@ -55,43 +58,16 @@ DEPTH = max(1100, sys.getrecursionlimit() + 100)
 
 @pytest.fixture(scope="module")
 def deep(tmp_path_factory):
-    """``deep/d/d/.../d/x.pt2``, ``DEPTH`` folders, made relative to an open descriptor (each step
-    costs the same however deep); the root and the file's path."""
-    root = tmp_path_factory.mktemp("tree") / "deep"
-    root.mkdir()
-    fd = os.open(root, os.O_RDONLY)
-    try:
-        for _ in range(DEPTH):
-            os.mkdir("d", dir_fd=fd)
-            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        with os.fdopen(os.open("x.pt2", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb") as f:
-            f.write(b"x")
-    finally:
-        os.close(fd)
-    yield root, os.path.join(root, *(["d"] * DEPTH), "x.pt2")
-    _remove_deep(root)  # pytest's own clean-up (shutil.rmtree) recurses: past the limit here
-
-
-def _remove_deep(root) -> None:
-    """Remove the chain without recursion or long paths: each folder is moved up to ``root``'s
-    parent before it is emptied."""
-    holder, pending, moved = os.path.dirname(root), [str(root)], []
-    while pending:
-        folder = pending.pop()
-        with os.scandir(folder) as it:
-            entries = list(it)
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
-                up = os.path.join(holder, f"up{len(moved)}")
-                os.rename(e.path, up)
-                moved.append(up)
-                pending.append(up)
-            else:
-                os.unlink(e.path)
-    for folder in [*moved, str(root)]:
-        os.rmdir(folder)
+    """``deep/d/d/.../d/x.pt2``, ``DEPTH`` folders (made and removed as the fuzzer's scan stage
+    makes its deep trees: pytest's own clean-up, shutil.rmtree, recurses past the limit here);
+    the root and the file's path."""
+    root = str(tmp_path_factory.mktemp("tree") / "deep")
+    os.mkdir(root)
+    leaf = os.path.join(SCAN_STAGES.nested_folders(root, DEPTH), "x.pt2")
+    with open(leaf, "wb") as f:
+        f.write(b"x")
+    yield Path(root), leaf
+    SCAN_STAGES.remove_tree(root)
 
 
 def test_a_tree_deeper_than_the_recursion_limit(deep):

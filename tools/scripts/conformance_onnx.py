@@ -658,36 +658,48 @@ def run_cases(source, names: list[str], *, jobs: int = 1, const_inputs: bool = F
               timeout: float = DEFAULT_TIMEOUT, variants: tuple[str, ...] = VARIANTS, ort: bool = True,
               progress=None) -> list[CaseResult]:
     """Every named case of ``source`` on ``jobs`` workers; results in the order of ``names``."""
-    todo: queue.Queue = queue.Queue()
-    for i, n in enumerate(names):
-        todo.put((i, n))
     results: list[CaseResult | None] = [None] * len(names)
-    logdir = tempfile.mkdtemp(prefix="pt2x-conformance-")
     lock = threading.Lock()
+
+    def one(item: tuple[int, str], w: Worker) -> None:
+        i, n = item
+        with lock:
+            case = source.load(n)
+        if const_inputs and not _const_applicable(case):
+            return
+        try:
+            r = run_case(case, w, const_inputs=const_inputs, timeout=timeout, variants=variants, ort=ort)
+        except Exception as e:  # noqa: BLE001 - a harness bug on one case must not end the run
+            r = CaseResult(n, n, [], "const-inputs" if const_inputs else "plain", cls="error",
+                           detail=f"harness: {type(e).__name__}: {e}")
+            r.extra["traceback"] = traceback.format_exc()[-4000:]
+        results[i] = r
+        if progress:
+            with lock:
+                progress(r)
+
+    run_on_workers(list(enumerate(names)), one, jobs=jobs, prefix="pt2x-conformance-")
+    return [r for r in results if r is not None]
+
+
+def run_on_workers(items: list, one, *, jobs: int, prefix: str) -> None:
+    """``one(item, worker)`` for each of ``items``, on ``jobs`` threads that each own a ``Worker``
+    (its LiteRT child process, logging under one fresh folder) and take items until none is left;
+    each worker is stopped when its thread ends."""
+    todo: queue.Queue = queue.Queue()
+    for item in items:
+        todo.put(item)
+    logdir = tempfile.mkdtemp(prefix=prefix)
 
     def work(wid: int) -> None:
         w = Worker(logdir, wid)
         try:
             while True:
                 try:
-                    i, n = todo.get_nowait()
+                    item = todo.get_nowait()
                 except queue.Empty:
                     return
-                with lock:
-                    case = source.load(n)
-                if const_inputs and not _const_applicable(case):
-                    continue
-                try:
-                    r = run_case(case, w, const_inputs=const_inputs, timeout=timeout, variants=variants, ort=ort)
-                except Exception as e:  # noqa: BLE001 - a harness bug on one case must not end the run
-                    fam = n
-                    r = CaseResult(n, fam, [], "const-inputs" if const_inputs else "plain", cls="error",
-                                   detail=f"harness: {type(e).__name__}: {e}")
-                    r.extra["traceback"] = traceback.format_exc()[-4000:]
-                results[i] = r
-                if progress:
-                    with lock:
-                        progress(r)
+                one(item, w)
         finally:
             w.stop()
 
@@ -696,7 +708,6 @@ def run_cases(source, names: list[str], *, jobs: int = 1, const_inputs: bool = F
         t.start()
     for t in threads:
         t.join()
-    return [r for r in results if r is not None]
 
 
 def _const_applicable(case: Case) -> bool:

@@ -36,10 +36,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import queue
 import random
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -797,33 +795,15 @@ def _second_opinion(res: FuzzResult, case: FuzzCase, got: list, want: list) -> N
 def run_fuzz(seed: int, n: int, *, jobs: int = 1, start: int = 0, timeout: float = DEFAULT_TIMEOUT,
              ops: list[str] | None = None, progress=None) -> list[FuzzResult]:
     """Cases ``start .. start+n-1`` of ``seed`` on ``jobs`` worker processes, in index order."""
-    todo: queue.Queue = queue.Queue()
-    for i in range(start, start + n):
-        todo.put(i)
     results: dict[int, FuzzResult] = {}
-    logdir = tempfile.mkdtemp(prefix="pt2x-fuzz-diff-")
 
-    def work(wid: int) -> None:
-        w = runner.Worker(logdir, wid)
-        try:
-            while True:
-                try:
-                    i = todo.get_nowait()
-                except queue.Empty:
-                    return
-                case = make_case(seed, i, ops)
-                r = run_case(case, w, timeout)
-                results[i] = r
-                if progress:
-                    progress(r, case)
-        finally:
-            w.stop()
+    def one(i: int, w) -> None:
+        case = make_case(seed, i, ops)
+        r = results[i] = run_case(case, w, timeout)
+        if progress:
+            progress(r, case)
 
-    threads = [threading.Thread(target=work, args=(j,), daemon=True) for j in range(max(1, jobs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    runner.run_on_workers(list(range(start, start + n)), one, jobs=jobs, prefix="pt2x-fuzz-diff-")
     return [results[i] for i in sorted(results)]
 
 

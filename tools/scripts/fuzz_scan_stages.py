@@ -28,7 +28,8 @@ import stat
 import tempfile
 import time
 
-__all__ = ["stage_scan", "stage_resume", "DiscoveryBroken", "SCAN_EVERY", "RESUME_EVERY", "DEEP_EVERY", "SCAN_SECONDS"]
+__all__ = ["stage_scan", "stage_resume", "DiscoveryBroken", "SCAN_EVERY", "RESUME_EVERY", "DEEP_EVERY", "SCAN_SECONDS",
+           "nested_folders", "remove_tree"]
 
 SCAN_EVERY = 25  # a tree costs tens of ms (folders made and removed): a few per test budget
 RESUME_EVERY = 5
@@ -41,7 +42,7 @@ class DiscoveryBroken(Exception):
     """``discover`` took too long, listed something twice or not a regular file, or missed the case."""
 
 
-def _remove_tree(root: str) -> None:
+def remove_tree(root: str) -> None:
     """``shutil.rmtree`` without its recursion (1,100 folders deep is past Python's limit) and
     without long paths: each sub-folder is first moved up to ``root`` itself, so every path
     stays short. Links are removed, never followed."""
@@ -65,7 +66,7 @@ def _remove_tree(root: str) -> None:
     os.rmdir(root)
 
 
-def _chain(folder: str, depth: int) -> str:
+def nested_folders(folder: str, depth: int) -> str:
     """``depth`` folders ``d/d/...`` under ``folder``, made relative to an open descriptor (each
     step costs the same however deep); the innermost one's path."""
     fd = os.open(folder, os.O_RDONLY)
@@ -90,10 +91,10 @@ def _cached_deep_chain() -> str:
     if _deep_chain is None:
         _remove_stale_chains()
         holder = os.path.join(tempfile.gettempdir(), f"pt2x-fuzz-deep-{os.getpid()}")
-        _remove_tree(holder)
+        remove_tree(holder)
         os.mkdir(holder)
-        _chain(holder, _DEEP)
-        atexit.register(_remove_tree, holder)
+        nested_folders(holder, _DEEP)
+        atexit.register(remove_tree, holder)
         _deep_chain = holder
     return _deep_chain
 
@@ -103,7 +104,7 @@ def _remove_stale_chains() -> None:
     for name in os.listdir(tempfile.gettempdir()):
         pid = name.removeprefix("pt2x-fuzz-deep-")
         if name.startswith("pt2x-fuzz-deep-") and pid.isdigit() and not _alive(int(pid)):
-            _remove_tree(os.path.join(tempfile.gettempdir(), name))
+            remove_tree(os.path.join(tempfile.gettempdir(), name))
 
 
 def _alive(pid: int) -> bool:
@@ -119,13 +120,13 @@ def _alive(pid: int) -> bool:
 def _tree(root: str, case_path: str, rng: random.Random, deep: bool) -> str:
     """Lay out the hostile tree under ``root``; the case file's path in it. A deep tree borrows
     the cached chain (renamed in, renamed back by ``_untree``)."""
-    _remove_tree(root)
+    remove_tree(root)
     os.makedirs(os.path.join(root, "a", ".hidden"))
     if deep:
         os.rename(os.path.join(_cached_deep_chain(), "d"), os.path.join(root, "a", "d"))
         folder = os.path.join(root, "a", *(["d"] * _DEEP))
     else:
-        folder = _chain(os.path.join(root, "a"), rng.randrange(0, 20))
+        folder = nested_folders(os.path.join(root, "a"), rng.randrange(0, 20))
     case = os.path.join(folder, "case.pt2")
     shutil.copyfile(case_path, case)
     for i in range(rng.randrange(1, 4)):
@@ -142,7 +143,7 @@ def _untree(root: str, case: str, deep: bool) -> None:
     if deep and os.path.lexists(case):
         os.unlink(case)
         os.rename(os.path.join(root, "a", "d"), os.path.join(_cached_deep_chain(), "d"))
-    _remove_tree(root)
+    remove_tree(root)
 
 
 def stage_scan(scratch: str, case_path: str, index: int) -> None:
