@@ -173,12 +173,21 @@ def _compare_outputs(sets, ref: Reference, got: RunResult, names: list, idx: lis
                                           float("inf"), "-", want.size, want.size, False, "missing in the file"))
                 continue
             g = np.asarray(got_outs[idx[i]])
+            g = _channels_first(g, want.shape) if got.channels_last_inputs else g
             tol = tolerance(_dtype_name(want), runtime)
             w = want.astype(np.float32) if want.dtype.name == "bfloat16" else want
             diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g, w, tol)
             checks.append(OutputCheck(s.label, i, name, want.dtype.name, list(want.shape), diff.max_abs, diff.max_rel,
                                       tol.text(), diff.mismatched, diff.total, diff.ok, diff.note))
     return checks
+
+
+def _channels_first(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """A 4-D output a file with channels-last inputs (``nhwc_io``) gives channels-last, and only then,
+    back to the program's layout."""
+    if g.ndim == 4 and g.shape != tuple(shape) and g.transpose(0, 3, 1, 2).shape == tuple(shape):
+        return g.transpose(0, 3, 1, 2)
+    return g
 
 
 def _tolerance_table(runtime: str) -> dict:
@@ -220,6 +229,10 @@ def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = i
                     located=locate)
     if not checks:
         report.notes.append("the program has no output to compare")
+    if got.channels_last_inputs:
+        names_in = [got.input_names[i] for i in got.channels_last_inputs]
+        report.notes.append(f"inputs {names_in} are channels-last in the file: fed transposed (NHWC), and 4-D "
+                            "outputs of channels-last shape compared transposed back")
     if locate:
         stamps = onnx_origins(conv.source if conv.target == "onnx" and not isinstance(conv.source, (str, bytes))
                               else _proto_of(conv)) if conv.target == "onnx" else (onnx_origins(proto) if proto else {})

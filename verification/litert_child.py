@@ -26,10 +26,21 @@ def _interpreter(path: str, every: bool):
                            experimental_preserve_all_tensors=every)
 
 
-def _run_set(it, feeds: list[np.ndarray], every: bool) -> dict[str, np.ndarray]:
+def _fits(shape, signature) -> bool:
+    return len(shape) == len(signature) and all(s in (-1, n) for n, s in zip(shape, signature))
+
+
+def _channels_last(x: np.ndarray, signature) -> bool:
+    """``x`` is 4-D and the file declares that input channels-last (``nhwc_io``): it fits only transposed."""
+    return x.ndim == 4 and not _fits(x.shape, signature) and _fits(x.transpose(0, 2, 3, 1).shape, signature)
+
+
+def _run_set(it, feeds: list[np.ndarray], every: bool) -> tuple[dict[str, np.ndarray], list[int]]:
     details = it.get_input_details()
     if len(details) != len(feeds):
         raise ValueError(f"the model has {len(details)} inputs, {len(feeds)} given")
+    nhwc = [i for i, (x, dt) in enumerate(zip(feeds, details)) if _channels_last(x, dt["shape_signature"])]
+    feeds = [x.transpose(0, 2, 3, 1) if i in nhwc else x for i, x in enumerate(feeds)]
     for dt, x in zip(details, feeds):
         it.resize_tensor_input(dt["index"], list(x.shape), strict=False)
     it.allocate_tensors()
@@ -43,19 +54,22 @@ def _run_set(it, feeds: list[np.ndarray], every: bool) -> dict[str, np.ndarray]:
                 out[f"t{t['index']}"] = np.array(it.get_tensor(t["index"]))
             except ValueError:  # a tensor without data (freed, or a delegate's)
                 continue
-    return out
+    return out, nhwc
 
 
 def main(d: str, n: int, every: bool) -> None:
     meta: dict = {}
+    nhwc: list[int] = []
     try:
         it = _interpreter(os.path.join(d, "model.tflite"), every)
         for i in range(n):
             with np.load(os.path.join(d, f"in{i}.npz"), allow_pickle=False) as z:
                 feeds = [z[f"arr_{j}"] for j in range(len(z.files))]
-            np.savez(os.path.join(d, f"out{i}.npz"), **_run_set(it, feeds, every))
+            out, nhwc = _run_set(it, feeds, every)
+            np.savez(os.path.join(d, f"out{i}.npz"), **out)
         meta = {
             "inputs": [dt["name"] for dt in it.get_input_details()],
+            "channels_last_inputs": nhwc,
             "outputs": [dt["name"] for dt in it.get_output_details()],
             "tensors": {str(t["index"]): t["name"] for t in it.get_tensor_details()},
             "ops": [{"index": int(o["index"]), "op": o["op_name"],

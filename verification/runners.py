@@ -37,6 +37,7 @@ class RunResult:
     outputs: list[list[np.ndarray]]  # per input set, in the file's output order
     values: list[dict[str, np.ndarray]] = field(default_factory=list)  # per input set: name -> intermediate
     order: list[tuple[str, str, list[str], list[str]]] = field(default_factory=list)  # (node or op, op type, inputs, outputs) in run order
+    channels_last_inputs: list[int] = field(default_factory=list)  # inputs the file declares NHWC (fed transposed)
 
 
 def _short(e: BaseException) -> str:
@@ -165,6 +166,10 @@ def _storable(x: np.ndarray) -> np.ndarray:
 
 def run_litert(model_bytes: bytes, input_sets: list[list[np.ndarray]], label: str, *,
                every_value: bool = False) -> RunResult:
+    import importlib.util
+
+    if importlib.util.find_spec("ai_edge_litert") is None:  # the child would only say ModuleNotFoundError
+        raise MissingExtraError("pt2x verify of a .tflite file", "ai_edge_litert", "verify")
     with tempfile.TemporaryDirectory(prefix="pt2x-verify-") as d:
         with open(os.path.join(d, "model.tflite"), "wb") as f:
             f.write(model_bytes)
@@ -197,4 +202,4 @@ def _child_result(d: str, proc: subprocess.CompletedProcess, n_sets: int, label:
     names = meta["tensors"]
     order = [(f"#{o['index']}", o["op"], [names[k] for k in o["inputs"] if k in names],
               [names[k] for k in o["outputs"] if k in names]) for o in meta["ops"]]
-    return RunResult(meta["inputs"], meta["outputs"], outputs, values, order)
+    return RunResult(meta["inputs"], meta["outputs"], outputs, values, order, meta.get("channels_last_inputs", []))

@@ -111,6 +111,17 @@ def test_zoo_files_verify(tmp_path, name):
         assert r.inputs["source"] == "drawn from the signature" and r.inputs["seed"] == 0
 
 
+def test_nhwc_io_file(tmp_path, capsys):
+    """A .tflite written with --nhwc-io (4-D input and output channels-last) is fed and compared
+    in its own layout."""
+    path = str(tmp_path / "conv_bn_pool.pt2")
+    torch.export.save(zoo.exported("conv_bn_pool"), path)
+    out = str(tmp_path / "m.tflite")
+    assert main(["convert", path, "--to", "tflite", "--nhwc-io", "-o", out, "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "result: equal within tolerance" in text and "channels-last in the file" in text
+
+
 def test_drawn_inputs_two_sizes_inside_the_range(files, capsys):
     assert main(["verify", files["bare"], files["onnx"], "--json", "--seed", "7"]) == 0
     report = _json(capsys)
