@@ -18,7 +18,7 @@ import numpy as np
 from ..serde.errors import Pt2UsageError
 
 __all__ = ["WEIGHT_OPTIONS", "MIN_ELEMENTS", "INT8_MAX", "NotStorable", "check_weight_option", "to_float16",
-           "quantize_symmetric"]
+           "quantize_symmetric", "describe"]
 
 WEIGHT_OPTIONS = ("fp16", "int8")
 MIN_ELEMENTS = 1024  # smaller constants (biases, norms, scalars) stay float32, as TFLite's converter leaves them
@@ -58,3 +58,13 @@ def quantize_symmetric(w: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray
     q = np.clip(np.rint(moved / scale[:, None].astype(np.float64)), -INT8_MAX, INT8_MAX).astype(np.int8)
     shape = (w.shape[axis],) + tuple(d for k, d in enumerate(w.shape) if k != axis)
     return np.ascontiguousarray(np.moveaxis(q.reshape(shape), 0, axis)), scale
+
+
+def describe(report: dict | None) -> list[str]:
+    """Lines saying what a weight-only option stored and what it kept float32 (a target's report,
+    as its file's metadata records it); [] for none."""
+    if not report:
+        return []
+    stored = ", ".join(f"{k} {v}" for k, v in sorted(report["stored"].items())) or "nothing"
+    lines = [f"weights {report['option']}: {stored}; kept float32: {len(report['kept_float'])}"]
+    return lines + [f"  {k}" for k in report["kept_float"]]

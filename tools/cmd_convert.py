@@ -76,21 +76,27 @@ def _converter(to: str):
     """The function writing format ``to``: ``(src, dst, args) -> exit code``. Imports its extra."""
     if to == "onnx":
         from ..converters import to_onnx
+        from ..converters.onnx.weight_only import describe_weights
 
         def convert(src, dst, args):
             kw = {} if args.opset is None else {"opset": args.opset}
-            to_onnx(src, dst, model=args.model or "model", weights=args.weights, **kw)
+            m = to_onnx(src, dst, model=args.model or "model", weights=args.weights, **kw)
             say(f"wrote {printable(dst)}")
+            for line in describe_weights(m):  # --weights: what was stored, what stayed float32
+                say(printable(line))
             return 0
 
     elif to == "tflite":
         from ..converters import to_tflite
         from ..converters.tflite.qdq_pass import describe_tflite
+        from ..converters.tflite.weight_storage import describe_weights
 
         def convert(src, dst, args):
             data = to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io, weights=args.weights)
             say(f"wrote {printable(dst)}")
             for line in describe_tflite(data):  # a QDQ model: which ops run in int8, which stay float
+                say(printable(line))
+            for line in describe_weights(data):  # --weights: what was stored, what stayed float32
                 say(printable(line))
             return 0
 

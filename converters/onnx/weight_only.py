@@ -21,9 +21,9 @@ import json
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, quantize_symmetric, to_float16
+from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, describe, quantize_symmetric, to_float16
 
-__all__ = ["INT8_AXIS", "METADATA_KEY", "store_weights"]
+__all__ = ["INT8_AXIS", "METADATA_KEY", "store_weights", "describe_weights"]
 
 METADATA_KEY = "pt2x.weights"
 
@@ -54,10 +54,10 @@ def store_weights(m, weights: str) -> dict:
         inits.pop(i.name, None)  # an initializer that is also a graph input can be overridden: leave it
     taken = _names(g)
     report = {"option": weights, "stored": {}, "kept_float": []}
-    plan = _int8_plan(g, inits, report) if weights == "int8" else {name: None for name in inits}
+    plan = _int8_plan(g, inits, report) if weights == "int8" else {name: (None, "float16") for name in inits}
     nodes, stored = [], {}
-    for name, axis in plan.items():
-        made = _store(inits[name], axis, taken, report)
+    for name, (axis, key) in plan.items():
+        made = _store(inits[name], axis, taken, report, key)
         if made is not None:
             nodes.append(made[0])
             stored[name] = made[1]
@@ -87,9 +87,11 @@ def _fresh(base: str, taken: set[str]) -> str:
     return name
 
 
-def _int8_plan(g, inits: dict, report: dict) -> dict[str, int]:
-    """Initializer name -> its output-channel axis, for the weights of ``INT8_AXIS``' operators."""
+def _int8_plan(g, inits: dict, report: dict) -> dict[str, tuple[int, str]]:
+    """Initializer name -> (its output-channel axis, the report's key: the operators reading it as
+    weights), for the weights of ``INT8_AXIS``' operators."""
     axes: dict[str, set] = {}
+    readers: dict[str, set] = {}
     for node in g.node:
         slot, axis_of = INT8_AXIS.get(node.op_type, (None, None))
         if slot is None or len(node.input) <= slot or node.input[slot] not in inits:
@@ -98,16 +100,17 @@ def _int8_plan(g, inits: dict, report: dict) -> dict[str, int]:
         axis = axis_of(node, len(inits[name].dims))
         if axis is not None:
             axes.setdefault(name, set()).add(axis)
+            readers.setdefault(name, set()).add(node.op_type)
     plan = {}
     for name, found in axes.items():
         if len(found) == 1:
-            plan[name] = found.pop()
+            plan[name] = (found.pop(), "/".join(sorted(readers[name])) + " int8")
         else:
             report["kept_float"].append(f"{name}: read as weights along different axes")
     return plan
 
 
-def _store(t, axis: int | None, taken: set[str], report: dict):
+def _store(t, axis: int | None, taken: set[str], report: dict, key: str):
     """(the node that makes ``t.name`` float32 again, the initializers it reads) for initializer
     ``t`` stored as float16 (``axis`` None) or int8 along ``axis``; None when it stays float32."""
     w = numpy_helper.to_array(t)
@@ -126,9 +129,14 @@ def _store(t, axis: int | None, taken: set[str], report: dict):
     except NotStorable as e:
         report["kept_float"].append(f"{t.name}: {e}")
         return None
-    key = "float16" if axis is None else "int8"
     report["stored"][key] = report["stored"].get(key, 0) + 1
     return node, stored
+
+
+def describe_weights(m) -> list[str]:
+    """What an ONNX model pt2x wrote with ``weights=`` stored (its metadata); [] for none."""
+    value = next((p.value for p in m.metadata_props if p.key == METADATA_KEY), None)
+    return describe(json.loads(value)) if value else []
 
 
 def _record(m, report: dict) -> None:

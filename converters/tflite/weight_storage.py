@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, quantize_symmetric, to_float16
+from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, describe, quantize_symmetric, to_float16
 from .model import Op, Program, Quantization, Subgraph, Tensor, TensorType
 
-__all__ = ["INT8_WEIGHTS", "WeightReport", "store_weights", "METADATA_KEY"]
+__all__ = ["INT8_WEIGHTS", "WeightReport", "store_weights", "METADATA_KEY", "describe_weights"]
 
 METADATA_KEY = "weights"  # the report's entry in the file's "pt2x" metadata
 
@@ -76,6 +76,18 @@ def store_weights(program: Program, weights: str) -> WeightReport:
         (_store_fp16 if weights == "fp16" else _store_int8)(sub, report)
     _record(program, report)
     return report
+
+
+def describe_weights(data: bytes) -> list[str]:
+    """What a .tflite pt2x wrote with ``weights=`` stored (its ``pt2x`` metadata); [] for none."""
+    from . import schema_generated as fb
+
+    model = fb.Model.GetRootAs(data, 0)
+    for i in range(model.MetadataLength()):
+        entry = model.Metadata(i)
+        if entry.Name() == b"pt2x":
+            return describe(json.loads(model.Buffers(entry.Buffer()).DataAsNumpy().tobytes()).get(METADATA_KEY))
+    return []
 
 
 def _record(program: Program, report: WeightReport) -> None:

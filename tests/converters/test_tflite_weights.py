@@ -243,6 +243,9 @@ def test_onnx_file_holds_int8_initializers(layers):
     assert len(int8) == 5
     axes = {n.output[0]: n.attribute[0].i for n in q8.graph.node if n.op_type == "DequantizeLinear"}
     assert sorted(axes.values()) == [0, 0, 0, 1, 2], axes  # Conv (conv, dw), Gemm: 0; ConvTranspose: 1; MatMul: 2
+    meta = {p.key: p.value for p in q8.metadata_props}
+    assert json.loads(meta["pt2x.weights"])["stored"] == {"Conv int8": 2, "Gemm int8": 1, "ConvTranspose int8": 1,
+                                                          "MatMul int8": 1}
     assert sum(t.data_type == onnx.TensorProto.FLOAT16 for t in half.graph.initializer) == 5
     assert [n.op_type for n in half.graph.node].count("Cast") >= 5
 
@@ -316,6 +319,10 @@ def test_cli_weights(layers, tmp_path):
     done = run_cli_torch_free("convert", path, "--to", "tflite", "--weights", "int8", "-o", out)
     assert done.returncode == 0, done.stderr
     assert _pt2x_metadata(open(out, "rb").read())["weights"]["option"] == "int8"
+    assert ("weights int8: BATCH_MATMUL dequantize 1, CONV_2D hybrid 1, DEPTHWISE_CONV_2D dequantize 1, "
+            "FULLY_CONNECTED hybrid 1, TRANSPOSE_CONV dequantize 1; kept float32: 0") in done.stdout
+    done = run_cli_torch_free("convert", path, "--to", "onnx", "--weights", "fp16", "-o", str(tmp_path / "m.onnx"))
+    assert done.returncode == 0 and "weights fp16: float16 5; kept float32: 0" in done.stdout, done.stderr
     done = run_cli_torch_free("convert", path, "--to", "pt2", "--target-schema", "8.15", "--weights", "fp16",
                               "-o", str(tmp_path / "m.pt2"))
     assert done.returncode == 2 and "--weights applies only to --to onnx or tflite" in done.stderr
