@@ -52,8 +52,9 @@ def _zero_point(node) -> str:
 
 
 def _fold_constant(em: Emitter, node, a: dict) -> bool:
-    """A DequantizeLinear of constants (quantized weights: ``prepare`` leaves them unfolded for
-    the QDQ pass) becomes a float32 constant computed as the reference does; True when it did."""
+    """A DequantizeLinear of constants (quantized weights and int32 biases: ``prepare`` leaves
+    them unfolded for the QDQ pass) becomes a float32 constant computed as onnx's reference
+    does, ``(float32(x) - float32(zp)) * scale``; True when it did."""
     x, scale = em.const_value(node.input[0]), em.const_value(node.input[1])
     zp_name = _zero_point(node)
     zp = em.const_value(zp_name) if zp_name else np.zeros((), x.dtype if x is not None else np.int8)
@@ -74,14 +75,18 @@ def dequantize_linear(em: Emitter, node) -> None:
     a = attrs(node)
     _check(node, a)
     x_elem = em.elem(node.input[0])
-    if x_elem not in _QUANT_TYPES:
-        raise Unsupported(f"DequantizeLinear of {TensorProto.DataType.Name(x_elem)} (uint8, int8, int16 only)")
+    if x_elem not in _QUANT_TYPES and x_elem != TensorProto.INT32:
+        raise Unsupported(f"DequantizeLinear of {TensorProto.DataType.Name(x_elem)} (uint8, int8, int16, "
+                          "and int32 constants only)")
     if em.elem(node.input[1]) not in (TensorProto.FLOAT, TensorProto.FLOAT16):
         raise Unsupported("DequantizeLinear with a scale that is not float32/float16")
     if a.get("output_dtype", 0) not in (0, em.elem(node.input[1])):
         raise Unsupported(f"DequantizeLinear with output_dtype={a['output_dtype']}")
     if _fold_constant(em, node, a):
         return
+    if x_elem not in _QUANT_TYPES:
+        raise Unsupported(f"DequantizeLinear of {TensorProto.DataType.Name(x_elem)} computed at run time "
+                          "(uint8, int8, int16 only)")
     rank = em.rank(node.input[0])
     x = em.cast(em.t(node.input[0]), T.FLOAT32)
     zp = _zero_point(node)

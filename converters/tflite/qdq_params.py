@@ -73,8 +73,9 @@ def read_params(em: Emitter, node) -> QParams | None:
     if elem not in QUANT_ELEMS or scale.ndim > 1 or not np.all(np.isfinite(scale)) or not np.all(scale > 0):
         return None
     zero_point = np.zeros(scale.shape, np.int64) if zp is None else zp.astype(np.int64)
-    if zero_point.shape != scale.shape:
+    if zero_point.size != scale.size or zero_point.ndim > 1:  # a [1] scale may come with a 0-d zero point
         return None
+    zero_point = zero_point.reshape(scale.shape)
     axis = None
     if scale.ndim == 1 and scale.size > 1:
         rank = em.rank(node.input[0])

@@ -39,14 +39,25 @@ class _Graph:
     def __init__(self, g: onnx.GraphProto):
         self.producer = {o: n for n in g.node for o in n.output if o}
         self.readers: dict[str, list[onnx.NodeProto]] = {}
-        for n in g.node:
-            for i in dict.fromkeys(x for x in n.input if x):
+        for n in g.node:  # a node with subgraphs also reads every outer value they name
+            for i in dict.fromkeys([x for x in n.input if x] + sorted(_names_in_subgraphs(n))):
                 self.readers.setdefault(i, []).append(n)
         self.outputs = {o.name for o in g.output}
 
     def single_reader(self, name: str) -> onnx.NodeProto | None:
         rs = self.readers.get(name, [])
         return rs[0] if len(rs) == 1 and name not in self.outputs else None
+
+
+def _names_in_subgraphs(node) -> set[str]:
+    names: set[str] = set()
+    for a in node.attribute:
+        for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+            for n in sub.node:
+                names.update(x for x in n.input if x)
+                names |= _names_in_subgraphs(n)
+            names.update(o.name for o in sub.output)
+    return names
 
 
 def _is(node, op_type: str) -> bool:

@@ -209,3 +209,50 @@ def test_pt2e_zoo_int8(tmp_path, name, steps, fraction):
     weighted = [c for c, ins in _ops(data) if c in WEIGHTED]
     int8 = _assert_int8_kernels(data)
     assert int8 / len(weighted) >= fraction, (int8, len(weighted), report)
+
+
+def _float_conv_sigmoid(path: str) -> None:
+    """Conv (3 -> 8, 3x3) -> Sigmoid -> GlobalAveragePool, dynamic batch, seeded weights."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    w = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w")
+    b = numpy_helper.from_array(rng.standard_normal(8).astype(np.float32) * 0.1, "b")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"]), helper.make_node("GlobalAveragePool", ["s"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, 1, 1])], [w, b])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_ops_outside_int8_constraints_stay_float_and_match(tmp_path):
+    """uint8 (asymmetric) weights and a Sigmoid not at scale 1/256 stay float, reported, and the
+    model still equals ONNX Runtime's QDQ execution within one output step."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    _float_conv_sigmoid(str(tmp_path / "f.onnx"))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = [np.random.default_rng(i).standard_normal((2, 3, 8, 8)).astype(np.float32) for i in range(3)]
+
+        def get_next(self):
+            return {"x": self.batches.pop()} if self.batches else None
+
+    quantize_static(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+                    per_channel=False, activation_type=QuantType.QUInt8, weight_type=QuantType.QUInt8)
+    m = onnx.load(str(tmp_path / "q.onnx"))
+    data = convert_torch_free("to_tflite", str(tmp_path / "q.onnx"))
+    reasons = {f["op"]: f["reason"] for f in _report(data)["float"]}
+    assert "UINT8" in reasons["Conv"], reasons
+    if "Sigmoid" in reasons:  # when ONNX Runtime quantized it at a calibrated scale
+        assert "1/256" in reasons["Sigmoid"], reasons
+    assert _assert_int8_kernels(data) == 0
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    for batch in BATCHES:
+        x = np.random.default_rng(10 + batch).standard_normal((batch, 3, 8, 8)).astype(np.float32)
+        want = sess.run(None, {"x": x})[0]
+        for xnnpack in (True, False):
+            assert np.abs(_litert(data, x, xnnpack) - want).max() <= _output_scale(m) * (1 + 1e-3)
