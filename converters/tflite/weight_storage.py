@@ -54,6 +54,26 @@ INT8_WEIGHTS = {
 }
 
 
+# operator code versions for the tensor types this pass writes (TFLite's op_version rules): an
+# older runtime without the kernel refuses the version instead of misreading the tensors
+_DEQUANTIZE_VERSION = {TensorType.FLOAT16: 3, TensorType.INT8: 2}  # int8 per channel: 5
+_HYBRID_VERSION = {"CONV_2D": (2, 5), "FULLY_CONNECTED": (3, 12)}  # (per tensor, per channel)
+_GROUPED_CONV_VERSION = 6
+
+
+def _dequantize_version(stored: Tensor) -> int:
+    per_channel = stored.quant is not None and not stored.quant.per_tensor
+    return 5 if per_channel else _DEQUANTIZE_VERSION[stored.dtype]
+
+
+def _hybrid_version(sub: Subgraph, op: Op, per_channel: bool) -> int:
+    if op.code == "CONV_2D":
+        x, w = sub.tensors[op.inputs[0]], sub.tensors[op.inputs[1]]
+        if x.shape and w.shape and x.shape[-1] > 0 and x.shape[-1] != w.shape[-1]:
+            return _GROUPED_CONV_VERSION
+    return _HYBRID_VERSION[op.code][per_channel]
+
+
 @dataclass
 class WeightReport:
     """What the pass did: per route, the operator codes whose weights it stored (with counts),
@@ -117,7 +137,7 @@ def _dequantized(sub: Subgraph, index: int, stored: Tensor, first_reader: Op) ->
     source = sub.add(stored)
     t = sub.tensors[index]
     t.data = None
-    op = Op("DEQUANTIZE", [source], [index], origin=f"weights of {t.name}")
+    op = Op("DEQUANTIZE", [source], [index], origin=f"weights of {t.name}", version=_dequantize_version(stored))
     sub.insert_op(next(k for k, o in enumerate(sub.ops) if o is first_reader), op)
     return op
 
@@ -173,5 +193,7 @@ def _quantize_weight(sub, index, readers, weight_readers, axis: int, report: Wei
         source = dq.inputs[0]
         for op, slot in hybrid:
             sub.rewire(op, inputs=op.inputs[:slot] + [source] + op.inputs[slot + 1:])
+    for op, _ in hybrid:
+        op.version = max(op.version, _hybrid_version(sub, op, len(scale) > 1))
     for op, _ in weight_readers:
         report.count(f"{op.code} {INT8_WEIGHTS[op.code].route}")

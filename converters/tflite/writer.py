@@ -128,7 +128,7 @@ def _subgraph(b, g: Subgraph, buffers: _Buffers, opcode_index) -> int:
         ins, outs = _int_vector(b, op.inputs), _int_vector(b, op.outputs)
         opt = _options(b, *op.options) if op.options else None
         fb.OperatorStart(b)
-        fb.OperatorAddOpcodeIndex(b, opcode_index(op.code))
+        fb.OperatorAddOpcodeIndex(b, opcode_index(op))
         fb.OperatorAddInputs(b, ins)
         fb.OperatorAddOutputs(b, outs)
         if opt is not None:
@@ -147,13 +147,13 @@ def _subgraph(b, g: Subgraph, buffers: _Buffers, opcode_index) -> int:
     return fb.SubGraphEnd(b)
 
 
-def _opcodes(b, codes: list[str]) -> int:
+def _opcodes(b, codes: list[tuple[str, int]]) -> int:
     offs = []
-    for c in codes:
+    for c, version in codes:
         value = getattr(fb.BuiltinOperator, c)
         fb.OperatorCodeStart(b)
         fb.OperatorCodeAddDeprecatedBuiltinCode(b, min(value, _PLACEHOLDER_CODE))
-        fb.OperatorCodeAddVersion(b, _VERSION.get(c, 1))
+        fb.OperatorCodeAddVersion(b, version)
         fb.OperatorCodeAddBuiltinCode(b, value)
         offs.append(fb.OperatorCodeEnd(b))
     return _table_vector(b, offs)
@@ -199,18 +199,19 @@ def write(p: Program) -> bytes:
     size = sum(t.data.nbytes for g in p.subgraphs for t in g.tensors if t.data is not None)
     if size > _MAX_BYTES:
         raise ConversionError(f"the model's constants take {size} bytes: a TFLite flatbuffer holds at most 2 GiB")
-    codes: list[str] = []
-    index: dict[str, int] = {}
+    codes: list[tuple[str, int]] = []  # (builtin, version): one operator code each
+    index: dict[tuple[str, int], int] = {}
 
-    def opcode_index(code: str) -> int:
-        if code not in index:
-            index[code] = len(codes)
-            codes.append(code)
-        return index[code]
+    def opcode_index(op) -> int:
+        key = (op.code, max(op.version, _VERSION.get(op.code, 1)))
+        if key not in index:
+            index[key] = len(codes)
+            codes.append(key)
+        return index[key]
 
     for g in p.subgraphs:
         for op in g.ops:
-            opcode_index(op.code)
+            opcode_index(op)
     b = flatbuffers.Builder(1024 + size + size // 8)
     buffers = _Buffers()
     subgraphs = _table_vector(b, [_subgraph(b, g, buffers, opcode_index) for g in p.subgraphs])
