@@ -35,6 +35,7 @@ twice raises unless ``override=True``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Callable, NamedTuple
 
@@ -82,6 +83,7 @@ def parse_target(target: str) -> TargetName | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)  # asked twice per node lowered; a target's answer never changes
 def is_inplace(target: str) -> bool:
     """Whether ``target`` is an in-place ATen overload (``aten.add_.Tensor``; not
     ``aten.__iand__.Tensor`` or ``aten._foo_.default``)."""

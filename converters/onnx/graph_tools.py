@@ -139,7 +139,8 @@ def live_nodes(nodes: list[onnx.NodeProto], outputs: Iterable[str]) -> tuple[lis
     for n in reversed(nodes):
         if any(o in used for o in n.output):
             keep.append(n)
-            used.update(i for i in n.input if i)
+            used.update(n.input)
+            used.discard("")  # an omitted optional input names nothing
             if n.attribute:
                 used |= subgraph_reads(n)
     keep.reverse()
