@@ -23,18 +23,22 @@ int8 and uint8 only (QuantizeLinear-13's types; int16/uint16 need opset 21 and t
 does not write them here); zero points are stored in the quantized dtype and refused when they do
 not fit it (torch computes with the int64 value; ONNX cannot). Per-channel needs opset 13.
 
-Refused by name: zero points or ``.tensor2`` bounds computed at run time, scales of another dtype
-than float32 on per-channel ops, ``out_dtype`` other than float32, dynamic quantization's
-``choose_qparams`` (torch's ``determine_qparams`` with its ``eps`` floor is not ONNX's
-DynamicQuantizeLinear), and torchao's block-wise ``quantize_affine``/``dequantize_affine``/
-``choose_qparams_affine`` (torchao's PT2E ``convert_pt2e`` writes ``quantized_decomposed`` ops).
+Dynamic quantization: ``choose_qparams.tensor`` / ``choose_qparams_symmetric.tensor`` are torch's
+``determine_qparams`` written out in ONNX float32 ops (exact: see ``choose_qparams``; not ONNX's
+DynamicQuantizeLinear, which is uint8 only and has no ``eps``); the quantize reading their zero
+point takes it at run time, the only run-time zero point accepted (its clamp keeps it in range).
+
+Refused by name: other zero points or ``.tensor2`` bounds computed at run time, scales of another
+dtype than float32 on per-channel ops, ``out_dtype`` other than float32, and torchao's block-wise
+``quantize_affine``/``dequantize_affine``/``choose_qparams_affine`` (torchao's PT2E
+``convert_pt2e`` writes ``quantized_decomposed`` ops).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..aten.args import bind
+from ..aten.args import bind, decode
 from ..aten.dtypes import ST, to_numpy
 from ..aten.registry import lowering
 from ..errors import Unsupported
@@ -80,8 +84,7 @@ def _zero_points(ctx, ref, st: ST, per_axis: bool) -> str | None:
         return None
     v = np.asarray(ref) if isinstance(ref, int) else ctx.value_of(ref)
     if v is None:
-        raise Unsupported("zero point computed at run time (its range cannot be checked against "
-                          f"{st.name}; a Cast would wrap)")
+        return _chosen_zero_point(ctx, ref, st, per_axis)
     if v.dtype.kind not in "iu":
         raise Unsupported(f"zero point of dtype {v.dtype}, not an integer")
     tmin, tmax = QDQ_TYPES[st]
@@ -92,6 +95,23 @@ def _zero_points(ctx, ref, st: ST, per_axis: bool) -> str | None:
         raise Unsupported(f"per-tensor zero point with {v.size} elements")
     arr = v.astype(to_numpy(st))
     return ctx.const(arr.reshape(-1) if per_axis else arr.reshape(()), st)
+
+
+def _chosen_zero_point(ctx, ref, st: ST, per_axis: bool) -> str:
+    """A run-time zero point is taken only from ``choose_qparams`` whose clamp keeps it inside
+    ``st``'s range, so the Cast from int64 is exact."""
+    producer = ctx.view.producer.get(getattr(ref, "name", None))
+    target = str(getattr(producer, "target", ""))
+    if per_axis or not target.endswith(CHOOSE_QPARAMS):
+        raise Unsupported("zero point computed at run time (its range cannot be checked against "
+                          f"{st.name}; a Cast would wrap)")
+    # the producer's own lowering has checked its arguments against its schema
+    given = {na.name: decode(na.arg) for na in producer.inputs}
+    lo, hi = given.get("quant_min"), given.get("quant_max")
+    tmin, tmax = QDQ_TYPES[st]
+    if not (isinstance(lo, int) and isinstance(hi, int) and tmin <= lo <= hi <= tmax):
+        raise Unsupported(f"zero point from {producer.name} clamped to [{lo}, {hi}], outside {st.name}'s range")
+    return ctx.cast(ctx.op("Reshape", ctx.t(ref), ctx.const(np.zeros(0, np.int64), ST.LONG)), ST.LONG, st)
 
 
 def _scale(ctx, ref, per_axis: bool) -> str:
@@ -218,13 +238,42 @@ def dequantize_per_channel(ctx, node):
     return _dequantize(ctx, a, a.scales, a.zero_points, per_axis=True)
 
 
+CHOOSE_QPARAMS = ("quantized_decomposed.choose_qparams.tensor",
+                  "quantized_decomposed.choose_qparams_symmetric.tensor")
+
+
+@lowering("onnx", *CHOOSE_QPARAMS)
+def choose_qparams(ctx, node):
+    """torch's ``determine_qparams`` over the whole input, in float32 as torch computes it:
+    min_neg = min(min x, 0), max_pos = max(max x, 0); affine: scale = max((max_pos - min_neg) /
+    (qmax - qmin), eps), zero point clamp(qmin - round(min_neg / scale), qmin, qmax) (|min_neg /
+    scale| <= qmax - qmin, so float32 holds it exactly); symmetric: scale = max(max(-min_neg,
+    max_pos) / ((qmax - qmin) / 2), eps), zero point 128 for uint8, else 0. Returns float64 [1]
+    and int64 [1] as torch does. A NaN or infinite input gives no defined zero point in torch."""
+    a = bind(node, "input", "quant_min", "quant_max", "eps", "dtype")
+    st = _qdtype(a.dtype)
+    lo, hi = _bounds(ctx, a, st)
+    if not lo <= 0 <= hi:
+        raise Unsupported(f"quant_min={lo}, quant_max={hi} do not include 0 (torch's validate_qmin_qmax)")
+    if ctx.dtype(a.input) != ST.FLOAT:
+        raise Unsupported(f"choose_qparams of a {ctx.dtype(a.input).name} tensor (float32 only)")
+    x = ctx.t(a.input)
+    f32 = lambda v: ctx.const(np.float32(v), ST.FLOAT)  # noqa: E731
+    min_neg = ctx.op("Min", ctx.op("ReduceMin", x, keepdims=0), f32(0))
+    max_pos = ctx.op("Max", ctx.op("ReduceMax", x, keepdims=0), f32(0))
+    if str(node.target).endswith("choose_qparams_symmetric.tensor"):
+        scale = ctx.op("Div", ctx.op("Max", ctx.op("Neg", min_neg), max_pos), f32((hi - lo) / 2))
+        scale = ctx.op("Max", scale, f32(a.eps))
+        zp = ctx.const(np.array([128 if st == ST.BYTE else 0], np.int64), ST.LONG)
+    else:
+        scale = ctx.op("Max", ctx.op("Div", ctx.op("Sub", max_pos, min_neg), f32(hi - lo)), f32(a.eps))
+        shift = ctx.op("Sub", f32(lo), ctx.op("Round", ctx.op("Div", min_neg, scale)))
+        zp = ctx.op("Reshape", ctx.cast(ctx.op("Clip", shift, f32(lo), f32(hi)), ST.FLOAT, ST.LONG), ctx.ints([1]))
+    return [ctx.op("Reshape", ctx.cast(scale, ST.FLOAT, ST.DOUBLE), ctx.ints([1])), zp]
+
+
 # Read and checked against their schemas, then refused by name (see the module docstring).
 REFUSED = {
-    "quantized_decomposed.choose_qparams.tensor":
-        "dynamic quantization (torch's determine_qparams: eps floor, zero point clamp) has no exact "
-        "ONNX form (DynamicQuantizeLinear is uint8 only, without eps)",
-    "quantized_decomposed.choose_qparams_symmetric.tensor":
-        "dynamic symmetric quantization has no exact ONNX form",
     "torchao.quantize_affine.default": "torchao's block-wise affine quantization is not lowered",
     "torchao.dequantize_affine.default": "torchao's block-wise affine dequantization is not lowered",
     "torchao.choose_qparams_affine.default": "torchao's block-wise qparams are not lowered",

@@ -192,16 +192,67 @@ def test_quantize_forms(tmp_path):
             assert off.max() <= STEPS + 1e-6, f"{level}: {off.max()} steps"
 
 
-def test_refusals_name_the_node(tmp_path):
-    """Dynamic quantization (choose_qparams), a zero point outside int8: refused by name."""
+def test_dynamic_quantization_mlp(tmp_path_factory):
+    """X86InductorQuantizer's dynamic config: choose_qparams per run, then quantize/dequantize
+    .tensor before each linear. The output is float (no output quantize): float32 rounding."""
+    p, path = _saved(tmp_path_factory, "mlp", "x86_dynamic")
+    assert "quantized_decomposed.choose_qparams.tensor" in pt2e.target_names(p.exported)
+    model = convert_torch_free("to_onnx", path)
+    for level in LEVELS:
+        for b in pt2e.BATCHES:
+            got = _run(model, level, p.inputs[b][0].numpy())
+            np.testing.assert_allclose(got, p.expected[b].numpy(), rtol=1e-5, atol=1e-6)  # measured 3e-8
+
+
+class _ChooseQparams(torch.nn.Module):
+    def forward(self, x):
+        qd = torch.ops.quantized_decomposed
+        outs = []
+        for choose, lo, hi, dtype in ((qd.choose_qparams.tensor, -128, 127, torch.int8),
+                                      (qd.choose_qparams.tensor, 0, 255, torch.uint8),
+                                      (qd.choose_qparams_symmetric.tensor, -128, 127, torch.int8),
+                                      (qd.choose_qparams_symmetric.tensor, 0, 255, torch.uint8)):
+            scale, zp = choose(x, lo, hi, 2**-12, dtype)
+            q = qd.quantize_per_tensor.tensor(x, scale, zp, lo, hi, dtype)
+            outs += [scale, zp, qd.dequantize_per_tensor.tensor(q, scale, zp, lo, hi, dtype)]
+        return tuple(outs)
+
+
+@pytest.mark.parametrize("shift", [0.0, 3.0, -3.0, 1e-5])
+def test_choose_qparams(tmp_path, shift):
+    """torch's determine_qparams exactly (scale float64 [1], zero point int64 [1]), inputs all
+    positive, all negative, mixed and tiny (the eps floor); the dequantized values within a step."""
     import torch.ao.quantization.fx._decomposed  # noqa: F401
 
-    class Dynamic(torch.nn.Module):
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 7, generator=gen) * (1e-6 if shift == 1e-5 else 1.0) + shift
+    _, path = _export(_ChooseQparams(), x[:2], tmp_path, "choose")
+    model = convert_torch_free("to_onnx", path)
+    with torch.no_grad():
+        expected = [t.numpy() for t in _ChooseQparams()(x)]
+    for level in LEVELS:
+        so = ort.SessionOptions()
+        so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+        sess = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+        got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
+        for i in range(0, len(expected), 3):
+            (scale, zp, dq), (e_scale, e_zp, e_dq) = got[i:i + 3], expected[i:i + 3]
+            assert scale.dtype == np.float64 and zp.dtype == np.int64 and scale.shape == zp.shape == (1,)
+            np.testing.assert_array_equal(scale, e_scale)
+            np.testing.assert_array_equal(zp, e_zp)
+            assert np.abs(dq - e_dq).max() <= STEPS * e_scale[0] * (1 + 1e-6)
+
+
+def test_refusals_name_the_node(tmp_path):
+    """A zero point computed at run time (not by choose_qparams), one outside int8: refused by name."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+    class RunTimeZeroPoint(torch.nn.Module):
         def forward(self, x):
             qd = torch.ops.quantized_decomposed
-            scale, zp = qd.choose_qparams.tensor(x, -128, 127, 2**-12, torch.int8)
-            q = qd.quantize_per_tensor.tensor(x, scale, zp, -128, 127, torch.int8)
-            return qd.dequantize_per_tensor.tensor(q, scale, zp, -128, 127, torch.int8)
+            zp = (x.sum() > 0).long()
+            q = qd.quantize_per_tensor.tensor(x, torch.tensor(0.1), zp, -128, 127, torch.int8)
+            return qd.dequantize_per_tensor(q, 0.1, 0, -128, 127, torch.int8)
 
     class WideZeroPoint(torch.nn.Module):
         def forward(self, x):
@@ -210,11 +261,11 @@ def test_refusals_name_the_node(tmp_path):
             return qd.dequantize_per_tensor(q, 0.1, 200, -128, 127, torch.int8)
 
     x = torch.randn(2, 5)
-    _, path = _export(Dynamic(), x, tmp_path, "dynamic")
+    _, path = _export(RunTimeZeroPoint(), x, tmp_path, "runtime")
     with pytest.raises(UnsupportedOpsError) as err:
         convert_torch_free("to_onnx", path)
     msg = str(err.value)
-    assert "quantized_decomposed.choose_qparams.tensor" in msg and "dynamic quantization" in msg
+    assert "quantized_decomposed.quantize_per_tensor.tensor" in msg and "zero point computed at run time" in msg
     assert "Custom operators" not in msg, "torch's own quantization ops are not a custom library"
     _, path = _export(WideZeroPoint(), x, tmp_path, "wide")
     with pytest.raises(UnsupportedOpsError) as err:

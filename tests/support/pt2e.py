@@ -42,7 +42,7 @@ from torch.export import Dim
 MAX_BATCH = 8
 BATCHES = (1, 3)  # the two batch sizes every test runs
 CALIBRATION_BATCHES = 4
-QUANTIZERS = ("x86", "xnnpack")
+QUANTIZERS = ("x86", "xnnpack")  # static; make_quantizer also knows "x86_dynamic"
 PROGRAMS = ("cnn", "mlp", "transformer", "resnet18", "mobilenet_v2")
 
 
@@ -154,6 +154,8 @@ def make_quantizer(kind: str):
         return quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
     if kind == "xnnpack":
         return quantizer.set_global(_xnnpack_symmetric_config())
+    if kind == "x86_dynamic":  # activations quantized with qparams chosen per run (choose_qparams)
+        return quantizer.set_global(x86.get_default_x86_inductor_quantization_config(is_dynamic=True))
     raise ValueError(f"unknown quantizer {kind!r}; one of {QUANTIZERS}")
 
 
