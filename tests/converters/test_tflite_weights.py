@@ -199,10 +199,22 @@ def test_tflite_files_hold_the_stored_weights(layers):
     want[3] = 1.0
     assert qp["quantized_dimension"] == 0 and (qp["zero_points"] == 0).all()
     np.testing.assert_allclose(qp["scales"], want.astype(np.float32), rtol=1e-7)
+    # operator versions as TFLite's op_version rules give them for these tensor types
+    assert {("DEQUANTIZE", 3)} <= _opcodes(half)
+    assert {("CONV_2D", 1), ("CONV_2D", 5), ("FULLY_CONNECTED", 12), ("DEQUANTIZE", 5)} <= _opcodes(q8)
     meta = _pt2x_metadata(q8)
     assert meta["weights"]["stored"] == {"CONV_2D hybrid": 1, "FULLY_CONNECTED hybrid": 1,
                                          "DEPTHWISE_CONV_2D dequantize": 1, "TRANSPOSE_CONV dequantize": 1,
                                          "BATCH_MATMUL dequantize": 1}
+
+
+def _opcodes(model: bytes) -> set[tuple[str, int]]:
+    from pt2x.converters.tflite import schema_generated as fb
+
+    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
+    root = fb.Model.GetRootAs(model, 0)
+    return {(names[root.OperatorCodes(k).BuiltinCode()], root.OperatorCodes(k).Version())
+            for k in range(root.OperatorCodesLength())}
 
 
 def _pt2x_metadata(model: bytes) -> dict:
