@@ -277,7 +277,7 @@ def check_program_json(program_json: Any, target, *, root: str = "ExportedProgra
     if root == "ExportedProgram":
         bad = _major_finding(version, declared_version(program_json), label, member)
         if bad:
-            return [bad, *_blockers_across_major(program_json, version, member)]
+            return _across_major_findings(bad, program_json, version, member)
         findings.extend(unrunnable_nodes(program_json, version, label, member))
         if has_hop_flag(snap):
             findings.extend(flag_hop_outputs(program_json, label, member, rewrite=False))
@@ -287,12 +287,14 @@ def check_program_json(program_json: Any, target, *, root: str = "ExportedProgra
     return findings
 
 
-def _blockers_across_major(program_json: Any, version: tuple[int, int], member: str | None) -> list[Finding]:
-    """For a program of the other major: what would still block once convert rewrites it
-    across the major (none when it only needs the rewrite; nothing when there is no route)."""
+def _across_major_findings(bad: Finding, program_json: Any, version: tuple[int, int], member: str | None) -> list[Finding]:
+    """For a program of the other major: the major finding, saying whether convert can write it
+    across the major, then whatever would still block once it does."""
     if not isinstance(program_json, dict) or _across_major(program_json, version, "", member)[1] is not None:
-        return []
-    return [f for f in downgrade(program_json, version, member=member)[1] if f.severity == "error"]
+        return [bad]
+    said = Finding(bad.severity, bad.code, bad.message + " (pt2x convert --to pt2 --target-schema writes it across the major)",
+                   bad.member, bad.path)
+    return [said, *(f for f in downgrade(program_json, version, member=member)[1] if f.severity == "error")]
 
 
 # ----------------------------------------------------------------- downgrading
