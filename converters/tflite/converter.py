@@ -30,6 +30,7 @@ from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
 from .prepare import ONNX_OPSET, load_onnx, prepare
 from .qdq_pass import install as install_qdq
+from .schedule import hoist_input_only
 from .shapes import infer_shapes
 from .weight_storage import store_weights
 from .writer import write
@@ -96,6 +97,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     for s_ in em.subgraphs:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
         merge_and_prune(s_)
+        hoist_input_only(s_)
         infer_shapes(s_)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",

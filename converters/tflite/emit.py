@@ -82,6 +82,12 @@ class Emitter:
         self.infos: dict[str, tuple[int, list | None]] = dict(parent.infos) if parent is not None else {}
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
             self.infos[vi.name] = _info(vi)
+        # ONNX name -> its dims' symbolic names (dim_param; "" where static or unnamed): one name
+        # is one size throughout the graph, so a run-time size can be read off a graph input
+        self.dim_names: dict[str, list[str]] = {
+            vi.name: [d.dim_param for d in vi.type.tensor_type.shape.dim]
+            for vi in list(graph.input) + list(graph.value_info) + list(graph.output)
+            if vi.type.tensor_type.HasField("shape")} if parent is None else {}
         self.node: onnx.NodeProto | None = None
         # per-node mappers taking precedence over MAPPERS, keyed by the node's first output (the
         # QDQ pass's int8 kernels and the Q/DQ nodes they absorb: ``qdq_pass``)

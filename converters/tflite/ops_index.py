@@ -23,11 +23,33 @@ def gather(em: Emitter, node) -> None:
     axis = _axis(int(attrs(node).get("axis", 0)), rank)
     idx_v = em.const_value(node.input[1])
     data = em.t(node.input[0])
+    if _as_slice(em, node, axis, idx_v):
+        return
     if idx_v is not None and (np.asarray(idx_v) < 0).any():
         idx = _from_end(em, data, axis, np.asarray(idx_v), em.shape(node.input[0])[axis])
     else:
         idx = em.t(node.input[1])
     em.op("GATHER", [data, idx], [em.out()], ("GatherOptions", {"axis": axis}))
+
+
+def _as_slice(em: Emitter, node, axis: int, idx_v) -> bool:
+    """A float Gather of one constant in-range index (``x[:, 0]``, a class token) as a
+    STRIDED_SLICE of that one position and a RESHAPE to the output's shape (-1 for its one
+    run-time dim, where it has at most one): the same values, and XNNPACK takes both, not GATHER."""
+    shape, out = em.shape(node.input[0]), em.shape(node.output[0])
+    if idx_v is None or np.ndim(idx_v) != 0 or em.dtype_of(em.t(node.input[0])) != T.FLOAT32 or not out:
+        return False
+    dim, rank = shape[axis], len(shape)
+    if dim < 0 or not -dim <= int(idx_v) < dim or rank > 5 or sum(d < 0 for d in out) > 1:
+        return False
+    i, whole = int(idx_v) % dim, ((1 << rank) - 1) & ~(1 << axis)
+    begin, end = np.zeros(rank, np.int32), np.zeros(rank, np.int32)
+    begin[axis], end[axis] = i, i + 1
+    part = em.tmp(T.FLOAT32, None, "position")
+    em.op("STRIDED_SLICE", [em.t(node.input[0]), em.const(begin), em.const(end), em.const(np.ones(rank, np.int32))],
+          [part], ("StridedSliceOptions", {"begin_mask": whole, "end_mask": whole}))
+    em.op("RESHAPE", [part, em.const(np.array(out, np.int32))], [em.out()])
+    return True
 
 
 def _from_end(em: Emitter, data: int, axis: int, idx_v: np.ndarray, dim: int) -> int:

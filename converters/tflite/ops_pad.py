@@ -32,6 +32,14 @@ def tile(em: Emitter, node) -> None:
     em.op("TILE", [em.t(node.input[0]), em.t(node.input[1])], [em.out()])
 
 
+def _zero(v) -> bool:
+    """A constant pad value of 0 (PAD pads with zeros, and XNNPACK takes PAD, not PADV2)."""
+    if v is None or np.size(v) != 1:
+        return False
+    x = np.asarray(v).reshape(())
+    return bool(x == 0) and not (x.dtype.kind == "f" and np.signbit(x))  # -0.0 stays PADV2
+
+
 @maps("Pad")
 def pad(em: Emitter, node) -> None:
     """Constant (PAD/PADV2), reflect (MIRROR_PAD), edge and wrap (a GATHER of source indices per
@@ -53,7 +61,7 @@ def pad(em: Emitter, node) -> None:
         y = x
     elif mode == "constant":
         p = em.const(np.ascontiguousarray(grow))
-        if len(node.input) > 2 and node.input[2]:
+        if len(node.input) > 2 and node.input[2] and not _zero(em.const_value(node.input[2])):
             em.op("PADV2", [x, p, em.t(node.input[2])], [y])
         else:
             em.op("PAD", [x, p], [y])

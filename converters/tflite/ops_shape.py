@@ -180,8 +180,21 @@ def squeeze(em: Emitter, node) -> None:
             raise Unsupported("Squeeze without axes of a value with dynamic dims")
         axes = [i for i, d in enumerate(shape) if d == 1]
     rank = em.rank(node.input[0])
+    if _as_reshape(em, node):
+        return
     em.op("SQUEEZE", [em.t(node.input[0])], [em.out()],
           ("SqueezeOptions", {"squeeze_dims": sorted(_axis(a, rank) for a in axes)}))
+
+
+def _as_reshape(em: Emitter, node) -> bool:
+    """Squeeze/Unsqueeze as a RESHAPE to a constant shape (-1 for its one run-time dim), where
+    the output has at most one: the same values, and XNNPACK takes RESHAPE, not SQUEEZE or
+    EXPAND_DIMS."""
+    out = em.shape(node.output[0])
+    if out is None or sum(d < 0 for d in out) > 1:
+        return False
+    em.op("RESHAPE", [em.t(node.input[0]), em.const(np.array(out, np.int32))], [em.out()])
+    return True
 
 
 @maps("Unsqueeze")
@@ -191,6 +204,8 @@ def unsqueeze(em: Emitter, node) -> None:
         return
     out_rank = em.rank(node.output[0])
     axes = sorted(_axis(a, out_rank) for a in axes_of(em, node, 1))
+    if _as_reshape(em, node):
+        return
     x = em.t(node.input[0])
     for k, a in enumerate(axes):
         last = k == len(axes) - 1
@@ -238,12 +253,52 @@ def shape(em: Emitter, node) -> None:
     rank = em.rank(node.input[0])
     start, end = _axis(int(a.get("start", 0)), rank), a.get("end")
     end = rank if end is None else min(_axis(int(end), rank), rank)
+    from_inputs = _from_graph_inputs(em, node.input[0], start, end)
+    if from_inputs is not None:
+        em.bind(node.output[0], from_inputs)
+        return
     s = shape_tensor(em, em.t(node.input[0]))
     if (start, end) == (0, rank):
         em.bind(node.output[0], s)
         return
     em.op("STRIDED_SLICE", [s, em.const(np.array([start], np.int32)), em.const(np.array([end], np.int32)),
                             em.const(np.array([1], np.int32))], [em.out()], ("StridedSliceOptions", {}))
+
+
+def _from_graph_inputs(em: Emitter, name: str, start: int, end: int) -> int | None:
+    """dims [start:end] of ``name`` built from constants and the graph inputs' SHAPE, where each
+    run-time dim carries a symbolic name (dim_param) that a graph input's dim also carries: the
+    sizes then depend on the inputs only, are computed once (``dedupe`` merges the repeats) and
+    run before the float graph (``schedule``), not inside it. None where a dim has no such name."""
+    dims, names = (em.shape(name) or [])[start:end], (em.dim_names.get(name) or [])[start:end]
+    if len(dims) != end - start or len(names) != len(dims):
+        return None
+    pieces = []
+    for d, sym in zip(dims, names):
+        if d >= 0:
+            pieces.append(em.const(np.array([d], np.int32)))
+            continue
+        source = _input_with_dim(em, sym) if sym else None
+        if source is None:
+            return None
+        x, i = source
+        pieces.append(_slice1d(em, shape_tensor(em, em.t(x)), i, i + 1))
+    if len(pieces) == 1:
+        return pieces[0]
+    out = em.tmp(T.INT32, [len(pieces)], "dims")
+    em.op("CONCATENATION", pieces, [out], ("ConcatenationOptions", {"axis": 0}))
+    return out
+
+
+def _input_with_dim(em: Emitter, sym: str) -> tuple[str, int] | None:
+    """(graph input, axis) of the first input dim named ``sym``."""
+    inits = {t.name for t in em.graph.initializer}
+    for vi in em.graph.input:
+        if vi.name not in inits and vi.name in em.values:
+            names = em.dim_names.get(vi.name) or []
+            if sym in names:
+                return vi.name, names.index(sym)
+    return None
 
 
 @maps("Size")

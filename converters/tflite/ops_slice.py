@@ -171,11 +171,26 @@ def _drop_axes(em: Emitter, name: str, axes: list[int], drop: list[int]) -> str:
     return new
 
 
+def _split_by_slices(em: Emitter, name: str, axis: int, rank: int, sizes: list[int], outs: list[int]) -> None:
+    """Uneven constant parts as one STRIDED_SLICE each (XNNPACK takes it, not SPLIT_V); every
+    other axis whole (its begin/end mask bit)."""
+    x, whole = em.t(name), ((1 << rank) - 1) & ~(1 << axis)
+    start = 0
+    for size, out in zip(sizes, outs):
+        begin, end = np.zeros(rank, np.int32), np.zeros(rank, np.int32)
+        begin[axis], end[axis] = start, start + size
+        em.op("STRIDED_SLICE", [x, em.const(begin), em.const(end), em.const(np.ones(rank, np.int32))], [out],
+              ("StridedSliceOptions", {"begin_mask": whole, "end_mask": whole}))
+        start += size
+
+
 @maps("Split")
 def split(em: Emitter, node) -> None:
-    """SPLIT_V with the sizes (constant, or a run-time int32 tensor); without sizes, ONNX's
-    ceil(n / k) parts with a smaller last one (SPLIT where they are even, or where n is known
-    only at run time: LiteRT then refuses an uneven n at invoke)."""
+    """SPLIT where the parts are even, one STRIDED_SLICE per part where they are constant and
+    uneven over a static size (XNNPACK takes both, not SPLIT_V), else SPLIT_V with the sizes
+    (a run-time int32 tensor); without sizes, ONNX's ceil(n / k) parts with a smaller last one
+    (SPLIT where they are even, or where n is known only at run time: LiteRT then refuses an
+    uneven n at invoke)."""
     if em.dtype_of(em.t(node.input[0])) == T.BOOL:
         raise Unsupported("Split of booleans: LiteRT's SPLIT and SPLIT_V have no bool kernel")
     rank = em.rank(node.input[0])
@@ -188,6 +203,10 @@ def split(em: Emitter, node) -> None:
             em.op("SPLIT", [em.const(np.array(axis, np.int32)), em.t(node.input[0])], outs,
                   ("SplitOptions", {"num_splits": len(outs)}))  # even parts: SPLIT, which XNNPACK takes
             return
+        if (sizes is not None and np.size(sizes) == len(outs) and n >= 0 and int(np.sum(sizes)) == n
+                and np.all(np.asarray(sizes) >= 0) and rank <= 5):
+            _split_by_slices(em, node.input[0], axis, rank, [int(v) for v in np.asarray(sizes).reshape(-1)], outs)
+            return
         s = em.const(np.asarray(sizes, np.int32).reshape(-1)) if sizes is not None else \
             em.cast(em.t(node.input[1]), T.INT32)
     else:
@@ -197,6 +216,9 @@ def split(em: Emitter, node) -> None:
                   ("SplitOptions", {"num_splits": k}))
             return
         part = -(-n // k)
+        if rank <= 5:
+            _split_by_slices(em, node.input[0], axis, rank, [part] * (k - 1) + [n - part * (k - 1)], outs)
+            return
         s = em.const(np.asarray([part] * (k - 1) + [n - part * (k - 1)], np.int32))
     em.op("SPLIT_V", [em.t(node.input[0]), s, em.const(np.array(axis, np.int32))], outs,
           ("SplitVOptions", {"num_splits": len(outs)}))
