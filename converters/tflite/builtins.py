@@ -60,6 +60,9 @@ BUILTINS: dict[str, Builtin] = {
     **{c: Builtin(2, True, "broadcast", c in _XNNPACK) for c in _BINARY_AGNOSTIC},
     **{c: Builtin(2, False, "broadcast", c in _XNNPACK) for c in _BINARY_OTHER},
     "SELECT_V2": Builtin(3, False, "broadcast", False),
+    # per-tensor QUANTIZE/DEQUANTIZE at the edges of the QDQ pass's int8 regions (qdq_pass.py)
+    # map each element alone; per-channel ones read constants, which the layout pass never moves
+    "QUANTIZE": Builtin(1, True, "same"), "DEQUANTIZE": Builtin(1, True, "same"),
     **{c: Builtin(None, False, "reduce") for c in _REDUCE},
     **{c: Builtin(None, False, "own") for c in _OWN_RULE},
 }
