@@ -145,20 +145,29 @@ def _finish(em: Emitter, node, y: int, rank: int) -> None:
     _from_4d(em, em.cast(y, want), rank)
 
 
+def _pool_input(em: Emitter, node, a: dict, code: str, op: str) -> tuple[int, int, list[Axis] | None] | None:
+    """A 3-D pool emitted whole (``_pool3d``: None); else the input as an NHWC float tensor, its
+    own rank and the pooled axes (None for auto_pad SAME), a pool of another rank refused."""
+    rank = em.rank(node.input[0])
+    if rank == 5:
+        _pool3d(em, node, a, code)
+        return None
+    if rank not in (3, 4):
+        raise Unsupported(f"{rank - 2}-D {op}")
+    axes = _pool_axes(em, node, a)
+    x, rank = _to_4d(em, node.input[0])
+    return _in_float(em, x, node), rank, axes
+
+
 @maps("MaxPool")
 def max_pool(em: Emitter, node) -> None:
     a = attrs(node)
     if len(node.output) > 1 and node.output[1]:
         raise Unsupported("MaxPool's indices output")
-    rank = em.rank(node.input[0])
-    if rank == 5:
-        _pool3d(em, node, a, "MAX_POOL_2D")
+    pool_input = _pool_input(em, node, a, "MAX_POOL_2D", "MaxPool")
+    if pool_input is None:
         return
-    if rank not in (3, 4):
-        raise Unsupported(f"{rank - 2}-D MaxPool")
-    axes = _pool_axes(em, node, a)
-    x, rank = _to_4d(em, node.input[0])
-    x = _in_float(em, x, node)
+    x, rank, axes = pool_input
     if axes is None:
         _finish(em, node, _pool2d(em, "MAX_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
         return
@@ -170,16 +179,11 @@ def max_pool(em: Emitter, node) -> None:
 @maps("AveragePool")
 def average_pool(em: Emitter, node) -> None:
     a = attrs(node)
-    rank = em.rank(node.input[0])
-    if rank == 5:
-        _pool3d(em, node, a, "AVERAGE_POOL_2D")
+    pool_input = _pool_input(em, node, a, "AVERAGE_POOL_2D", "AveragePool")
+    if pool_input is None:
         return
-    if rank not in (3, 4):
-        raise Unsupported(f"{rank - 2}-D AveragePool")
-    axes = _pool_axes(em, node, a)
+    x, rank, axes = pool_input
     include = bool(int(a.get("count_include_pad", 0)))
-    x, rank = _to_4d(em, node.input[0])
-    x = _in_float(em, x, node)
     if axes is None:
         if include:
             raise Unsupported("AveragePool with auto_pad=SAME_UPPER and count_include_pad=1 over a spatial dim "
