@@ -60,6 +60,12 @@ def reshape(em: Emitter, node) -> None:
     x = em.t(node.input[0])
     s = em.const_value(node.input[1])
     if s is None:
+        out = em.shape(node.output[0])
+        if out and all(d != 0 for d in out) and sum(d < 0 for d in out) <= 1:
+            # the shape is computed at run time but inference knows every dim but one: a constant
+            # RESHAPE (-1 there), the same values, with no SHAPE chain for XNNPACK to stop at
+            em.op("RESHAPE", [x, em.const(np.array(out, np.int32))], [em.out()])
+            return
         em.op("RESHAPE", [x, _copy_zero_dims(em, node, x)], [em.out()])
         return
     s = np.asarray(s).reshape(-1).astype(np.int64)
