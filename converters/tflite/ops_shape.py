@@ -61,7 +61,8 @@ def reshape(em: Emitter, node) -> None:
     s = em.const_value(node.input[1])
     if s is None:
         out = em.shape(node.output[0])
-        if out and all(d != 0 for d in out) and sum(d < 0 for d in out) <= 1:
+        fed = any(i.name == node.input[1] for i in em.graph.input)  # a shape the user feeds: as fed
+        if out and not fed and all(d != 0 for d in out) and sum(d < 0 for d in out) <= 1:
             # the shape is computed at run time but inference knows every dim but one: a constant
             # RESHAPE (-1 there), the same values, with no SHAPE chain for XNNPACK to stop at
             em.op("RESHAPE", [x, em.const(np.array(out, np.int32))], [em.out()])
