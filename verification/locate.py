@@ -59,6 +59,7 @@ def _comparable(got: np.ndarray, want: np.ndarray) -> bool:
     return want.dtype.kind in "biufc" or want.dtype.name == "bfloat16"
 
 
+
 MAX_CHAIN = 12
 """The most converted nodes listed as the places a divergence may arise."""
 
@@ -105,6 +106,7 @@ def first_divergence(order, got_values: list[dict], want_values: list[dict], run
 
     for got, want in zip(got_values, want_values):
         good: set[str] = set()  # values found equal so far: where the search for the cause stops
+        seen: set[str] = set()
         for at, (node, op, _, outs) in enumerate(order):
             for name in outs:
                 if name not in got:
@@ -114,16 +116,21 @@ def first_divergence(order, got_values: list[dict], want_values: list[dict], run
                     if _channels_last_twin(name, g, want, tol_of, runtime):
                         good.add(name)
                     continue
+                if name in seen:
+                    continue
+                seen.add(name)
                 w = np.asarray(want[name])
-                if not _comparable(g, w):
+                if g.ndim == 4 and w.ndim == 4 and g.shape != w.shape and g.shape == w.transpose(0, 2, 3, 1).shape:
+                    g = g.transpose(0, 3, 1, 2)  # the value, channels-last (a TFLite graph output of nhwc_io)
+                if not (w.dtype.kind in "biufc" or w.dtype.name == "bfloat16"):
                     continue
                 tol = tol_of(w)
                 diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g,
-                               w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol)
+                               w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol)  # a shape differs too
                 compared += 1
                 if not diff.ok:
                     origin = stamps.get(name) or program.get(name) or (None, None, None)
                     return Divergence(origin[0], origin[1], origin[2], node, op, name, diff.max_abs, diff.max_rel,
-                                      tol.text(), compared, _chain(order, at, good)), compared
+                                      tol.text(), compared, diff.note, _chain(order, at, good)), compared
                 good.add(name)
     return None, compared

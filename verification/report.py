@@ -7,7 +7,7 @@ The JSON object (``pt2x verify --json``, ``pt2x.verify(...).as_dict()``) has the
 ``name``, ``dtype``, ``shape``, ``max_abs``, ``max_rel``, ``tolerance``, ``mismatched``,
 ``total``, ``ok``, ``note``), ``divergence`` (null, or ``aten_node``, ``aten_target``,
 ``module_path``, ``converted_node``, ``converted_op``, ``tensor``, ``max_abs``, ``max_rel``,
-``tolerance``, ``compared``, ``converted_nodes``), ``compared_values`` (with ``--locate``) and
+``tolerance``, ``compared``, ``note``, ``converted_nodes``), ``compared_values`` (with ``--locate``) and
 ``notes``. Infinite differences are written as null.
 """
 
@@ -49,6 +49,7 @@ class Divergence:
     max_rel: float
     tolerance: str
     compared: int  # values compared up to and including this one
+    note: str = ""  # a shape that differs, in words
     converted_nodes: list = field(default_factory=list)  # "node (op) -> outputs": the node and those feeding it
     # through values the reference lacks, in execution order: where the divergence arises
 
@@ -127,5 +128,6 @@ def _divergence_lines(dv: Divergence | None, compared: int, e) -> list[str]:
         f"  ATen node:      {aten}",
         f"  module path:    {module}",
         f"  converted node: {e(dv.converted_node)} ({e(dv.converted_op)}), tensor {e(dv.tensor)}",
-        f"  difference:     max abs {_num(dv.max_abs)}, max rel {_num(dv.max_rel)} (tolerance {dv.tolerance})",
+        f"  difference:     " + (e(dv.note) if dv.note else
+                                 f"max abs {_num(dv.max_abs)}, max rel {_num(dv.max_rel)} (tolerance {dv.tolerance})"),
     ] + (["  computed by:    " + "\n                  ".join(e(n) for n in dv.converted_nodes)] if len(dv.converted_nodes) > 1 else [])
