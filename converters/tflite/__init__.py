@@ -16,7 +16,11 @@ Dropout, Mean), ``ops_loss``, ``ops_cumprod``, ``ops_crop``, ``ops_affine_grid``
 ``ops_eye_like``, ``ops_bitshift``, ``ops_resize`` (on
 ``resize_weights``, the interpolation matrices), ``ops_blocks``, ``ops_attention`` (Attention,
 FlexAttention), ``ops_linear_attention``, ``ops_rotary``, ``ops_causal_conv``, ``ops_bitwise``
-(BitwiseAnd/Or), ``ops_signal`` (windows, DFT), ``ops_scan`` (Scan unrolled), ``ops_quantize`` (Quantize/DequantizeLinear, DynamicQuantizeLinear), ``ops_rnn``
+(BitwiseAnd/Or), ``ops_signal`` (windows, DFT), ``ops_scan`` (Scan unrolled), ``ops_quantize`` (Quantize/DequantizeLinear, DynamicQuantizeLinear), the QDQ pass
+(``qdq_pass``: ``qdq_plan`` finds the DequantizeLinear -> op -> QuantizeLinear patterns that
+``qdq_conv``, ``qdq_elementwise`` and ``qdq_movement`` emit as LiteRT's int8 kernels, registered in
+``qdq_registry``, with ``qdq_params``' parameters; ``prepare`` calls ``qdq_weights`` so transposed
+int8 weights stay int8 through folding), ``ops_rnn``
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``builtins`` (the one table of builtins
 the next two read), ``layout`` (the NCHW -> NHWC pass), ``shapes``
