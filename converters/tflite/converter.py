@@ -32,7 +32,7 @@ from .prepare import ONNX_OPSET, load_onnx, prepare
 from .qdq_pass import install as install_qdq
 from .schedule import hoist_input_only
 from .shapes import infer_shapes
-from .weight_storage import store_weights
+from .weight_storage import onnx_weights, store_weights
 from .writer import write
 
 __all__ = ["to_tflite", "MIN_RUNTIME"]
@@ -65,7 +65,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
     with stage(prepared.member, "converting to TFLite"):  # a ConversionError gains the archive member
         program = convert_prepared(prepared, nhwc_io=nhwc_io)
         if weights is not None:
-            store_weights(program, weights)
+            store_weights(program, weights, onnx_weights(prepared.model))  # only the model's weights
     with stage(prepared.member, "writing the TFLite flatbuffer"):
         data = write(program)
     if dst is not None:

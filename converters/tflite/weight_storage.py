@@ -11,6 +11,12 @@ constants of a converted ``Program`` stored smaller, activations staying float32
   weights) the operator reads the int8 tensor itself (``route`` ``"hybrid"``); elsewhere the int8
   tensor is read through a ``DEQUANTIZE`` (``"dequantize"``). Other constants stay float32.
 
+Only constants holding the values of an ONNX initializer (the program's weights, or a fold of
+them: transposed, reshaped, sliced by the ONNX graph) are stored: ``store_weights``' ``sources``,
+compared by an order-free fingerprint of their float32 bit patterns, so a transposed weight
+matches. Constants a mapper builds (a resize's interpolation matrix, a DFT's cos/sin matrix, a
+gate's slice of an RNN weight) stay float32.
+
 A constant that cannot be stored so keeps float32 and is listed in the returned report: float16
 holds no finite value above 65504, int8 no non-finite value, and a channel whose largest magnitude
 is too small for a float32 scale keeps its tensor float. An all-zero channel gets scale 1 (its
@@ -22,6 +28,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, describe, quantize_symmetric, to_float16
 from .model import Op, Program, Quantization, Subgraph, Tensor, TensorType
@@ -87,13 +95,15 @@ class WeightReport:
         self.stored[key] = self.stored.get(key, 0) + 1
 
 
-def store_weights(program: Program, weights: str) -> WeightReport:
+def store_weights(program: Program, weights: str, sources=None) -> WeightReport:
     """Rewrite ``program``'s float32 constants as ``weights`` says (``WEIGHT_OPTIONS``); the
-    report is also recorded in the file's ``pt2x`` metadata under ``METADATA_KEY``."""
+    report is also recorded in the file's ``pt2x`` metadata under ``METADATA_KEY``. ``sources``:
+    the arrays the stored constants must hold the values of (``onnx_weights``); None: any."""
     check_weight_option(weights)
     report = WeightReport(weights)
+    known = None if sources is None else {_fingerprint(a) for a in sources if a.size >= MIN_ELEMENTS}
     for sub in program.subgraphs:
-        (_store_fp16 if weights == "fp16" else _store_int8)(sub, report)
+        (_store_fp16 if weights == "fp16" else _store_int8)(sub, report, known)
     _record(program, report)
     return report
 
@@ -116,16 +126,41 @@ def _record(program: Program, report: WeightReport) -> None:
     program.metadata["pt2x"] = json.dumps(meta, sort_keys=True).encode()
 
 
-def _large_float_constants(sub: Subgraph) -> dict[int, list[tuple[Op, int]]]:
-    """Float32 constants of ``MIN_ELEMENTS`` and more -> their readers (op, slot), in op order;
-    a constant that is a subgraph input or output is left alone."""
+def onnx_weights(model) -> list[np.ndarray]:
+    """The float initializers of an ONNX model and of the graphs inside it, as float32 arrays."""
+    from onnx import AttributeProto, TensorProto, numpy_helper
+
+    floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE)
+    out, graphs = [], [model.graph]
+    while graphs:
+        g = graphs.pop()
+        out += [numpy_helper.to_array(t).astype(np.float32) for t in g.initializer if t.data_type in floats]
+        graphs += [a.g for n in g.node for a in n.attribute if a.type == AttributeProto.GRAPH]
+        graphs += [x for n in g.node for a in n.attribute if a.type == AttributeProto.GRAPHS for x in a.graphs]
+    return out
+
+
+def _fingerprint(a: np.ndarray) -> tuple[int, int, int]:
+    """The same for any order of the same float32 values (sums of their bit patterns, mod 2**64)."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32).ravel().astype(np.uint64)
+    return a.size, int(bits.sum(dtype=np.uint64)), int((bits * bits).sum(dtype=np.uint64))
+
+
+def _large_float_constants(sub: Subgraph, known) -> dict[int, list[tuple[Op, int]]]:
+    """Float32 constants of ``MIN_ELEMENTS`` and more (holding a ``known`` array's values, when
+    given) -> their readers (op, slot), in op order; a subgraph input or output is left alone."""
     edges = set(sub.inputs) | set(sub.outputs)
     readers: dict[int, list[tuple[Op, int]]] = {}
+    eligible: dict[int, bool] = {}
     for op in sub.ops:
         for slot, i in enumerate(op.inputs):
             t = sub.tensors[i] if i >= 0 else None
-            if (t is not None and i not in edges and t.data is not None and t.dtype == TensorType.FLOAT32
-                    and t.data.size >= MIN_ELEMENTS):
+            if (t is None or i in edges or t.data is None or t.dtype != TensorType.FLOAT32
+                    or t.data.size < MIN_ELEMENTS):
+                continue
+            if i not in eligible:
+                eligible[i] = known is None or _fingerprint(t.data) in known
+            if eligible[i]:
                 readers.setdefault(i, []).append((op, slot))
     return readers
 
@@ -145,8 +180,8 @@ def _dequantized(sub: Subgraph, index: int, stored: Tensor, first_reader: Op) ->
 # ---- float16 ------------------------------------------------------------------------------
 
 
-def _store_fp16(sub: Subgraph, report: WeightReport) -> None:
-    for index, readers in _large_float_constants(sub).items():
+def _store_fp16(sub: Subgraph, report: WeightReport, known) -> None:
+    for index, readers in _large_float_constants(sub, known).items():
         t = sub.tensors[index]
         try:
             half = to_float16(t.data)
@@ -160,8 +195,8 @@ def _store_fp16(sub: Subgraph, report: WeightReport) -> None:
 # ---- int8 (dynamic range) -----------------------------------------------------------------
 
 
-def _store_int8(sub: Subgraph, report: WeightReport) -> None:
-    for index, readers in _large_float_constants(sub).items():
+def _store_int8(sub: Subgraph, report: WeightReport, known) -> None:
+    for index, readers in _large_float_constants(sub, known).items():
         routes = {op.code: INT8_WEIGHTS.get(op.code) for op, _ in readers}
         weight_readers = [(op, slot) for op, slot in readers
                           if routes[op.code] is not None and routes[op.code].slot == slot]

@@ -371,3 +371,37 @@ def test_tied_embedding_read_by_gather_and_linear(tmp_path):
     for xnnpack in (True, False):
         _check(_run_litert(model, [ids], xnnpack), [want], {0: bound}, f"tied int8 xnnpack={xnnpack}")
     _check(_run_ort(_converted("to_onnx", path, "int8"), [ids]), [want], {}, "tied int8 ONNX Runtime")
+
+
+class ResizeThenLinear(nn.Module):
+    """A bicubic resize LiteRT's builtins do not compute as torch does: pt2x writes it as one
+    FULLY_CONNECTED per axis with a constant interpolation matrix ([64, 40]: 2,560 entries)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.fc(nn.functional.interpolate(x, size=(64, 64), mode="bicubic", align_corners=False))
+
+
+def test_only_the_programs_weights_are_stored(tmp_path):
+    """The interpolation matrices pt2x builds stay float32; the Linear's weights are int8."""
+    torch.manual_seed(0)
+    m = ResizeThenLinear().eval()
+    x = torch.randn(2, 3, 40, 40)
+    path = str(tmp_path / "resize.pt2")
+    torch.export.save(torch.export.export(m, (x,)), path)
+    model = _converted("to_tflite", path, "int8")
+    tensors, ops = _tensors(model)
+    by_index = {t["index"]: t for t in tensors}
+    fc_weights = sorted(by_index[int(o["inputs"][1])]["dtype"].__name__ for o in ops if o["op_name"] == "FULLY_CONNECTED")
+    assert fc_weights == ["float32", "float32", "int8"]
+    assert _pt2x_metadata(model)["weights"]["stored"] == {"FULLY_CONNECTED hybrid": 1}
+    stored = _int8(m.fc.weight.detach(), 0)
+    with torch.no_grad():
+        resized = nn.functional.interpolate(x, size=(64, 64), mode="bicubic", align_corners=False)
+        want = nn.functional.linear(resized, stored, m.fc.bias).numpy()
+    bound = float(resized.abs().max()) / 254 * stored.abs().sum(1).numpy()
+    for xnnpack in (True, False):
+        _check(_run_litert(model, [x], xnnpack), [want], {0: bound}, f"resize + linear int8 xnnpack={xnnpack}")
