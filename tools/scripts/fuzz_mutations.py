@@ -404,6 +404,15 @@ def _pick_json(rng: random.Random, case: Case, want=None):
     return m, tree, locs
 
 
+def _pick_location(rng: random.Random, case: Case, want=None):
+    """``_pick_json``'s (member, tree, locations) and one location drawn from them, or None."""
+    got = _pick_json(rng, case, want)
+    if not got:
+        return None
+    m, tree, locs = got
+    return m, tree, locs, rng.choice(locs)
+
+
 def _member_label(m: Member) -> str:
     return m.name
 
@@ -425,11 +434,10 @@ _TYPED: list[Any] = [0, -1, 1.5, "x", "", True, False, None, [], {}, [1], {"a": 
 
 
 def _json_type_swap(rng, case):
-    got = _pick_json(rng, case)
+    got = _pick_location(rng, case)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     old = parent[key]
     new = copy.deepcopy(rng.choice([v for v in _TYPED if type(v) is not type(old)]))
     parent[key] = new
@@ -438,11 +446,10 @@ def _json_type_swap(rng, case):
 
 def _json_number(rng, case):
     ints = rng.random() < 0.8
-    got = _pick_json(rng, case, (lambda p, k, v: isinstance(v, int) and not isinstance(v, bool)) if ints else None)
+    got = _pick_location(rng, case, (lambda p, k, v: isinstance(v, int) and not isinstance(v, bool)) if ints else None)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     old = parent[key]
     choices = list(_NUMBERS)
     if isinstance(old, int) and not isinstance(old, bool):
@@ -453,11 +460,10 @@ def _json_number(rng, case):
 
 
 def _json_delete(rng, case):
-    got = _pick_json(rng, case)
+    got = _pick_location(rng, case)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     if isinstance(parent, list) and rng.random() < 0.3:
         del parent[key:]
         return f"{m.name}: {path}: list truncated"
@@ -466,11 +472,10 @@ def _json_delete(rng, case):
 
 
 def _json_duplicate(rng, case):
-    got = _pick_json(rng, case)
+    got = _pick_location(rng, case)
     if not got:
         return None
-    m, tree, locs = got
-    parent, key, path = rng.choice(locs)
+    m, tree, locs, (parent, key, path) = got
     if isinstance(parent, list):
         parent.insert(key, copy.deepcopy(parent[key]))
         return f"{m.name}: {path}: list element duplicated"
@@ -516,12 +521,11 @@ def _single_key(p, k, v) -> bool:
 
 
 def _json_union_swap(rng, case):
-    got = _pick_json(rng, case, _single_key)
+    got = _pick_location(rng, case, _single_key)
     if not got:
         return None
-    m, tree, locs = got
+    m, tree, locs, (parent, key, path) = got
     seen = sorted({next(iter(loc[0][loc[1]])) for loc in locs})
-    parent, key, path = rng.choice(locs)
     union = parent[key]
     (old_key, value), = union.items()
     r = rng.random()
@@ -561,12 +565,11 @@ def _is_node(p, k, v) -> bool:
 
 
 def _json_node_target(rng, case):
-    got = _pick_json(rng, case, _is_node)
+    got = _pick_location(rng, case, _is_node)
     if not got:
         return None
-    m, _, locs = got
+    m, _, locs, (parent, key, path) = got
     targets = sorted({loc[0][loc[1]].get("target") for loc in locs if isinstance(loc[0][loc[1]].get("target"), str)})
-    parent, key, path = rng.choice(locs)
     node = parent[key]
     old = node.get("target")
     new = rng.choice(targets) if targets and rng.random() < 0.6 else rng.choice(_ODD_TARGETS)
@@ -577,11 +580,10 @@ def _json_node_target(rng, case):
 def _json_swap_subtrees(rng, case):
     """Replace a value with another value found under the same key elsewhere in the file
     (another node's inputs, another tensor's sizes, another spec)."""
-    got = _pick_json(rng, case, lambda p, k, v: isinstance(k, str))
+    got = _pick_location(rng, case, lambda p, k, v: isinstance(k, str))
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     same = [loc for loc in locs if loc[1] == key and loc[2] != path]
     if not same:
         return None
@@ -595,12 +597,11 @@ _REF_KEYS = ("name", "parameter_name", "buffer_name", "tensor_constant_name", "p
 
 def _json_rename_ref(rng, case):
     """Point a value reference (``name`` fields, tensor_values keys) at another name."""
-    got = _pick_json(rng, case, lambda p, k, v: isinstance(v, str) and k in _REF_KEYS)
+    got = _pick_location(rng, case, lambda p, k, v: isinstance(v, str) and k in _REF_KEYS)
     if not got:
         return None
-    m, _, locs = got
+    m, _, locs, (parent, key, path) = got
     names = sorted({loc[0][loc[1]] for loc in locs})
-    parent, key, path = rng.choice(locs)
     old = parent[key]
     new = rng.choice(names + _ODD_STRINGS) if rng.random() < 0.7 else rng.choice(_ODD_STRINGS)
     parent[key] = new
@@ -609,11 +610,10 @@ def _json_rename_ref(rng, case):
 
 def _json_rename_key(rng, case):
     """Rename a dict key: tensor_values / range_constraints / config entries become unreachable or clash."""
-    got = _pick_json(rng, case, lambda p, k, v: isinstance(k, str) and isinstance(p, dict) and not isinstance(p, Dup))
+    got = _pick_location(rng, case, lambda p, k, v: isinstance(k, str) and isinstance(p, dict) and not isinstance(p, Dup))
     if not got:
         return None
-    m, tree, locs = got
-    parent, key, path = rng.choice(locs)
+    m, tree, locs, (parent, key, path) = got
     others = [k for k in parent if k != key]
     if others and rng.random() < 0.4:
         new = rng.choice(others + _ODD_STRINGS)
@@ -630,11 +630,10 @@ def _json_rename_key(rng, case):
 
 
 def _json_deep(rng, case):
-    got = _pick_json(rng, case)
+    got = _pick_location(rng, case)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     depth = rng.choice([50, 150, 199, 200, 201, 202, 500, 1000, 3000, 20000])
     kind = rng.random()
     if kind < 0.4:
@@ -648,11 +647,10 @@ def _json_deep(rng, case):
 
 
 def _json_long(rng, case):
-    got = _pick_json(rng, case)
+    got = _pick_location(rng, case)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     n = rng.choice([1000, 10**4, 10**5, 10**6])
     r = rng.random()
     if r < 0.5:
@@ -672,11 +670,10 @@ def _json_long(rng, case):
 
 
 def _json_surrogate(rng, case):
-    got = _pick_json(rng, case, lambda p, k, v: isinstance(v, str) or isinstance(k, str))
+    got = _pick_location(rng, case, lambda p, k, v: isinstance(v, str) or isinstance(k, str))
     if not got:
         return None
-    m, tree, locs = got
-    parent, key, path = rng.choice(locs)
+    m, tree, locs, (parent, key, path) = got
     bad = rng.choice(["\ud800", "\udfff", "\ud800\ud800", "x\udc80y"])
     if isinstance(parent[key], str) and rng.random() < 0.7:
         old = parent[key]
@@ -711,11 +708,10 @@ _EXPRS = [
 
 
 def _json_expr(rng, case):
-    got = _pick_json(rng, case, _is_expr)
+    got = _pick_location(rng, case, _is_expr)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     old = parent[key]
     new = rng.choice(_EXPRS)
     if rng.random() < 0.2:
@@ -726,11 +722,10 @@ def _json_expr(rng, case):
 
 def _json_range(rng, case):
     """range_constraints: bounds swapped, huge, negative, inverted; keys replaced by code."""
-    got = _pick_json(rng, case, lambda p, k, v: k in ("min_val", "max_val", "hint", "storage_offset"))
+    got = _pick_location(rng, case, lambda p, k, v: k in ("min_val", "max_val", "hint", "storage_offset"))
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     old = parent[key]
     new = rng.choice([None, 0, -1, 2**63, -(2**63), 10**300, Raw("1" + "0" * 5000), "int_oo", "-int_oo",
                       1.5, float("inf"), {"as_int": -1}, {"as_int": 2**64}, {"as_expr": {"expr_str": "s0"}}])
@@ -740,11 +735,10 @@ def _json_range(rng, case):
 
 def _json_tensor_meta(rng, case):
     """sizes/strides/storage_offset/dtype/layout of one tensor meta set to awkward values."""
-    got = _pick_json(rng, case, lambda p, k, v: k in ("sizes", "strides") and isinstance(v, list))
+    got = _pick_location(rng, case, lambda p, k, v: k in ("sizes", "strides") and isinstance(v, list))
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     old = parent[key]
     r = rng.random()
     if r < 0.3 and old:
@@ -772,11 +766,10 @@ _ENUM_VALUES = [*range(-1, 34), 99, 2**31, 2**63, "FLOAT", "cpu", "cuda", "meta"
 
 
 def _json_enum(rng, case):
-    got = _pick_json(rng, case, lambda p, k, v: k in _ENUM_KEYS and not isinstance(v, (dict, list)))
+    got = _pick_location(rng, case, lambda p, k, v: k in _ENUM_KEYS and not isinstance(v, (dict, list)))
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     old = parent[key]
     new = rng.choice(_ENUM_VALUES)
     parent[key] = new
@@ -785,11 +778,10 @@ def _json_enum(rng, case):
 
 def _json_nested_string(rng, case):
     """in_spec / out_spec hold JSON inside a string: mutate that inner JSON."""
-    got = _pick_json(rng, case, lambda p, k, v: isinstance(v, str) and v[:1] in "[{" and len(v) > 1)
+    got = _pick_location(rng, case, lambda p, k, v: isinstance(v, str) and v[:1] in "[{" and len(v) > 1)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     try:
         inner = json.loads(parent[key])
     except ValueError:
@@ -806,11 +798,10 @@ def _json_nested_string(rng, case):
 
 
 def _json_version(rng, case):
-    got = _pick_json(rng, case, lambda p, k, v: k == "schema_version")
+    got = _pick_location(rng, case, lambda p, k, v: k == "schema_version")
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     new = rng.choice([{"major": 9, "minor": 0}, {"major": 7, "minor": 0}, {"major": 8, "minor": 99}, {"major": 8},
                       {"major": -1, "minor": -1}, {"major": 2**64, "minor": 0}, "8.20", None, {}])
     parent[key] = new
@@ -849,11 +840,10 @@ _NEW_KEYS = ["new_field", "unknown", "x", "", "\ud800", "__class__", "as_tensor"
 
 def _json_add_field(rng, case):
     """An unknown field added to a struct (a newer schema minor's field, as pt2x keeps and reports them)."""
-    got = _pick_json(rng, case, lambda p, k, v: isinstance(v, dict) and not isinstance(v, Dup) and len(v) != 1)
+    got = _pick_location(rng, case, lambda p, k, v: isinstance(v, dict) and not isinstance(v, Dup) and len(v) != 1)
     if not got:
         return None
-    m, _, locs = got
-    parent, key, path = rng.choice(locs)
+    m, _, locs, (parent, key, path) = got
     struct_ = parent[key]
     name = rng.choice(_NEW_KEYS + [f"field_{rng.randrange(100)}"])
     value = copy.deepcopy(rng.choice(_TYPED + _NUMBERS + [Raw("[" * 150 + "]" * 150), "s" * 10**5, "\ud800",
