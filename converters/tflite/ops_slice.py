@@ -65,6 +65,34 @@ def _int64_const(em: Emitter, v: int) -> int:
     return em.sub.add(Tensor(em.fresh_name("bound"), T.INT64, [], np.array(v, np.int64)))
 
 
+def _stride_as_reshape(em: Emitter, node, ins: list[str], axes: list[int], steps: list[int]) -> bool:
+    """``x[start::s]`` along one static axis of size d (a multiple of s, 0 <= start < s, to the
+    end): RESHAPE the axis to [d / s, s], take position ``start`` of the new axis, RESHAPE to
+    the output: the same elements (start + k*s), and XNNPACK takes a unit-stride slice and
+    constant reshapes, not a strided STRIDED_SLICE (Swin's patch merging)."""
+    shape, out = em.shape(node.input[0]), em.shape(node.output[0])
+    starts, ends = em.const_value(ins[1]), em.const_value(ins[2])
+    if len(axes) != 1 or steps[0] <= 1 or starts is None or ends is None or shape is None or out is None:
+        return False
+    a, st, d = axes[0], steps[0], shape[axes[0]]
+    start, end = int(np.asarray(starts).reshape(-1)[0]), int(np.asarray(ends).reshape(-1)[0])
+    start, end = start + d if start < 0 else start, min(end + d if end < 0 else end, d)
+    if (d <= 0 or d % st or not 0 <= start < st or start + (d // st - 1) * st >= end or len(shape) > 4
+            or sum(v < 0 for v in shape) > 1 or sum(v < 0 for v in out) > 1):
+        return False
+    split = em.tmp(em.dtype_of(em.t(node.input[0])), shape[:a] + [d // st, st] + shape[a + 1:], "phases")
+    em.op("RESHAPE", [em.t(node.input[0]), em.const(np.array(em.shape_of(split), np.int32))], [split])
+    rank = len(shape) + 1
+    begin, end_ = np.zeros(rank, np.int32), np.zeros(rank, np.int32)
+    begin[a + 1], end_[a + 1] = start, start + 1
+    whole = ((1 << rank) - 1) & ~(1 << (a + 1))
+    phase = em.tmp(em.dtype_of(split), None, "phase")
+    em.op("STRIDED_SLICE", [split, em.const(begin), em.const(end_), em.const(np.ones(rank, np.int32))], [phase],
+          ("StridedSliceOptions", {"begin_mask": whole, "end_mask": whole}))
+    em.op("RESHAPE", [phase, em.const(np.array(out, np.int32))], [em.out()])
+    return True
+
+
 @maps("Slice")
 def slice_(em: Emitter, node) -> None:
     if "starts" in attrs(node):
@@ -87,6 +115,8 @@ def slice_(em: Emitter, node) -> None:
     if steps is None:
         raise Unsupported("Slice with steps computed at run time")
     steps = [int(v) for v in np.asarray(steps).reshape(-1)]
+    if _stride_as_reshape(em, node, ins, axes, steps):
+        return
     empty = _empty_axes(em.const_value(ins[2]), axes, steps)
     if empty:  # sliced as a whole here, then emptied by a GATHER of no indices
         ins[1:3] = _drop_axes(em, ins[1], axes, empty), _drop_axes(em, ins[2], axes, empty)

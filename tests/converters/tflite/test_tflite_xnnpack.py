@@ -232,3 +232,27 @@ def test_even_split_and_cube_are_xnnpack_ops_and_exact(tmp_path):
 class _Cube(torch.nn.Module):
     def forward(self, x):
         return torch.pow(x, 3.0)
+
+
+class _Moves(torch.nn.Module):
+    """Data movement XNNPACK takes once written as unit-stride slices and constant reshapes."""
+
+    def forward(self, x):  # [B, 6, 8, 4]
+        a, b = x.split([2, 4], dim=1)  # uneven parts
+        parts = [a, b, x[:, 0], x[:, -1], x[:, 1::2, ::2], x[:, :, 1::3],  # 8 is no multiple of 3
+                 x.unsqueeze(1).squeeze(1) * 2, x[:, ::2].unsqueeze(2)]
+        return torch.cat([p.flatten(1) for p in parts], 1)
+
+
+def test_slices_splits_and_squeezes_move_the_same_values(tmp_path):
+    m = _Moves()
+    make = lambda b: (torch.randn(b, 6, 8, 4, generator=torch.Generator().manual_seed(b)),)  # noqa: E731
+    data = _tflite(m, make(2), tmp_path)
+    ops = _ops(data)
+    assert not {"SPLIT_V", "GATHER", "SQUEEZE", "EXPAND_DIMS"} & set(ops), ops
+    assert ops.count("STRIDED_SLICE") >= 6, ops  # one strided one kept: x[:, :, 1::3]
+    it = tflite_zoo.interpreter(data)
+    for b in (2, 1, 3):
+        (x,) = make(b)
+        (got,) = tflite_zoo.run(it, [x.numpy()])
+        assert np.array_equal(got, m(x).numpy()), f"batch {b}"
