@@ -90,6 +90,7 @@ def _conv_check(em: Emitter, p: Pattern) -> str | None:
     group = int(a.get("group", 1))
     if group != 1 and not (group == c and w.shape[1] == 1 and m % c == 0):
         return f"it is a grouped convolution (group={group}) that is not depthwise"
+    _conv_axes(em, node, a, list(w.shape[2:]))  # raises Unsupported for a geometry TFLite lacks
     return _weight_reason(p, 1, 0, m) or _bias_reason(em, p, 1, m)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from ..errors import Unsupported
 from .emit import Emitter, _mapped_domain
 from .qdq_params import QParams, read_params
 from .qdq_registry import INT8_OPS, Int8Op, Pattern
@@ -145,7 +146,10 @@ def _match(em: Emitter, g: _Graph, plan: Plan, node, op: Int8Op) -> tuple[Patter
     if q.output[0] not in plan.values:
         return None, "its QuantizeLinear is not a per-tensor int8/uint8 value read only by DequantizeLinear"
     pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, bias, bias_node)
-    reason = op.check(em, pattern)
+    try:
+        reason = op.check(em, pattern)
+    except Unsupported as e:  # the geometry or an attribute the float mapper would refuse too
+        reason = e.reason
     return (None, reason) if reason else (pattern, "")
 
 

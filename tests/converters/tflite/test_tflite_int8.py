@@ -203,7 +203,10 @@ def test_pt2e_program_int8_matches_torch_eager(tmp_path, name, quantizer):
 
 
 @pytest.mark.skipif(not RUN_ZOO, reason="resnet18/mobilenet_v2 take 30-50 s each to quantize: PT2X_QUANT_ZOO=1")
-@pytest.mark.parametrize("name,steps,fraction", [("resnet18", 4.0, 0.6), ("mobilenet_v2", 1.0, 0.8)])
+# measured (2026-11-25): resnet18 0.78 steps with XNNPACK, 1.13 without, 12 of 21 conv/FC in int8
+# (the second conv of each block feeds a float residual Add); mobilenet_v2 0.19 / 0.35 steps,
+# 42 of 53 (the projection convs before a residual Add, the classifier)
+@pytest.mark.parametrize("name,steps,fraction", [("resnet18", 2.0, 0.55), ("mobilenet_v2", 1.0, 0.75)])
 def test_pt2e_zoo_int8(tmp_path, name, steps, fraction):
     data, report = _pt2e_case(tmp_path, name, "xnnpack", steps)
     weighted = [c for c, ins in _ops(data) if c in WEIGHTED]
