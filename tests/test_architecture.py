@@ -79,6 +79,23 @@ def test_no_module_imports_a_package_above_it_that_imports_it_back():
     assert not cycles, f"modules importing a package above them that imports them back: {cycles}"
 
 
+def test_no_import_cycles_at_all():
+    """No module of the package reaches itself again through the modules it imports, lazy
+    imports inside functions included (grimp counts every import statement): each direct import
+    ``a -> b`` with a chain ``b -> ... -> a`` back would close a cycle."""
+    graph = _graph()
+    modules = [m for m in graph.modules if m == "pt2x" or m.startswith("pt2x.")]
+    assert len(modules) > 100  # the whole package was read
+    closing = [
+        (module, imported)
+        for module in modules
+        for imported in graph.find_modules_directly_imported_by(module)
+        if (imported == "pt2x" or imported.startswith("pt2x."))
+        and graph.chain_exists(importer=imported, imported=module)
+    ]
+    assert not closing, f"imports that close a cycle: {closing}"
+
+
 @functools.lru_cache(maxsize=None)
 def _library_imports() -> dict[str, set[str]]:
     """Third-party top-level module -> the pt2x modules that import it (lazily or not). The
