@@ -18,7 +18,7 @@ from ..converters.aten.graph import ProgramView, open_program
 from . import inputs as inputs_mod
 from .compare import QUANTIZED_STEPS, TOLERANCES, compare, tolerance
 from .errors import VerificationError
-from .locate import first_divergence, onnx_origins, program_origins
+from .locate import first_divergence, onnx_origins, program_origins, quantization_steps
 from .references import Reference, onnx_reference, pt2x_onnx, torch_eager
 from .report import OutputCheck, Report
 from .runners import OnnxRun, RunResult, run_litert
@@ -236,7 +236,8 @@ def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = i
     if locate:
         stamps = onnx_origins(conv.source if conv.target == "onnx" and not isinstance(conv.source, (str, bytes))
                               else _proto_of(conv)) if conv.target == "onnx" else (onnx_origins(proto) if proto else {})
-        report.divergence, report.compared_values = first_divergence(got.order, got.values, ref.values, runtime, stamps, program_origins(view))
+        report.divergence, report.compared_values = first_divergence(got.order, got.values, ref.values, runtime, stamps,
+                                                                     program_origins(view), quantization_steps(view))
     return report
 
 

@@ -43,7 +43,7 @@ class Tolerance:
         if self.rule == "exact":
             return "exact"
         if self.rule == "steps":
-            return f"{self.atol:g} step"
+            return f"{self.atol:g} step" if self.atol == 1 else f"1 step ({self.atol:.3g})"
         return f"rtol {self.rtol:g}, atol {self.atol:g}"
 
 

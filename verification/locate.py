@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..converters.aten.graph import ProgramView, output_names
-from .compare import compare, tolerance
+from ..converters.aten.graph import ProgramView, input_names, output_names
+from .compare import Tolerance, compare, tolerance
 from .report import Divergence
 
-__all__ = ["Origin", "program_origins", "onnx_origins", "first_divergence"]
+__all__ = ["Origin", "program_origins", "onnx_origins", "quantization_steps", "first_divergence"]
 
 Origin = tuple  # (aten node, aten target, module path)
 ORIGIN_KEYS = ("pt2x.aten_node", "pt2x.aten_target", "pt2x.module_path")
@@ -39,6 +39,26 @@ def program_origins(view: ProgramView) -> dict[str, Origin]:
         for name in output_names(n):
             out[name] = (n.name, str(n.target), _module_path(n))
     return out
+
+
+def quantization_steps(view: ProgramView) -> dict[str, float | None]:
+    """In a quantized program, how intermediates are compared: a dequantized activation within one
+    quantization step (value -> its scale); a float value computed from dequantized activations
+    before the next quantize is not compared (value -> None): a rounding tie resolved the other way
+    upstream moves it by more than float tolerance, and the next quantize takes it back to within a
+    step. Quantized (integer) values are compared in steps by ``compare``'s table."""
+    steps: dict[str, float | None] = {}
+    for n in view.nodes:
+        target, outs = str(n.target), output_names(n)
+        if ".quantize_per_tensor." in target:
+            continue
+        if ".dequantize_per_tensor." in target:
+            scale = next((na.arg for na in n.inputs if na.name == "scale"), None)
+            step = float(scale.value) if scale is not None and scale.type == "as_float" else None
+            steps.update({o: step for o in outs})
+        elif any(i in steps for i in input_names(n)):
+            steps.update({o: None for o in outs})
+    return steps
 
 
 def onnx_origins(proto) -> dict[str, Origin]:
@@ -94,8 +114,22 @@ def _channels_last_twin(name: str, g: np.ndarray, want: dict, tol_of, runtime: s
     return compare(g, w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol_of(w)).ok
 
 
+def _representations_differ(g: np.ndarray, w: np.ndarray) -> bool:
+    """uint8 against int8 (a runtime's int8 twin of a uint8 tensor, zero point moved by 128)."""
+    return g.dtype != w.dtype and g.dtype.itemsize == w.dtype.itemsize == 1 and g.dtype.kind in "iu" and w.dtype.kind in "iu"
+
+
+def _difference(g: np.ndarray, w: np.ndarray, tol: Tolerance, step: float | None):
+    if step:
+        return compare(g.astype(np.float64) / step, w.astype(np.float64) / step, Tolerance(0.0, 1.0 + 1e-6, "steps")), \
+            Tolerance(0.0, step, "steps")
+    return compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g,
+                   w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol), tol
+
+
 def first_divergence(order, got_values: list[dict], want_values: list[dict], runtime: str,
-                     stamps: dict[str, Origin], program: dict[str, Origin]) -> tuple[Divergence | None, int]:
+                     stamps: dict[str, Origin], program: dict[str, Origin],
+                     steps: dict[str, float | None] | None = None) -> tuple[Divergence | None, int]:
     """``order``: (node, op type, input names, output names) in execution order; ``got_values`` /
     ``want_values``: per input set, name -> array. The first divergence over the input sets, and
     how many values were compared."""
@@ -122,11 +156,11 @@ def first_divergence(order, got_values: list[dict], want_values: list[dict], run
                 w = np.asarray(want[name])
                 if g.ndim == 4 and w.ndim == 4 and g.shape != w.shape and g.shape == w.transpose(0, 2, 3, 1).shape:
                     g = g.transpose(0, 3, 1, 2)  # the value, channels-last (a TFLite graph output of nhwc_io)
-                if not (w.dtype.kind in "biufc" or w.dtype.name == "bfloat16"):
+                if not (w.dtype.kind in "biufc" or w.dtype.name == "bfloat16") or _representations_differ(g, w):
                     continue
-                tol = tol_of(w)
-                diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g,
-                               w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol)  # a shape differs too
+                if steps and name in steps and steps[name] is None:
+                    continue
+                diff, tol = _difference(g, w, tol_of(w), (steps or {}).get(name))  # a shape that differs too
                 compared += 1
                 if not diff.ok:
                     origin = stamps.get(name) or program.get(name) or (None, None, None)

@@ -3,7 +3,7 @@
 * ``torch_eager``: the program itself in torch eager (``serde.torch.eager``), when torch is
   importable; intermediates keyed by the program's value names. None when torch is not installed.
 * ``onnx_reference``: pt2x's own ONNX of the program (converted in memory), run in ONNX Runtime
-  (the reference for a ``.tflite``) or in onnx's ``ReferenceEvaluator`` (the reference for a
+  (the reference for a ``.tflite``; graph optimizations off) or in onnx's ``ReferenceEvaluator`` (the reference for a
   ``.onnx``, an implementation independent of ONNX Runtime; also the fallback where ONNX Runtime
   lacks a kernel); intermediates keyed by the ONNX tensor names, which are the program's value
   names where a value has one.
@@ -90,7 +90,7 @@ def onnx_reference(proto, sets: list[InputSet], capture: bool, *, prefer_ort: bo
     from .runners import OnnxRun
 
     try:
-        run = OnnxRun(proto, "pt2x's ONNX", every_value=capture)
+        run = OnnxRun(proto, "pt2x's ONNX", every_value=capture, as_reference=True)
         ref = Reference(ORT, [], [])
         for s in sets:
             outs, values = run.run(s.tensors)

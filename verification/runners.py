@@ -1,7 +1,8 @@
 """The converted file run in its runtime: ONNX Runtime for ``.onnx``, LiteRT for ``.tflite``.
 
 ``OnnxRun`` opens an ONNX model (a file, with its external data, or a ``ModelProto``) in ONNX
-Runtime on the CPU; with ``every_value`` every node output of the main graph is also a graph
+Runtime on the CPU (``as_reference``: with its graph optimizations off, so a quantized graph is
+computed as written, not by fused integer kernels); with ``every_value`` every node output of the main graph is also a graph
 output (in memory), so intermediates come back by name. ``run_litert`` runs a ``.tflite`` in a
 child process (``litert_child``), LiteRT as shipped (its default delegate XNNPACK, one thread),
 so that a kernel that aborts the process fails the verification instead of killing the caller;
@@ -56,12 +57,14 @@ def _ort():
 class OnnxRun:
     """ONNX Runtime on one model; ``run(feeds_in_input_order)`` -> (outputs, values)."""
 
-    def __init__(self, model, label: str, *, every_value: bool = False):
+    def __init__(self, model, label: str, *, every_value: bool = False, as_reference: bool = False):
         ort = _ort()
         self.label = label
         self.order: list[tuple[str, str, list[str], list[str]]] = []
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
+        if as_reference:  # the graph as written: no fusion of DQ -> op -> Q into ONNX Runtime's integer kernels
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.log_severity_level = 4  # its errors reach the report, not stderr
         source, proto = model, None
         if every_value:

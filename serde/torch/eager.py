@@ -39,6 +39,15 @@ def _to_numpy(torch, t) -> np.ndarray:
     return t.contiguous().numpy().copy()
 
 
+def _register_quantized_ops() -> None:
+    """PT2E programs call ``quantized_decomposed`` ops, which torch registers only when this module
+    of its own is imported (a user's process has usually imported it through their quantizer)."""
+    try:
+        import torch.ao.quantization.fx._decomposed  # noqa: F401
+    except ImportError:  # a torch without it: the program's load names the missing operator
+        pass
+
+
 def run_program(src, flat_inputs: list, *, model: str = "model",
                 capture: bool = False) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
     """``(outputs, intermediates)`` of the program in torch eager (see the module docstring)."""
@@ -47,6 +56,7 @@ def run_program(src, flat_inputs: list, *, model: str = "model",
 
     from .deserialize import load_exported_program
 
+    _register_quantized_ops()
     ep = load_exported_program(src, model=model)
     module = ep.module()
     kept: dict[str, np.ndarray] = {}
