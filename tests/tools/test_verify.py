@@ -290,3 +290,25 @@ def test_mismatched_io_is_one_line(files, tmp_path, capsys):
 def test_verify_options_need_verify(files, tmp_path, capsys):
     assert main(["convert", files["pt2"], "--to", "onnx", "-o", str(tmp_path / "m.onnx"), "--seed", "3"]) == 2
     assert "only with --verify" in _one_error_line(capsys)
+
+
+# ------------------------------------------------------------------------------ the tolerance table
+
+def test_tolerances_per_dtype():
+    from pt2x.verification.compare import compare, tolerance
+
+    f32 = tolerance("float32")
+    assert f32.text() == "rtol 0.001, atol 0.0001" and tolerance("float32", "litert").text() == "rtol 0.01, atol 0.001"
+    want = np.array([300.0, -2.0, 0.0, np.nan], np.float32)
+    # the absolute part grows with the output's magnitude: 300 * 1e-4 = 0.03
+    assert compare(want + np.array([0.02, 0, 0, 0], np.float32), want, f32).ok
+    bad = compare(want + np.array([0, 0, 0.05, 0], np.float32), want, f32)
+    assert not bad.ok and bad.mismatched == 1 and abs(bad.max_abs - 0.05) < 1e-6
+    assert not compare(np.array([1.0, 2.0, np.nan], np.float32), np.array([1.0, 2.0, 3.0], np.float32), f32).ok
+    # quantized values: one step, never two; other integers exactly
+    q = np.array([10, -128, 127], np.int8)
+    assert compare(q + np.array([1, 0, 0], np.int8), q, tolerance("int8")).ok
+    assert not compare(q + np.array([2, 0, 0], np.int8), q, tolerance("int8")).ok
+    assert not compare(np.array([1, 2], np.int64), np.array([1, 3], np.int64), tolerance("int64")).ok
+    shape = compare(np.zeros((2, 3)), np.zeros((3, 2)), f32)
+    assert not shape.ok and "shape [2, 3], reference [3, 2]" in shape.note
