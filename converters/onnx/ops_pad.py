@@ -16,14 +16,18 @@ def constant_pad_nd(ctx, node):
             raise Unsupported(f"pad mode {a.mode} at opset {ctx.opset}")
     else:
         mode = "constant"
-    r = ctx.rank(a.self)
-    pads = list(a.pad)
-    begins, ends = [0] * r, [0] * r
-    for i in range(len(pads) // 2):
-        begins[r - 1 - i], ends[r - 1 - i] = pads[2 * i], pads[2 * i + 1]
     out = ctx.out_info().dtype
     value = None if mode != "constant" else ctx.const(a.value or 0, out)
-    return ctx.op("Pad", ctx.t(a.self), ctx.ints(begins + ends), value, mode=mode)
+    return ctx.op("Pad", ctx.t(a.self), ctx.ints(_onnx_pads(ctx.rank(a.self), a.pad)), value, mode=mode)
+
+
+def _onnx_pads(rank: int, pads) -> list:
+    """torch's pads (last dim first, a (before, after) pair per dim) as ONNX's: every dim's
+    begin, then every dim's end, in dim order."""
+    begins, ends = [0] * rank, [0] * rank
+    for i in range(len(pads) // 2):
+        begins[rank - 1 - i], ends[rank - 1 - i] = pads[2 * i], pads[2 * i + 1]
+    return begins + ends
 
 
 def _pad_mode(mode):
@@ -31,12 +35,7 @@ def _pad_mode(mode):
         a = bind(node, "self", "padding")
         if mode == "wrap" and ctx.opset < 19:
             raise Unsupported("circular padding needs opset >= 19")
-        r = ctx.rank(a.self)
-        pads = list(a.padding)
-        begins, ends = [0] * r, [0] * r
-        for i in range(len(pads) // 2):
-            begins[r - 1 - i], ends[r - 1 - i] = pads[2 * i], pads[2 * i + 1]
-        return ctx.op("Pad", ctx.t(a.self), ctx.ints(begins + ends), mode=mode)
+        return ctx.op("Pad", ctx.t(a.self), ctx.ints(_onnx_pads(ctx.rank(a.self), list(a.padding))), mode=mode)
 
     return lower
 
