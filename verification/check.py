@@ -86,9 +86,9 @@ def _from_arrays(view, slots, given) -> inputs_mod.InputSet:
         arrays = list(given)
         if len(arrays) != len(tensors):
             raise VerificationError(f"{len(arrays)} inputs given; the program has {len(tensors)} tensor inputs")
-    it = iter(inputs_mod._checked(np.asarray(a), s, f"input {s.name!r}") for a, s in zip(arrays, tensors))
+    it = iter(inputs_mod.checked_array(np.asarray(a), s, f"input {s.name!r}") for a, s in zip(arrays, tensors))
     values = [next(it) if s.kind == "tensor" else s.value for s in slots]
-    inputs_mod._check_ranges(view, slots, values, "inputs")
+    inputs_mod.check_ranges(view, slots, values, "inputs")
     return inputs_mod.InputSet("given", tuple(values))
 
 
@@ -234,14 +234,18 @@ def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = i
         report.notes.append(f"inputs {names_in} are channels-last in the file: fed transposed (NHWC), and 4-D "
                             "outputs of channels-last shape compared transposed back")
     if locate:
-        stamps = onnx_origins(conv.source if conv.target == "onnx" and not isinstance(conv.source, (str, bytes))
-                              else _proto_of(conv)) if conv.target == "onnx" else (onnx_origins(proto) if proto else {})
+        stamps = _stamps(conv, proto)
         report.divergence, report.compared_values = first_divergence(got.order, got.values, ref.values, runtime, stamps,
                                                                      program_origins(view), quantization_steps(view))
     return report
 
 
-def _proto_of(conv: Converted):
-    from .runners import _load_onnx
+def _stamps(conv: Converted, pt2x_proto) -> dict:
+    """The origin stamps: the converted ONNX file's own, or for a .tflite those of pt2x's ONNX when
+    it was made (the torch-free reference); else none (the program's node names serve)."""
+    if conv.target == "onnx":
+        from .runners import load_onnx
 
-    return _load_onnx(conv.source, conv.label)
+        proto = conv.source if not isinstance(conv.source, (str, bytes)) else load_onnx(conv.source, conv.label)
+        return onnx_origins(proto)
+    return onnx_origins(pt2x_proto) if pt2x_proto is not None else {}

@@ -25,11 +25,12 @@ import numpy as np
 from ..converters.aten.graph import ProgramView
 from ..schema import definitions as d
 from ..schema import dtypes as dtype_table
-from ..serde.codec.symbolic import Expr, Symbol
+from ..serde.codec.symbolic import Symbol
 from ..serde.errors import Pt2Error
 from .errors import VerificationError
 
-__all__ = ["Slot", "InputSet", "slots", "sample_inputs", "draw_inputs", "read_npz", "DEFAULT_SEED"]
+__all__ = ["Slot", "InputSet", "slots", "sample_inputs", "draw_inputs", "read_npz", "checked_array", "check_ranges",
+           "DEFAULT_SEED"]
 
 DEFAULT_SEED = 0
 _INT_HIGH = 8  # integers that index nothing are drawn in [0, _INT_HIGH)
@@ -116,7 +117,7 @@ def sample_inputs(model, archive, slot_list: list[Slot]) -> InputSet | None:
         if slot.kind == "constant":
             values.append(slot.value)
             continue
-        values.append(_checked(np.asarray(leaf), slot, f"{members[0]}: sample input {slot.name!r}"))
+        values.append(checked_array(np.asarray(leaf), slot, f"{members[0]}: sample input {slot.name!r}"))
     return InputSet("sample", tuple(values))
 
 
@@ -237,7 +238,7 @@ def draw_inputs(view: ProgramView, slot_list: list[Slot], seed: int) -> list[Inp
 
 # ---------------------------------------------------------------------------- the user's file
 
-def _checked(arr: np.ndarray, slot: Slot, what: str) -> np.ndarray:
+def checked_array(arr: np.ndarray, slot: Slot, what: str) -> np.ndarray:
     if arr.dtype.kind not in "biufc" and arr.dtype.name != "bfloat16":
         raise VerificationError(f"{what}: dtype {arr.dtype}, the program takes {slot.dtype}")
     if arr.dtype != _np(slot.dtype):
@@ -252,7 +253,7 @@ def _checked(arr: np.ndarray, slot: Slot, what: str) -> np.ndarray:
     return np.array(arr, order="C")  # np.ascontiguousarray would make a 0-d array 1-d
 
 
-def _check_ranges(view: ProgramView, slot_list: list[Slot], values: list, what: str) -> None:
+def check_ranges(view: ProgramView, slot_list: list[Slot], values: list, what: str) -> None:
     """Every bare symbol takes one size across the inputs, inside its range constraint."""
     seen: dict[str, tuple[int, str]] = {}
     for slot, v in zip(slot_list, values):
@@ -286,7 +287,7 @@ def read_npz(path: str, view: ProgramView, slot_list: list[Slot]) -> InputSet:
     else:
         raise VerificationError(f"{path}: arrays {sorted(arrays)}; the program's tensor inputs are {names} "
                                 f"(name them so, or save them in order as arr_0..arr_{len(tensors) - 1})")
-    it = iter(_checked(a, s, f"{path}: input {s.name!r}") for a, s in zip(ordered, tensors))
+    it = iter(checked_array(a, s, f"{path}: input {s.name!r}") for a, s in zip(ordered, tensors))
     values = [next(it) if s.kind == "tensor" else s.value for s in slot_list]
-    _check_ranges(view, slot_list, values, path)
+    check_ranges(view, slot_list, values, path)
     return InputSet("file", tuple(values))

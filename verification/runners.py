@@ -25,7 +25,7 @@ import numpy as np
 from ..serde.errors import MissingExtraError
 from .errors import VerificationError
 
-__all__ = ["RunResult", "OnnxRun", "run_litert", "LITERT_TIMEOUT_S"]
+__all__ = ["RunResult", "OnnxRun", "run_litert", "load_onnx", "LITERT_TIMEOUT_S"]
 
 LITERT_TIMEOUT_S = 600.0
 """Seconds the LiteRT child may take for all input sets."""
@@ -68,7 +68,7 @@ class OnnxRun:
         options.log_severity_level = 4  # its errors reach the report, not stderr
         source, proto = model, None
         if every_value:
-            proto = model if not isinstance(model, (str, bytes)) else _load_onnx(model, label)
+            proto = model if not isinstance(model, (str, bytes)) else load_onnx(model, label)
             source = _with_every_value(proto, self.order)
         elif not isinstance(model, (str, bytes)):
             source = model.SerializeToString()
@@ -77,7 +77,7 @@ class OnnxRun:
             [o.name for o in proto.graph.output]
         widened = [o.name for o in self.session.get_outputs() if o.type == "tensor(bfloat16)"]
         if widened:  # ONNX Runtime's Python API returns no bfloat16 array: those outputs are cast to float32
-            base = _load_onnx(source if isinstance(source, bytes) else model, label)
+            base = load_onnx(source if isinstance(source, bytes) else model, label)
             self.session = self._session(_widened(base, widened), options)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.all_outputs = [o.name.removesuffix(_WIDENED) for o in self.session.get_outputs()]
@@ -130,7 +130,7 @@ def _widened(model, names: list[str]) -> bytes:
     return model.SerializeToString()
 
 
-def _load_onnx(model, label: str):
+def load_onnx(model, label: str):
     import onnx
 
     try:

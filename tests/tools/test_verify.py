@@ -8,7 +8,6 @@ line (exit 2), never a traceback."""
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import onnx
