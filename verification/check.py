@@ -17,6 +17,7 @@ import numpy as np
 from ..converters.aten.graph import ProgramView, open_program
 from . import inputs as inputs_mod
 from .compare import QUANTIZED_STEPS, TOLERANCES, compare, tolerance
+from ..serde.errors import Pt2Error
 from .errors import VerificationError
 from .locate import first_divergence, onnx_origins, program_origins, quantization_steps
 from .references import Reference, onnx_reference, pt2x_onnx, torch_eager
@@ -67,12 +68,16 @@ def _input_sets(view: ProgramView, archive, model_name: str, slots, given, seed:
     if given is not None:
         return [_from_arrays(view, slots, given)], {"source": "given arrays", "seed": None}
     model = archive.model(None if len(archive.models) == 1 else model_name) if archive is not None else None
+    unread = ""
     if model is not None:
-        sample = inputs_mod.sample_inputs(model, archive, slots)
+        try:
+            sample = inputs_mod.sample_inputs(model, archive, slots)
+        except Pt2Error as e:  # an unsafe or malformed pickle, samples that do not fit: drawn instead, and said
+            sample, unread = None, f" (the archive's sample inputs were not used: {e})"
         if sample is not None:
             return [sample], {"source": "the archive's sample inputs", "seed": None}
     sets = inputs_mod.draw_inputs(view, slots, seed)
-    return sets, {"source": "drawn from the signature", "seed": seed}
+    return sets, {"source": "drawn from the signature" + unread, "seed": seed}
 
 
 def _from_arrays(view, slots, given) -> inputs_mod.InputSet:

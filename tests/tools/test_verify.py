@@ -274,6 +274,29 @@ def test_corrupt_converted_file_is_one_line(files, tmp_path, capsys, suffix, con
     assert str(path) in line
 
 
+def test_unsafe_sample_inputs_are_not_run(files, tmp_path, capsys):
+    """Sample inputs whose pickle names a global outside the data-only allow-list are not used
+    (and never run): inputs are drawn instead, and the report says why."""
+    import io
+    import zipfile
+
+    marker = tmp_path / "ran"
+    evil = tmp_path / "evil.pt2"
+    with zipfile.ZipFile(files["pt2"]) as zin, zipfile.ZipFile(evil, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if "/data/sample_inputs/" in info.filename:
+                buf = io.BytesIO()
+                with zipfile.ZipFile(buf, "w") as inner:
+                    inner.writestr("archive/data.pkl", f"cos\nsystem\n(S'touch {marker}'\ntR.".encode())
+                data = buf.getvalue()
+            zout.writestr(info, data)
+    assert main(["verify", str(evil), files["onnx"], "--json"]) == 0
+    report = _json(capsys)
+    assert report["inputs"]["source"].startswith("drawn from the signature (the archive's sample inputs were not used")
+    assert "os.system" in report["inputs"]["source"] and not marker.exists()
+
+
 def test_mismatched_io_is_one_line(files, tmp_path, capsys):
     """A converted file of another program: its inputs fit neither by name nor by order."""
     from pt2x.converters import to_onnx
