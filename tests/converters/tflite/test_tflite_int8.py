@@ -157,6 +157,11 @@ def test_ort_qdq_cnn_runs_int8_and_matches_onnx_runtime(float_cnn_onnx, tmp_path
             assert got.shape == want.shape
             steps = np.abs(got - want).max() / step
             assert steps <= 1.0 + 1e-3, (batch, xnnpack, steps)
+    # channels-last I/O: the layout pass moves the edge transposes onto the int8 tensors too
+    nhwc = convert_torch_free("to_tflite", str(tmp_path / "q.onnx"), nhwc_io=True)
+    assert _assert_int8_kernels(nhwc) == 4
+    got = _litert(nhwc, x.transpose(0, 2, 3, 1), True)
+    assert np.abs(got - want).max() <= step * (1 + 1e-3)
 
 
 # ------------------------------------------------------------------ PT2E programs
