@@ -65,7 +65,8 @@ def _fold_constant(em: Emitter, node, a: dict) -> bool:
     shape = [1] * x.ndim
     if scale.ndim == 1 and x.ndim:
         shape[int(a.get("axis", 1)) % x.ndim] = -1
-    real = (x.astype(np.float32) - zp.astype(np.float32).reshape(shape)) * scale.reshape(shape)
+    with np.errstate(invalid="ignore", over="ignore"):  # a file's inf/NaN scale gives the reference's NaN/inf
+        real = (x.astype(np.float32) - zp.astype(np.float32).reshape(shape)) * scale.reshape(shape)
     em.consts[node.output[0]] = real.astype(np.float32)
     return True
 
