@@ -16,6 +16,8 @@ def expand(em: Emitter, node) -> None:
     x = em.t(node.input[0])
     target = em.const_value(node.input[1])
     xs = em.shape(node.input[0])
+    if _expand_by_mul(em, node, x, xs):
+        return
     if target is not None and xs is not None and all(d >= 0 for d in xs):
         t = np.asarray(target).reshape(-1)
         n = max(len(t), len(xs))
@@ -25,6 +27,35 @@ def expand(em: Emitter, node) -> None:
         s = em.tmp(T.INT32, None, "bshape")
         em.op("BROADCAST_ARGS", [shape_tensor(em, x), em.t(node.input[1])], [s])
     em.op("BROADCAST_TO", [x, s], [em.out()])
+
+
+def _expand_by_mul(em: Emitter, node, x: int, xs: list[int] | None) -> bool:
+    """A float Expand whose every broadcast dim is static (a run-time dim of the output is the
+    input's own, the same dim_param): x * ones of the broadcast shape. x * 1.0 == x for every
+    float, and XNNPACK takes a broadcasting MUL, not BROADCAST_TO (grouped-query attention's
+    key/value heads repeated per layer)."""
+    out = em.shape(node.output[0])
+    if xs is None or out is None or em.dtype_of(x) != T.FLOAT32 or len(out) < len(xs):
+        return False
+    lead = len(out) - len(xs)
+    a = [1] * lead + list(xs)
+    names = em.dim_names.get(node.input[0]) or [""] * len(xs)
+    in_names = [""] * lead + list(names)
+    out_names = em.dim_names.get(node.output[0]) or [""] * len(out)
+    ones = []
+    for i, (d_in, d_out) in enumerate(zip(a, out)):
+        if d_out < 0:  # run-time: only where the input's dim is provably the same one
+            if d_in >= 0 or not in_names[i] or in_names[i] != out_names[i]:
+                return False
+            ones.append(1)
+        elif d_in == d_out or (d_in == 1 and d_out >= 0):
+            ones.append(d_out if d_in == 1 else 1)
+        else:
+            return False
+    if int(np.prod(ones)) > 1 << 20:  # the constant's size
+        return False
+    em.op("MUL", [x, em.const(np.ones(ones, np.float32))], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+    return True
 
 
 @maps("Tile")

@@ -256,3 +256,32 @@ def test_slices_splits_and_squeezes_move_the_same_values(tmp_path):
         (x,) = make(b)
         (got,) = tflite_zoo.run(it, [x.numpy()])
         assert np.array_equal(got, m(x).numpy()), f"batch {b}"
+
+
+class _RepeatHeads(torch.nn.Module):
+    """Grouped-query attention's key/value heads repeated (transformers' repeat_kv), and a class
+    token broadcast to the run-time batch (which stays BROADCAST_TO: the batch is not the
+    token's own dim)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, 8))
+
+    def forward(self, k):  # [B, 2, 5, 8]
+        b = k.shape[0]
+        rep = k[:, :, None].expand(b, 2, 3, 5, 8).reshape(b, 6, 5, 8)
+        return torch.cat([rep.flatten(1), self.cls.expand(b, -1, -1).flatten(1)], 1)
+
+
+def test_expand_of_static_dims_is_a_mul_by_ones(tmp_path):
+    m = _RepeatHeads()
+    make = lambda b: (torch.randn(b, 2, 5, 8, generator=torch.Generator().manual_seed(b)),)  # noqa: E731
+    data = _tflite(m, make(2), tmp_path)
+    ops = _ops(data)
+    assert ops.count("BROADCAST_TO") == 1, ops  # the class token's only
+    it = tflite_zoo.interpreter(data)
+    for b in (2, 1, 3):
+        (x,) = make(b)
+        (got,) = tflite_zoo.run(it, [x.numpy()])
+        with torch.no_grad():
+            assert np.array_equal(got, m(x).numpy()), f"batch {b}"
