@@ -19,8 +19,8 @@ Then every side runs in its own process (the sources are in ``tools/scripts/benc
 Ratios: pt2x / litert-torch for cold conversion time and file size (< 1: pt2x is faster,
 smaller); pt2x LiteRT / pt2x ORT for latency (< 1: LiteRT is faster).
 
-    python tools/scripts/bench_tflite.py [--models convbn,mobilenet_v3_small,resnet18,bert,gpt2]
-        [--out bench-out/tflite] [--json results.json] [--litert-torch-venv PATH] [--skip-litert-torch]
+    python tools/scripts/bench_tflite.py [--models convbn,mobilenet_v3_small,resnet18,bert,gpt2|zoo]
+        [--threads 1,2] [--out bench-out/tflite] [--json results.json] [--litert-torch-venv PATH] [--skip-litert-torch]
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ import bench_tflite_workers as workers
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 MODELS = ("convbn", "mobilenet_v3_small", "resnet18", "bert", "gpt2")
 OTHER_MODELS = ("mlp", "resnet", "enc6", "enc12", "efficientnet_b0")  # built by the EXPORT worker too
+# the project's model zoo (tests/support/model_zoo.py), by its names; ``--models zoo`` picks them all
+ZOO_MODELS = ("tv_mobilenet_v3_small", "tv_efficientnet_b0", "tv_resnet18", "tv_swin_t", "tv_lraspp_mobilenet_v3_large",
+              "tv_deeplabv3_mobilenet_v3_large", "timm_vit_tiny", "timm_mobilenetv3_small_050", "timm_levit_128s",
+              "hf_wav2vec2", "hf_llama_gqa", "hf_qwen2_gqa")
 LITERT_TORCH = "litert-torch==0.10.0"
 DEFAULT_VENV = os.path.join(os.path.dirname(ROOT), "venvs", "litert-torch")
 THREADS = "1,2"
@@ -91,9 +95,9 @@ def cold_convert(src: str, dst: str, to: str, runs: int) -> dict:
     return {"cold_s": statistics.median(times), "bytes": os.path.getsize(dst)}
 
 
-def run_model(code: str, path: str, inputs: str, runs: int, what: str) -> dict:
+def run_model(code: str, path: str, inputs: str, runs: int, what: str, threads: str = THREADS) -> dict:
     """Parity and latency of one converted file in its runtime's own process."""
-    _, r = _child([sys.executable, "-c", code, path, inputs, str(runs), THREADS], timeout=900)
+    _, r = _child([sys.executable, "-c", code, path, inputs, str(runs), threads], timeout=900)
     res = _last_json(r, what)
     if code is workers.LITERT:  # the interpreter says so on stderr when it applies the delegate
         res["xnnpack_applied"] = "XNNPACK delegate" in r.stderr
@@ -176,7 +180,7 @@ def bench(row: dict, out: str, args, litert_python: str | None) -> dict:
     for i in range(args.rounds):
         for side in (list(runs) if i % 2 == 0 else list(reversed(runs))):
             code, path, what = runs[side]
-            rounds[side].append(run_model(code, path, row["inputs"], args.latency_runs, what))
+            rounds[side].append(run_model(code, path, row["inputs"], args.latency_runs, what, args.threads))
     for side, results in rounds.items():
         merged = merge_rounds(results)
         if side == "ort":
@@ -273,8 +277,8 @@ def conversion_table(rows: list[dict], notes: Notes) -> str:
 
 def latency_table(rows: list[dict]) -> str:
     head = ("| model | batch | LiteRT pt2x ms 1T / 2T | ORT (pt2x ONNX) ms 1T / 2T | LiteRT / ORT 1T / 2T "
-            "| LiteRT litert-torch ms 1T / 2T | XNNPACK partitions pt2x / litert-torch |")
-    lines = [head, "|" + "---|" * 7]
+            "| LiteRT litert-torch ms 1T / 2T | LiteRT pt2x / litert-torch 1T | XNNPACK partitions pt2x / litert-torch |")
+    lines = [head, "|" + "---|" * 8]
     for r in rows:
         p = (r.get("pt2x") or {}).get("litert")
         o = r.get("ort")
@@ -287,7 +291,7 @@ def latency_table(rows: list[dict]) -> str:
         parts = " / ".join(_f(((x or {}).get("latency") or {}).get("1", {}).get("delegate_partitions"), "d")
                            for x in (p, lt))
         lines.append(f"| {r['model']} | {r['batches'][0]} | {cells[0]} | {cells[1]} | {ratio} "
-                     f"| {cells[2]} | {parts} |")
+                     f"| {cells[2]} | {_ratio(_ms(p, '1'), _ms(lt, '1'))} | {parts} |")
     return "\n".join(lines)
 
 
@@ -326,7 +330,8 @@ def report(rows: list[dict]) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS),
-                    help="comma-separated, from: " + ", ".join(MODELS + OTHER_MODELS))
+                    help="comma-separated, from: " + ", ".join(MODELS + OTHER_MODELS + ZOO_MODELS)
+                    + "; 'zoo' stands for the model zoo's 12")
     ap.add_argument("--out", default="bench-out/tflite", help="folder for the .pt2, inputs and converted files")
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--litert-torch-venv", default=DEFAULT_VENV,
@@ -336,8 +341,10 @@ def main(argv=None):
     ap.add_argument("--latency-runs", type=int, default=100, help="timed invocations per thread count (median)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="latency processes per converted file, the sides alternating (median of medians)")
+    ap.add_argument("--threads", default=THREADS, help="thread counts to time, comma-separated (default 1,2)")
     a = ap.parse_args(argv)
-    unknown = sorted(set(a.models.split(",")) - set(MODELS + OTHER_MODELS))
+    a.models = ",".join(",".join(ZOO_MODELS) if m == "zoo" else m for m in a.models.split(","))
+    unknown = sorted(set(a.models.split(",")) - set(MODELS + OTHER_MODELS + ZOO_MODELS))
     if unknown:
         ap.error(f"unknown model(s): {', '.join(unknown)}")
     out = os.path.abspath(a.out)

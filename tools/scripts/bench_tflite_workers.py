@@ -4,8 +4,8 @@ Each side of the benchmark runs in its own process, and this module imports noth
 torch export, the two runtimes and litert-torch (in its own venv) are imported only by the
 children. Every child prints one JSON line last.
 
-  * ``EXPORT``: (the test venv's torch) builds the programs, ``torch.export.save``s them with a
-    dynamic batch, and writes the inputs of two batch sizes with torch eager's outputs (npz).
+  * ``EXPORT``: (the test venv's torch) builds the programs (``bench_onnx``'s, or the model
+    zoo's by name), ``torch.export.save``s them with a dynamic batch, and writes the inputs of two batch sizes with torch eager's outputs (npz).
   * ``PT2X_COLD``: ``python -m pt2x convert X.pt2 --to tflite|onnx -o Y`` with ``import torch``
     made to fail first, so a timed conversion is also a proof that it is torch-free.
   * ``LITERT``: one .tflite in ``ai_edge_litert.interpreter.Interpreter`` (op resolver AUTO: the
@@ -36,10 +36,11 @@ from bench_onnx import build as bench_onnx_build
 ZOO = {"mobilenet_v3_small": "tv_mobilenet_v3_small", "resnet18": "tv_resnet18", "efficientnet_b0": "tv_efficientnet_b0"}
 
 def program(name):
-    """(module, example args, second args): random init, no downloads."""
+    """(module, example args, second args): random init, no downloads. A model zoo name
+    (tests/support/model_zoo.py) is that model, weights re-drawn as the zoo does."""
     torch.manual_seed(0)
-    if name in ZOO:
-        zm = model_zoo.MODELS[ZOO[name]]
+    if name in ZOO or name in model_zoo.MODELS:
+        zm = model_zoo.MODELS[ZOO.get(name, name)]
         m = model_zoo.redraw(zm.build(), seed=0, calibrate=zm.make_input(8))
         return m, (zm.make_input(2),), (zm.make_input(second_batch),)
     m, args, _ = bench_onnx_build(name)
