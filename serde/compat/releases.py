@@ -48,16 +48,16 @@ NODE_TARGETS_RUN_SINCE = {
         "('carried_inputs must be a tuple'; torch 2.6.0 fails so on its own saved while_loop, and 2.5.1 on the one pt2x writes for it; 2.7.1 runs it)",
     ),
     "torch.ops.higher_order.wrap_with_set_grad_enabled": (
-        (8, 0),
-        "its reader resolves torch.ops.higher_order.* by name and `import torch` in 2.5 does not import "
+        (8, 7),
+        "its reader resolves torch.ops.higher_order.* by name and `import torch` before 2.7 does not import "
         "torch._higher_order_ops.wrap, which defines this op, so torch.export.load fails ('Unsupported target "
-        "type'; checked with 2.5.1: it loads once that module is imported by hand). run_decompositions() "
-        "before saving inlines the region",
+        "type'; checked: 2.5.1 and 2.6.0 fail, and load it once that module is imported by hand; 2.7.1 runs it). "
+        "run_decompositions() before saving inlines the region",
     ),
     "torch.ops.higher_order.wrap_with_autocast": (
-        (8, 0),
-        "defined in torch._higher_order_ops.wrap, which `import torch` in 2.5 does not import, so its "
-        "reader cannot resolve the op (as for wrap_with_set_grad_enabled, checked with 2.5.1)",
+        (8, 7),
+        "defined in torch._higher_order_ops.wrap, which `import torch` before 2.7 does not import, so the "
+        "reader cannot resolve the op (as for wrap_with_set_grad_enabled, checked with 2.5.1, 2.6.0 and 2.7.1)",
     ),
 }
 """Node target -> (first schema whose release loads and runs it, why older ones do not)."""

@@ -172,8 +172,8 @@ def test_values_without_a_7_3_form_are_named_blockers(edit, code, path):
 
 
 def test_grad_mode_region_blocks_for_2_5():
-    # HF Llama/Qwen2 as torch 2.13 exports them: torch 2.5.1's reader cannot resolve the op
-    # (checked: 'Unsupported target type'); torch 2.6+ are not refused
+    # HF Llama/Qwen2 as torch 2.13 exports them: torch 2.5.1's and 2.6.0's readers cannot resolve
+    # the op (checked: 'Unsupported target type'); 2.7.1 runs it
     doc = program_of(fixture("2.13.0", "cond"))
     (node,) = [n for n in doc["graph_module"]["graph"]["nodes"] if n["target"] == "torch.ops.higher_order.cond"]
     node["target"] = "torch.ops.higher_order.wrap_with_set_grad_enabled"
@@ -181,7 +181,8 @@ def test_grad_mode_region_blocks_for_2_5():
     (f,) = errors(findings)
     assert f.code == "target-unrunnable-node" and "wrap_with_set_grad_enabled" in f.message
     assert "run_decompositions()" in f.message
-    assert not any(f.code == "target-unrunnable-node" for f in compat.downgrade(doc, "torch==2.6")[1])
+    assert any(f.code == "target-unrunnable-node" for f in compat.downgrade(doc, "torch==2.6")[1])
+    assert not any(f.code == "target-unrunnable-node" for f in compat.downgrade(doc, "torch==2.7")[1])
 
 
 def test_hostile_values_at_respelled_fields_are_findings():
