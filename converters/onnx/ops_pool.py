@@ -308,25 +308,28 @@ def pixel_shuffle(ctx, node):
 
 @lowering("onnx", "aten.col2im.default")
 def col2im(ctx, node):
-    """``F.fold`` with static sizes: each column element's target position in the padded
-    output is computed at conversion time; ScatterElements(add) sums the overlaps."""
+    """``F.fold`` with static channels, blocks and sizes (the batch may be dynamic): each column
+    element's target position in the padded output is computed at conversion time;
+    ScatterElements(add) sums the overlaps."""
     a = bind(node, "self", "output_size", "kernel_size", "dilation", "padding", "stride")
     out, cst = _ct(ctx)
     info = ctx.info(a.self)
-    if not info.is_static or ctx.rank(a.self) != 3:
-        raise Unsupported("col2im with dynamic or unbatched input")
-    n, ckk, blocks = info.shape
+    if ctx.rank(a.self) != 3 or not all(isinstance(s, int) for s in info.shape[1:]):
+        raise Unsupported("col2im with dynamic channels/blocks or unbatched input")
+    _, ckk, blocks = info.shape
     (oh, ow), (kh, kw) = _rep(a.output_size, 2), _rep(a.kernel_size, 2)
     (dh, dw), (ph, pw), (sh, sw) = _rep(a.dilation, 2), _rep(a.padding, 2), _rep(a.stride, 2)
     c = ckk // (kh * kw)
     hp, wp = oh + 2 * ph, ow + 2 * pw
-    ctx.reserve_array([n, c * hp * wp], dtypes.to_numpy(cst).itemsize, "col2im zeros")
+    n = ctx.dim(a.self, 0)
+    ctx.reserve_array([c * hp * wp], dtypes.to_numpy(cst).itemsize, "col2im zeros")
     idx = _patch_index(ctx, c, hp, wp, kh, kw, dh, dw, sh, sw).reshape(1, -1)
-    idx = ctx.op("Expand", ctx.const_array(idx, "col2im_index"), ctx.ints([n, ckk * blocks]))
-    src = ctx.op("Reshape", ctx.t(a.self, cst), ctx.ints([n, -1]))
-    zeros = ctx.const_array(np.zeros((n, c * hp * wp), dtypes.to_numpy(cst)), "col2im_zeros")
+    idx = ctx.op("Expand", ctx.const_array(idx, "col2im_index"), ctx.op("Concat", n, ctx.ints([ckk * blocks]), axis=0))
+    src = ctx.op("Reshape", ctx.t(a.self, cst), ctx.ints([0, ckk * blocks]))
+    zeros = ctx.const_array(np.zeros((1, c * hp * wp), dtypes.to_numpy(cst)), "col2im_zeros")
+    zeros = ctx.op("Expand", zeros, ctx.op("Concat", n, ctx.ints([c * hp * wp]), axis=0))
     r = ctx.op("ScatterElements", zeros, idx, src, axis=1, reduction="add")
-    r = ctx.op("Reshape", r, ctx.ints([n, c, hp, wp]))
+    r = ctx.op("Reshape", r, ctx.ints([0, c, hp, wp]))
     if ph or pw:
         r = ctx.op("Slice", r, ctx.ints([ph, pw]), ctx.ints([ph + oh, pw + ow]), ctx.ints([2, 3]))
     return ctx.cast(r, cst, out)

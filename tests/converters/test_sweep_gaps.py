@@ -7,6 +7,7 @@ torch eager at two batch sizes; what stays inexpressible is refused by name.
   dim, ``dim=None``, ``output_size``.
 * ``batch_norm`` in training mode without running statistics (NFNet's weight standardisation
   in eval mode): of weights (folded) and of a run-time input (mean/variance normalisation).
+* ``col2im`` (``F.fold``, VOLO) with a dynamic batch.
 * bicubic ``F.interpolate`` (CrossViT), align_corners both ways, up and down.
 """
 
@@ -73,6 +74,13 @@ class TrainingBatchNorm(torch.nn.Module):
         return F.batch_norm(x, self.mean, self.var, training=True)
 
 
+class Fold(torch.nn.Module):
+    """F.fold (col2im) of overlapping 3x3 patches, stride 2, padding 1, as VOLO's outlooker."""
+
+    def forward(self, x):
+        return F.fold(x * 2.0, output_size=(8, 8), kernel_size=3, padding=1, stride=2)
+
+
 class Bicubic(torch.nn.Module):
     def __init__(self, size, align_corners):
         super().__init__()
@@ -95,6 +103,7 @@ CASES = {
     "repeat_interleave_once": (lambda: RepeatInterleave(1, 2), (2, 3)),
     "weight_standardisation": (WeightStandardisedConv, (3, 6, 6)),
     "batch_stats_of_input": (BatchStatsOfInput, (3, 5, 4)),
+    "fold_dynamic_batch": (Fold, (2 * 9, 16)),
     "bicubic_up": (lambda: Bicubic((11, 9), False), (2, 6, 5)),
     "bicubic_down_align": (lambda: Bicubic((5, 7), True), (2, 9, 12)),
     "bicubic_up_align": (lambda: Bicubic((13, 4), True), (2, 6, 3)),
