@@ -8,11 +8,13 @@ Two quantizers, both kinds must convert:
 - ``x86``: torchao's ``X86InductorQuantizer`` default config: uint8 activations (0..255,
   per-tensor affine, HistogramObserver), int8 weights per output channel, symmetric (-128..127),
   float bias.
-- ``xnnpack``: the same annotator (``X86InductorQuantizer.set_global``) given the config
-  executorch's ``XNNPACKQuantizer`` ``get_symmetric_quantization_config(is_per_channel=True)``
-  builds (torchao 0.18 no longer ships XNNPACKQuantizer): int8 activations -128..127 per-tensor
-  affine (HistogramObserver, eps 2**-12), int8 weights -127..127 per-channel symmetric along axis 0
-  (PerChannelMinMaxObserver, eps 2**-12), float bias. Which ops get annotated is X86's choice.
+- ``xnnpack``: ``pt2e_xnnpack.XnnpackStyleQuantizer``, annotating as executorch's
+  ``XNNPACKQuantizer`` with ``get_symmetric_quantization_config(is_per_channel=True)`` (torchao
+  0.18 no longer ships it): int8 activations -128..127 per-tensor affine, int8 weights -127..127
+  per-channel symmetric along axis 0, float bias; conv/linear outputs quantized whatever reads
+  them, residual adds, muls, cats and pools quantized, moves sharing their input's quantization.
+- ``xnnpack_on_x86``: X86's annotator given that symmetric config (which ops get annotated is
+  X86's choice: a conv/linear whose result feeds an unquantized op keeps a float output).
 
 What the saved graph holds (torch 2.13.0, torchao 0.18.0, both quantizers, all five programs):
 only ``quantized_decomposed`` ops, no ``torchao.*`` affine ops --
@@ -42,7 +44,7 @@ from torch.export import Dim
 MAX_BATCH = 8
 BATCHES = (1, 3)  # the two batch sizes every test runs
 CALIBRATION_BATCHES = 4
-QUANTIZERS = ("x86", "xnnpack")  # static; make_quantizer also knows "x86_dynamic"
+QUANTIZERS = ("x86", "xnnpack")  # static; make_quantizer also knows "xnnpack_on_x86", "x86_dynamic"
 PROGRAMS = ("cnn", "mlp", "transformer", "resnet18", "mobilenet_v2")
 
 
@@ -130,7 +132,7 @@ MODELS = {
 
 
 def _xnnpack_symmetric_config():
-    """executorch's ``get_symmetric_quantization_config(is_per_channel=True)``, static, not QAT."""
+    """For X86's annotator: executorch's ``get_symmetric_quantization_config(is_per_channel=True)``, static, not QAT."""
     from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinMaxObserver
     from torchao.quantization.pt2e.quantizer import QuantizationSpec
     from torchao.quantization.pt2e.quantizer.utils import QuantizationConfig
@@ -153,6 +155,10 @@ def make_quantizer(kind: str):
     if kind == "x86":
         return quantizer.set_global(x86.get_default_x86_inductor_quantization_config())
     if kind == "xnnpack":
+        from pt2e_xnnpack import XnnpackStyleQuantizer
+
+        return XnnpackStyleQuantizer()
+    if kind == "xnnpack_on_x86":
         return quantizer.set_global(_xnnpack_symmetric_config())
     if kind == "x86_dynamic":  # activations quantized with qparams chosen per run (choose_qparams)
         return quantizer.set_global(x86.get_default_x86_inductor_quantization_config(is_dynamic=True))

@@ -186,32 +186,38 @@ def _pt2e_case(tmp_path, name: str, quantizer: str, steps: float) -> tuple[bytes
             got = _litert(data, x, xnnpack)
             assert got.shape == want.shape
             off = np.abs(got - want).max() / step
-            assert off <= steps, (name, quantizer, batch, xnnpack, off)
+            assert off <= steps * (1 + 1e-3), (name, quantizer, batch, xnnpack, off)  # float noise of the step
     return data, _report(data)
 
 
-# what the quantizers (X86's annotator) leave int8-able: a conv/linear whose result feeds an
-# unquantized op (a residual Add, the last Linear) stays float, reported (measured int8 counts)
-# (one quantizer each for the MLP and the transformer block keeps the file near a minute)
-SMALL = {("cnn", "xnnpack"): {"Conv": 1}, ("cnn", "x86"): {"Conv": 1},
-         ("mlp", "xnnpack"): {"Gemm": 2}, ("transformer", "x86"): {"MatMul": 1}}
+# conv/linear ops in int8 (measured). The XNNPACK-style annotator quantizes every conv/linear
+# output, so all of them run int8 (the attention's activation x activation MatMuls, Softmax and
+# LayerNorm stay float: XNNPACKQuantizer leaves them unannotated). X86's annotator leaves a
+# conv/linear whose result feeds an unquantized op (a residual Add, the last Linear) float.
+SMALL = {("cnn", "xnnpack"): {"Conv": 3, "Gemm": 1}, ("cnn", "x86"): {"Conv": 1},
+         ("mlp", "xnnpack"): {"Gemm": 3}, ("transformer", "xnnpack"): {"MatMul": 6},
+         ("transformer", "x86"): {"MatMul": 1}}
+WEIGHTED_ONNX = ("Conv", "Gemm", "MatMul")
 
 
 @pytest.mark.parametrize("name,quantizer", list(SMALL))
 def test_pt2e_program_int8_matches_torch_eager(tmp_path, name, quantizer):
     data, report = _pt2e_case(tmp_path, name, quantizer, steps=1.0)
-    assert report["int8"] == SMALL[name, quantizer], report
-    assert _assert_int8_kernels(data) == sum(SMALL[name, quantizer].values())
+    weighted = {k: v for k, v in report["int8"].items() if k in WEIGHTED_ONNX}
+    assert weighted == SMALL[name, quantizer], report
+    int8 = _assert_int8_kernels(data)
+    assert int8 == sum(SMALL[name, quantizer].values())
+    if quantizer == "xnnpack":  # what XNNPACK users produce: (nearly) every conv/FC in int8
+        assert int8 / sum(c in WEIGHTED for c, _ in _ops(data)) >= 0.8, report
     assert all(f["reason"] for f in report["float"])
     lines = describe_tflite(data)
     assert lines[0].startswith("int8: ") and any("float" in ln for ln in lines)
 
 
 @pytest.mark.skipif(not RUN_ZOO, reason="resnet18/mobilenet_v2 take 30-50 s each to quantize: PT2X_QUANT_ZOO=1")
-# measured (2026-11-25): resnet18 0.78 steps with XNNPACK, 1.13 without, 12 of 21 conv/FC in int8
-# (the second conv of each block feeds a float residual Add); mobilenet_v2 0.19 / 0.35 steps,
-# 42 of 53 (the projection convs before a residual Add, the classifier)
-@pytest.mark.parametrize("name,steps,fraction", [("resnet18", 2.0, 0.55), ("mobilenet_v2", 1.0, 0.75)])
+# measured (2026-11-25, XNNPACK-style annotator): every conv/FC in int8, resnet18 21 of 21,
+# mobilenet_v2 53 of 53 (X86's annotator: 12 of 21 and 42 of 53)
+@pytest.mark.parametrize("name,steps,fraction", [("resnet18", 2.0, 0.95), ("mobilenet_v2", 1.0, 0.95)])
 def test_pt2e_zoo_int8(tmp_path, name, steps, fraction):
     data, report = _pt2e_case(tmp_path, name, "xnnpack", steps)
     weighted = [c for c, ins in _ops(data) if c in WEIGHTED]
