@@ -39,7 +39,7 @@ def _to_4d(em: Emitter, x_name: str) -> tuple[int, int]:
     if rank == 3:
         s = em.shape(x_name)
         y = em.tmp(em.dtype_of(x), [s[0], s[1], 1, s[2]], "h1")
-        if sum(d < 0 for d in s) <= 1:  # a constant RESHAPE, which XNNPACK takes (not EXPAND_DIMS)
+        if sum(d < 0 for d in s) <= 1 and em.dtype_of(x) == T.FLOAT32:  # a constant RESHAPE, which XNNPACK takes
             em.op("RESHAPE", [x, em.const(np.array([s[0], s[1], 1, s[2]], np.int32))], [y])
         else:
             em.op("EXPAND_DIMS", [x, em.const(np.array(2, np.int32))], [y])
@@ -56,7 +56,7 @@ def _from_4d(em: Emitter, y_nhwc: int, rank: int) -> None:
         return
     y = transpose(em, y_nhwc, TO_NCHW[4], "nchw")
     out = em.shape(em.node.output[0])
-    if out is not None and len(out) == 3 and sum(d < 0 for d in out) <= 1:
+    if out is not None and len(out) == 3 and sum(d < 0 for d in out) <= 1 and em.dtype_of(y) == T.FLOAT32:
         em.op("RESHAPE", [y, em.const(np.array(out, np.int32))], [em.out()])
         return
     em.op("SQUEEZE", [y], [em.out()], ("SqueezeOptions", {"squeeze_dims": [2]}))

@@ -198,8 +198,8 @@ def _as_reshape(em: Emitter, node) -> bool:
     the output has at most one: the same values, and XNNPACK takes RESHAPE, not SQUEEZE or
     EXPAND_DIMS."""
     out = em.shape(node.output[0])
-    if out is None or sum(d < 0 for d in out) > 1:
-        return False
+    if out is None or sum(d < 0 for d in out) > 1 or em.dtype_of(em.t(node.input[0])) != T.FLOAT32:
+        return False  # (XNNPACK computes float32 only: other types keep their own operators)
     em.op("RESHAPE", [em.t(node.input[0]), em.const(np.array(out, np.int32))], [em.out()])
     return True
 

@@ -233,7 +233,8 @@ def split(em: Emitter, node) -> None:
             em.op("SPLIT", [em.const(np.array(axis, np.int32)), em.t(node.input[0])], outs,
                   ("SplitOptions", {"num_splits": len(outs)}))  # even parts: SPLIT, which XNNPACK takes
             return
-        if (sizes is not None and np.size(sizes) == len(outs) and n >= 0 and int(np.sum(sizes)) == n
+        float32 = em.dtype_of(em.t(node.input[0])) == T.FLOAT32  # XNNPACK's type; others keep SPLIT_V
+        if (float32 and sizes is not None and np.size(sizes) == len(outs) and n >= 0 and int(np.sum(sizes)) == n
                 and np.all(np.asarray(sizes) >= 0) and rank <= 5):
             _split_by_slices(em, node.input[0], axis, rank, [int(v) for v in np.asarray(sizes).reshape(-1)], outs)
             return
@@ -246,7 +247,7 @@ def split(em: Emitter, node) -> None:
                   ("SplitOptions", {"num_splits": k}))
             return
         part = -(-n // k)
-        if rank <= 5:
+        if rank <= 5 and em.dtype_of(em.t(node.input[0])) == T.FLOAT32:
             _split_by_slices(em, node.input[0], axis, rank, [part] * (k - 1) + [n - part * (k - 1)], outs)
             return
         s = em.const(np.asarray([part] * (k - 1) + [n - part * (k - 1)], np.int32))
