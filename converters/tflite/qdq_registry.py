@@ -22,6 +22,7 @@ from .emit import Emitter
 from .model import Op, Quantization, Tensor
 from .model import TensorType as T
 from .qdq_params import QParams, storage_quant
+from .qdq_versions import int8_version
 
 __all__ = ["Pattern", "Int8Op", "INT8_OPS", "int8_op", "append", "qtensor", "q_input", "q_output",
            "transpose_q", "ACTIVATION_CODE", "requant_scale_ok"]
@@ -73,8 +74,10 @@ def int8_op(*op_types: str, slots=(0,), fuses: bool = False, all_inputs: bool = 
 
 
 def append(em: Emitter, code: str, inputs: list[int], outputs: list[int], options=None) -> None:
-    """An operator on quantized tensors, as is."""
-    em.sub.ops.append(Op(code, list(inputs), list(outputs), options, em.node.name if em.node is not None else ""))
+    """An operator on quantized tensors, as is, at the version LiteRT gives its int8 kernel."""
+    version = int8_version(em.sub.tensors, code, inputs, outputs, options)
+    em.sub.ops.append(Op(code, list(inputs), list(outputs), options, em.node.name if em.node is not None else "",
+                         version))
 
 
 def qtensor(em: Emitter, shape, quant: Quantization, hint: str, dtype: int = T.INT8) -> int:

@@ -83,6 +83,40 @@ def _assert_int8_kernels(data: bytes) -> int:
     return n
 
 
+# LiteRT's operator version for int8 tensors (tensorflow/lite/tools/versioning/op_version.cc;
+# FULLY_CONNECTED 4 with a bias, 5 with keep_num_dims; TRANSPOSE/PAD 2 up to rank 4)
+INT8_VERSIONS = {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 4, "ADD": 2, "MUL": 2,
+                 "MEAN": 2, "AVERAGE_POOL_2D": 2, "MAX_POOL_2D": 2, "CONCATENATION": 2, "TRANSPOSE": 2,
+                 "PAD": 2, "PADV2": 2, "RELU": 2, "RELU6": 2, "LOGISTIC": 2, "DEQUANTIZE": 2,
+                 "RESHAPE": 1, "QUANTIZE": 1, "HARD_SWISH": 1}
+
+
+def _keep_num_dims(op) -> bool:
+    options = fb.FullyConnectedOptions()
+    table = op.BuiltinOptions()
+    options.Init(table.Bytes, table.Pos)
+    return bool(options.KeepNumDims())
+
+
+def _assert_int8_versions(data: bytes) -> set[tuple[str, int]]:
+    """Every operator reading an int8 first input has the version LiteRT's rules give it; returns
+    the (builtin, version) pairs of those operators, read from the flatbuffer's operator codes."""
+    model = fb.Model.GetRootAs(data, 0)
+    sg = model.Subgraphs(0)
+    seen = set()
+    for i in range(sg.OperatorsLength()):
+        op = sg.Operators(i)
+        code = model.OperatorCodes(op.OpcodeIndex())
+        name = _NAMES[code.BuiltinCode()]
+        if op.InputsLength() and sg.Tensors(op.Inputs(0)).Type() == INT8:
+            want = INT8_VERSIONS[name]
+            if name == "FULLY_CONNECTED" and _keep_num_dims(op):
+                want = 5
+            assert code.Version() == want, (name, code.Version())
+            seen.add((name, code.Version()))
+    return seen
+
+
 def _litert(data: bytes, x: np.ndarray, xnnpack: bool) -> np.ndarray:
     return run(interpreter(data, xnnpack=xnnpack), [x])[0]
 
@@ -143,6 +177,7 @@ def test_ort_qdq_cnn_runs_int8_and_matches_onnx_runtime(float_cnn_onnx, tmp_path
     report = _report(data)
     assert report["float"] == [] and report["int8"]["Conv"] == 3 and report["int8"]["Gemm"] == 1, report
     assert _assert_int8_kernels(data) == 4
+    assert {("CONV_2D", 3), ("DEPTHWISE_CONV_2D", 3), ("FULLY_CONNECTED", 4)} <= _assert_int8_versions(data)
     codes = [c for c, _ in _ops(data)]
     assert codes.count("QUANTIZE") == 1 and codes.count("DEQUANTIZE") == 1  # the float input and output
     so = ort.SessionOptions()
@@ -207,6 +242,7 @@ def test_pt2e_program_int8_matches_torch_eager(tmp_path, name, quantizer):
     assert weighted == SMALL[name, quantizer], report
     int8 = _assert_int8_kernels(data)
     assert int8 == sum(SMALL[name, quantizer].values())
+    _assert_int8_versions(data)
     if quantizer == "xnnpack":  # what XNNPACK users produce: (nearly) every conv/FC in int8
         assert int8 / sum(c in WEIGHTED for c, _ in _ops(data)) >= 0.8, report
     assert all(f["reason"] for f in report["float"])
@@ -216,12 +252,16 @@ def test_pt2e_program_int8_matches_torch_eager(tmp_path, name, quantizer):
 
 @pytest.mark.skipif(not RUN_ZOO, reason="resnet18/mobilenet_v2 take 30-50 s each to quantize: PT2X_QUANT_ZOO=1")
 # measured (2026-11-25, XNNPACK-style annotator): every conv/FC in int8, resnet18 21 of 21,
-# mobilenet_v2 53 of 53 (X86's annotator: 12 of 21 and 42 of 53)
-@pytest.mark.parametrize("name,steps,fraction", [("resnet18", 2.0, 0.95), ("mobilenet_v2", 1.0, 0.95)])
+# mobilenet_v2 53 of 53 (X86's annotator: 12 of 21 and 42 of 53). Off torch eager by at most
+# 6 output steps (resnet18, batch 3; mean 1.5-1.8) and 2 (mobilenet_v2): a one-step rounding
+# difference in one layer carries through the int8 layers after it; pt2x's ONNX of the same
+# program in ONNX Runtime is 4 steps off eager for both (resnet18 also with graph optimizations off)
+@pytest.mark.parametrize("name,steps,fraction", [("resnet18", 8.0, 0.95), ("mobilenet_v2", 3.0, 0.95)])
 def test_pt2e_zoo_int8(tmp_path, name, steps, fraction):
     data, report = _pt2e_case(tmp_path, name, "xnnpack", steps)
     weighted = [c for c, ins in _ops(data) if c in WEIGHTED]
     int8 = _assert_int8_kernels(data)
+    _assert_int8_versions(data)
     assert int8 / len(weighted) >= fraction, (int8, len(weighted), report)
 
 
