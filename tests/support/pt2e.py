@@ -132,19 +132,12 @@ MODELS = {
 
 
 def _xnnpack_symmetric_config():
-    """For X86's annotator: executorch's ``get_symmetric_quantization_config(is_per_channel=True)``, static, not QAT."""
-    from torchao.quantization.pt2e.observer import HistogramObserver, PerChannelMinMaxObserver
-    from torchao.quantization.pt2e.quantizer import QuantizationSpec
+    """For X86's annotator: executorch's ``get_symmetric_quantization_config(is_per_channel=True)``,
+    static, not QAT (the specs ``pt2e_xnnpack`` annotates with)."""
+    from pt2e_xnnpack import ACTIVATION, WEIGHT
     from torchao.quantization.pt2e.quantizer.utils import QuantizationConfig
 
-    eps = {"eps": 2**-12}
-    act = QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127,
-                           qscheme=torch.per_tensor_affine, is_dynamic=False,
-                           observer_or_fake_quant_ctr=HistogramObserver.with_args(**eps))
-    weight = QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127,
-                              qscheme=torch.per_channel_symmetric, ch_axis=0, is_dynamic=False,
-                              observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(**eps))
-    return QuantizationConfig(act, act, weight, None, False)
+    return QuantizationConfig(ACTIVATION, ACTIVATION, WEIGHT, None, False)
 
 
 def make_quantizer(kind: str):
