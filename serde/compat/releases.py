@@ -52,7 +52,8 @@ NODE_TARGETS_RUN_SINCE = {
         "its reader resolves torch.ops.higher_order.* by name and `import torch` before 2.7 does not import "
         "torch._higher_order_ops.wrap, which defines this op, so torch.export.load fails ('Unsupported target "
         "type'; checked: 2.5.1 and 2.6.0 fail, and load it once that module is imported by hand; 2.7.1 runs it). "
-        "run_decompositions() before saving inlines the region",
+        "convert inlines a region only where no tensor entering it can require grad (serde.compat.grad_regions); "
+        "run_decompositions() before saving inlines any region",
     ),
     "torch.ops.higher_order.wrap_with_autocast": (
         (8, 7),

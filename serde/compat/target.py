@@ -32,6 +32,7 @@ from ...schema.version import READ_MAJOR
 from ..codec.upgrade import UPGRADE_FROM_MAJOR, declared_version, upgrade_to_current
 from ..errors import SchemaVersionError
 from ..findings import Finding
+from .grad_regions import inline_grad_regions
 from .node_forms import flag_hop_outputs, has_hop_flag, respell_hop_outputs, unrunnable_nodes
 from .releases import FLOAT_STRINGS_SINCE, LENIENT_SINCE, target_snapshot
 from .schema7 import MAJOR as SCHEMA7_MAJOR, RESPELLED as SCHEMA7_RESPELLED, NoForm, omitted
@@ -318,8 +319,9 @@ def downgrade(program_json: dict, target, *, root: str = "ExportedProgram", memb
         program_json = lifted
     findings: list[Finding] = []
     if root == "ExportedProgram":
-        findings.extend(unrunnable_nodes(program_json, version, label, member))
         program_json = copy.deepcopy(program_json)
+        findings.extend(inline_grad_regions(program_json, version, label, member))
+        findings.extend(unrunnable_nodes(program_json, version, label, member))
         if has_hop_flag(snap):
             findings.extend(flag_hop_outputs(program_json, label, member, rewrite=True))
         else:
