@@ -44,7 +44,8 @@ def inline_grad_regions(doc: dict, version: tuple[int, int], label: str, member:
     no_grad_inputs = _no_grad_input_names(gm.get("signature"))
     inlined, kept = 0, []
     for node in graph["nodes"]:
-        sub = _inlinable_subgraph(node, graph, no_grad_inputs) if node.get("target") == GRAD_REGION_TARGET else None
+        is_region = isinstance(node, dict) and node.get("target") == GRAD_REGION_TARGET
+        sub = _inlinable_subgraph(node, graph, no_grad_inputs) if is_region else None
         if sub is None:
             kept.append(node)
             continue
@@ -62,9 +63,10 @@ def inline_grad_regions(doc: dict, version: tuple[int, int], label: str, member:
 def _no_grad_input_names(signature: Any) -> set[str]:
     """Names of graph inputs that are buffers or tensor constants."""
     names = set()
-    for spec in (signature or {}).get("input_specs", []) if isinstance(signature, dict) else []:
+    specs = signature.get("input_specs") if isinstance(signature, dict) else None
+    for spec in specs if isinstance(specs, list) else []:
         for kind in _NO_GRAD_INPUT_KINDS:
-            arg = spec.get(kind, {}).get("arg") if isinstance(spec, dict) and isinstance(spec.get(kind), dict) else None
+            arg = spec[kind].get("arg") if isinstance(spec, dict) and isinstance(spec.get(kind), dict) else None
             if isinstance(arg, dict) and isinstance(arg.get("name"), str):
                 names.add(arg["name"])
     return names
@@ -89,7 +91,7 @@ def _inlinable_subgraph(node: dict, graph: dict, no_grad_inputs: set[str]) -> di
     if not isinstance(inputs, list) or len(inputs) < 2:
         return None
     args = [i.get("arg") if isinstance(i, dict) else None for i in inputs]
-    mode, sub = args[0], (args[1] or {}).get("as_graph", {}).get("graph") if isinstance(args[1], dict) else None
+    mode, sub = args[0], _member(_member(args[1], "as_graph"), "graph")
     if not isinstance(mode, dict) or not isinstance(mode.get("as_bool"), bool) or not isinstance(sub, dict):
         return None
     arg_names, out_names = _tensor_names(args[2:]), _tensor_names(node.get("outputs"))
@@ -97,8 +99,8 @@ def _inlinable_subgraph(node: dict, graph: dict, no_grad_inputs: set[str]) -> di
         return None
     if _tensor_names(sub.get("inputs")) != arg_names or _tensor_names(sub.get("outputs")) != out_names:
         return None
-    values = graph.get("tensor_values", {})
-    if not all(n in no_grad_inputs or (values.get(n) or {}).get("dtype") in NO_GRAD_DTYPES for n in arg_names):
+    values = graph.get("tensor_values")
+    if not all(n in no_grad_inputs or _never_requires_grad(_member(_member(values, n), "dtype")) for n in arg_names):
         return None
     if _names_clash(graph, sub, set(arg_names) | set(out_names)):
         return None
@@ -108,13 +110,22 @@ def _inlinable_subgraph(node: dict, graph: dict, no_grad_inputs: set[str]) -> di
     return sub
 
 
+def _member(x: Any, key: str) -> Any:
+    """``x[key]`` when ``x`` is a dict, else None (a hostile file's shapes end in "not inlined")."""
+    return x.get(key) if isinstance(x, dict) else None
+
+
+def _never_requires_grad(dtype: Any) -> bool:
+    return type(dtype) is int and dtype in NO_GRAD_DTYPES
+
+
 _VALUE_TABLES = ("tensor_values", "sym_int_values", "sym_bool_values", "sym_float_values", "custom_obj_values")
 
 
 def _names_clash(graph: dict, sub: dict, shared: set[str]) -> bool:
     """Whether a name the subgraph defines (other than the shared inputs/outputs) is taken outside it."""
     for table in _VALUE_TABLES:
-        inner, outer = sub.get(table) or {}, graph.get(table) or {}
+        inner, outer = sub.get(table, None if table == "tensor_values" else {}), graph.get(table, {})
         if not isinstance(inner, dict) or not isinstance(outer, dict):
             return True
         if any(name in outer for name in inner if name not in shared):

@@ -146,3 +146,35 @@ def test_region_not_as_expected_is_refused(rotary, edit):
         region["inputs"][0]["arg"] = {"as_int": 0}
     _, findings = compat.downgrade(doc, "torch==2.5")
     assert "target-unrunnable-node" in {f.code for f in findings if f.severity == "error"}
+
+
+def test_hostile_region_shapes_end_in_findings(rotary):
+    # whatever a file holds in and around the region, downgrade answers with findings, never a crash
+    import copy
+
+    base = program_json(rotary)
+    (at,) = [i for i, n in enumerate(base["graph_module"]["graph"]["nodes"]) if n["target"] == REGION]
+    paths = [("inputs", 1, "arg", "as_graph"), ("inputs", 1, "arg", "as_graph", "graph", "tensor_values"),
+             ("inputs", 1, "arg", "as_graph", "graph", "nodes"), ("inputs", 1, "arg", "as_graph", "graph", "inputs"),
+             ("inputs", 2, "arg"), ("inputs",), ("outputs",)]
+    for path in paths:
+        for junk in (None, [1], 7, "x", {"as_tensor": []}):
+            doc = copy.deepcopy(base)
+            holder = doc["graph_module"]["graph"]["nodes"][at]
+            for key in path[:-1]:
+                holder = holder[key]
+            holder[path[-1]] = junk
+            _, findings = compat.downgrade(doc, "torch==2.5")
+            if not isinstance(junk, dict):  # a dict of the wrong content may pass here; the reader names it
+                assert "target-unrunnable-node" in {f.code for f in findings if f.severity == "error"}, (path, junk)
+    for edit in ("signature", "tensor_values", "dtype"):
+        doc = copy.deepcopy(base)
+        gm = doc["graph_module"]
+        if edit == "signature":
+            gm["signature"]["input_specs"] = 5
+        elif edit == "tensor_values":
+            gm["graph"]["tensor_values"] = [1]
+        else:
+            name = gm["graph"]["nodes"][at]["inputs"][2]["arg"]["as_tensor"]["name"]
+            gm["graph"]["tensor_values"][name]["dtype"] = [5]
+        compat.downgrade(doc, "torch==2.5")  # findings or a Pt2Error, never a crash in the inliner
