@@ -56,6 +56,17 @@ constants and conj/neg views are kilobytes, and a real weight is never a stride-
 without the bound a 7 KB file claims a 2**40-element view, which anything that
 materialises it (``np.ascontiguousarray``, an ONNX initializer) tries to allocate (4 TiB)."""
 
+MAX_PICKLE_STACK = 100_000
+"""Values on a legacy pickle's stack at once. Real pickles stay in the low thousands (the
+pickler batches APPENDS/SETITEMS by 1,000; a state dict entry adds a handful); without the
+bound each one-byte ``EMPTY_LIST`` keeps a ~72-byte list alive, so a 2 MB member asks the
+unpickler for ~150 MB."""
+
+MAX_PICKLE_MEMO = 2_000_000
+"""Memo entries in one legacy pickle (each keeps its value alive until the end). torch.save
+memoizes about six values per tensor (storage tuple, key, location, sizes, strides, hooks),
+so the bound covers ~330,000 tensors in one pickle, far past the largest real state dicts."""
+
 MAX_PICKLE_WORK_PER_BYTE = 16
 """Elements the unpickler may hash or copy per byte of a legacy pickle: dict keys, set
 items and builder arguments, counted with repetition (a memoized tuple used N times counts

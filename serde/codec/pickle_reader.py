@@ -20,7 +20,8 @@ Why this is safe (no code from the file ever runs):
   refusals carry a byte offset), EXT1/2/4 are refused, memo indices may not run past the
   opcode count, and the hashing and copying the unpickler and builders will do (dict keys,
   set items, builder arguments, memo references counted every time) is bounded by
-  ``MAX_PICKLE_WORK_PER_BYTE``. So work and memory stay proportional to the pickle's size.
+  ``MAX_PICKLE_WORK_PER_BYTE``; the values held at once on the stack and in the memo are
+  bounded by ``MAX_PICKLE_STACK`` and ``MAX_PICKLE_MEMO``. So work and memory stay bounded.
 * BUILD (``__setstate__``), APPEND(S) and SETITEM(S) only ever reach plain containers or this
   module's slot-only records, whose ``__setstate__`` refuses; builders are not functions, so
   BUILD cannot rewrite their ``__defaults__``.
@@ -412,6 +413,9 @@ class _Scan:
             if handler is None:
                 raise self.fail(f"unsupported pickle opcode {op.name}", UnsafeContentError)
             handler(self, arg)
+            if len(self.stack) > limits.MAX_PICKLE_STACK:
+                raise self.fail(f"pickle keeps more than MAX_PICKLE_STACK={limits.MAX_PICKLE_STACK} values on its "
+                                "stack", LimitExceededError)
 
     def fail(self, msg, exc=TensorDataError):
         return exc(f"{msg} at offset {self.pos}", member=self.where, path=self.inner)
@@ -541,6 +545,9 @@ class _Scan:
             raise self.fail(f"memo index {brief_repr(arg)} past the {self.n_ops} opcodes read so far",
                             LimitExceededError)
         self.memo[arg] = self.stack[-1]
+        if len(self.memo) > limits.MAX_PICKLE_MEMO:
+            raise self.fail(f"pickle memoizes more than MAX_PICKLE_MEMO={limits.MAX_PICKLE_MEMO} values",
+                            LimitExceededError)
 
     def dup(self, arg) -> None:
         self.stack.append(self.stack[-1])

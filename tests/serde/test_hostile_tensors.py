@@ -382,7 +382,11 @@ def _memo_bomb_key(levels: int = 12, width: int = 64) -> bytes:
     # one 64 KiB bytes value copied by bytearray() 10,000 times through memo references
     (b"\x80\x03B" + struct.pack("<I", 1 << 16) + b"\0" * (1 << 16) + b"q\x000"
      + (_glob("builtins", "bytearray") + b"h\x00\x85R0") * 10_000 + b"}.", "MAX_PICKLE_WORK_PER_BYTE"),
-], ids=["hash", "memo", "copy"])
+    # 2 MB of EMPTY_LIST: each byte keeps a ~72-byte list alive on the stack (~150 MB)
+    (b"\x80\x02" + b"]" * 2_000_000 + b"}.", "MAX_PICKLE_STACK"),
+    # empty lists memoized and popped: the memo keeps every one of them alive
+    (b"\x80\x04" + b"]\x940" * 2_100_000 + b"}.", "MAX_PICKLE_MEMO"),
+], ids=["hash", "memo", "copy", "stack-size", "memo-size"])
 def test_pickle_work_is_bounded(pkl, words):
     """Refused by the opcode scan, before the unpickler runs a single opcode (torch-free, timed out)."""
     e = _load_error(legacy_file("2.8.0", pkl=pkl), LimitExceededError)
