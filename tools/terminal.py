@@ -55,17 +55,19 @@ def json_text(value, **dumps_kwargs) -> str:
     out = json.dumps(value, **dumps_kwargs)
     if dumps_kwargs.get("ensure_ascii", True) and not _ESCAPED_SURROGATE.search(out):
         return out
-    return json.dumps(_without_lone_surrogates(value), **dumps_kwargs)
+    return json.dumps(json_safe_value(value), **dumps_kwargs)
 
 
-def _without_lone_surrogates(value):
+def json_safe_value(value):
+    """``value`` (str, dict, list, tuple, scalars) as ``json_text`` writes it: every lone
+    surrogate in its text escaped, so a record held in memory equals the one read back."""
     if isinstance(value, str):
         return json_safe_text(value)
     if isinstance(value, dict):
-        return {(json_safe_text(k) if isinstance(k, str) else k): _without_lone_surrogates(v)
+        return {(json_safe_text(k) if isinstance(k, str) else k): json_safe_value(v)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_without_lone_surrogates(v) for v in value]
+        return [json_safe_value(v) for v in value]
     return value
 
 

@@ -50,8 +50,9 @@ def _big_program(path: Path) -> None:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("fleet")
-    kinds = load_script("bench_scan").make_fleet(root, FLEET - 1, seed=14)
-    assert kinds["fixture"] == 54 and kinds["hostile"] > 100 and kinds["truncated"] and kinds["junk"]
+    bench_scan = load_script("bench_scan")
+    kinds = bench_scan.make_fleet(root, FLEET - 1, seed=14)
+    assert kinds["fixture"] == len(bench_scan._fixtures()) >= 63 and kinds["hostile"] > 100 and kinds["truncated"] and kinds["junk"]
     _big_program(root / BIG)
     return root
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..terminal import json_safe_text
+from ..terminal import json_safe_text, json_safe_value
 from .discover import discover
 from .options import ScanOptions
 from .progress import Progress, wanted
@@ -44,7 +44,8 @@ def scan(paths: list[str], options: ScanOptions, *, jobs: int = 1, ray: bool = F
             stream = run_pool(todo, options, jobs)
         try:
             for artifact, result in stream:
-                record = {"path": artifact.location, "size": artifact.size, **result}
+                # as the output file holds it (a message quoting non-UTF-8 text), whatever the runner
+                record = json_safe_value({"path": artifact.location, "size": artifact.size, **result})
                 if results is not None:
                     results.write(record)
                 summary.add(record)
