@@ -21,6 +21,7 @@ from pt2x.serde.codec import json_codec
 from pt2x.serde.archive.zip_writer import write_archive
 from pt2x.serde.errors import Pt2UsageError, SchemaVersionError
 from pt2x.tools.cli import main
+from archive_edits import patched
 from paths import FIXTURES
 
 PT2 = os.path.join(FIXTURES, "pt2")
@@ -36,22 +37,6 @@ def model_json(path: str) -> tuple[str, dict]:
     with zipfile.ZipFile(path) as z:
         (member,) = [n for n in z.namelist() if n.endswith("models/model.json")]
         return member, json.loads(z.read(member))
-
-
-def patched(tmp_path, src: str, edit) -> str:
-    """A copy of ``src`` whose model JSON went through ``edit(doc)``; other members unchanged."""
-    with zipfile.ZipFile(src) as z:
-        members = [(n, z.read(n)) for n in z.namelist()]
-    out = []
-    for name, body in members:
-        if name.endswith("models/model.json"):
-            doc = json.loads(body)
-            edit(doc)
-            body = json.dumps(doc).encode()
-        out.append((name, body))
-    dst = tmp_path / ("patched-" + os.path.basename(src))
-    write_archive(dst, out)
-    return str(dst)
 
 
 def nodes(doc):

@@ -28,6 +28,7 @@ from pt2x.serde.compat import target as compat
 from pt2x.serde.archive.zip_writer import write_archive
 from pt2x.serde.validate import validate_archive
 from pt2x.tools.cli import main
+from archive_edits import patched
 from paths import PT2_FIXTURES
 
 CASES = ["bf16_linear", "buffer_mutation", "cond", "conv_bn_pool", "dict_inputs", "lifted_constant",
@@ -211,18 +212,8 @@ def test_validate_target_2_5_gives_the_blockers(tmp_path, capsys):
         g = doc["graph_module"]["graph"]
         next(iter(g["tensor_values"].values()))["dtype"] = d.ScalarType.UINT16.value
 
-    with zipfile.ZipFile(fixture("2.13.0", "mlp_dynamic")) as z:
-        members = [(n, z.read(n)) for n in z.namelist()]
-    out = []
-    for name, body in members:
-        if name.endswith("models/model.json"):
-            doc = json.loads(body)
-            edit(doc)
-            body = json.dumps(doc).encode()
-        out.append((name, body))
-    path = tmp_path / "uint16.pt2"
-    write_archive(path, out)
-    assert main(["validate", str(path), "--target", "torch==2.5", "--json"]) == 1
+    path = patched(tmp_path, fixture("2.13.0", "mlp_dynamic"), edit)
+    assert main(["validate", path, "--target", "torch==2.5", "--json"]) == 1
     verdict = json.loads(capsys.readouterr().out)
     assert not verdict["writable"]
     blockers = [(f["code"], f["path"]) for f in verdict["findings"] if f["severity"] == "error"]
