@@ -25,7 +25,8 @@ int8 weights stay int8 through folding), ``ops_rnn``
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``builtins`` (the one table of builtins
 the next two read), ``layout`` (the NCHW -> NHWC pass), ``shapes``
 (static shapes for XNNPACK), ``weight_storage`` (the weight-only options: float16 or int8
-weights, ``to_tflite(weights=)``), ``model`` (the TFLite model as plain data), ``writer``
+weights, ``to_tflite(weights=)``), ``op_versions`` (the operator versions LiteRT gives int8 and
+stored-weight operators, for both of those), ``model`` (the TFLite model as plain data), ``writer``
 (serialisation) with ``schema_generated`` (flatc's output for ``tflite_subset.fbs``), and
 ``converter`` (``to_tflite``). docs/tflite.md says what is supported and why the rest is not.
 """

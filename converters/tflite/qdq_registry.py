@@ -22,7 +22,7 @@ from .emit import Emitter
 from .model import Op, Quantization, Tensor
 from .model import TensorType as T
 from .qdq_params import QParams, storage_quant
-from .qdq_versions import int8_version
+from .op_versions import int8_version
 
 __all__ = ["Pattern", "Int8Op", "INT8_OPS", "int8_op", "append", "qtensor", "q_input", "q_output",
            "transpose_q", "ACTIVATION_CODE", "requant_scale_ok"]

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, describe, quantize_symmetric, to_float16
 from .model import Op, Program, Quantization, Subgraph, Tensor, TensorType
+from .op_versions import dequantize_version, hybrid_version
 
 __all__ = ["INT8_WEIGHTS", "WeightReport", "store_weights", "METADATA_KEY", "describe_weights"]
 
@@ -60,26 +61,6 @@ INT8_WEIGHTS = {
     "CONV_3D": Int8Weight(1, 4, "dequantize"),  # filter [D, H, W, I, O]
     "GATHER": Int8Weight(0, 0, "dequantize"),  # an embedding table [rows, ...]: a scale per row
 }
-
-
-# operator code versions for the tensor types this pass writes (TFLite's op_version rules): an
-# older runtime without the kernel refuses the version instead of misreading the tensors
-_DEQUANTIZE_VERSION = {TensorType.FLOAT16: 3, TensorType.INT8: 2}  # int8 per channel: 5
-_HYBRID_VERSION = {"CONV_2D": (2, 5), "FULLY_CONNECTED": (3, 12)}  # (per tensor, per channel)
-_GROUPED_CONV_VERSION = 6
-
-
-def _dequantize_version(stored: Tensor) -> int:
-    per_channel = stored.quant is not None and not stored.quant.per_tensor
-    return 5 if per_channel else _DEQUANTIZE_VERSION[stored.dtype]
-
-
-def _hybrid_version(sub: Subgraph, op: Op, per_channel: bool) -> int:
-    if op.code == "CONV_2D":
-        x, w = sub.tensors[op.inputs[0]], sub.tensors[op.inputs[1]]
-        if x.shape and w.shape and x.shape[-1] > 0 and x.shape[-1] != w.shape[-1]:
-            return _GROUPED_CONV_VERSION
-    return _HYBRID_VERSION[op.code][per_channel]
 
 
 @dataclass
@@ -172,7 +153,7 @@ def _dequantized(sub: Subgraph, index: int, stored: Tensor, first_reader: Op) ->
     source = sub.add(stored)
     t = sub.tensors[index]
     t.data = None
-    op = Op("DEQUANTIZE", [source], [index], origin=f"weights of {t.name}", version=_dequantize_version(stored))
+    op = Op("DEQUANTIZE", [source], [index], origin=f"weights of {t.name}", version=dequantize_version(stored))
     sub.insert_op(next(k for k, o in enumerate(sub.ops) if o is first_reader), op)
     return op
 
@@ -229,6 +210,7 @@ def _quantize_weight(sub, index, readers, weight_readers, axis: int, report: Wei
         for op, slot in hybrid:
             sub.rewire(op, inputs=op.inputs[:slot] + [source] + op.inputs[slot + 1:])
     for op, _ in hybrid:
-        op.version = max(op.version, _hybrid_version(sub, op, len(scale) > 1))
+        x, w = sub.tensors[op.inputs[0]], sub.tensors[op.inputs[1]]
+        op.version = max(op.version, hybrid_version(op.code, x, w, len(scale) > 1))
     for op, _ in weight_readers:
         report.count(f"{op.code} {INT8_WEIGHTS[op.code].route}")

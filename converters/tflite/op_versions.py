@@ -1,15 +1,17 @@
-"""Operator versions of the QDQ pass's int8 operators: the version LiteRT's versioning rules
+"""Operator versions of what pt2x writes beyond float32: the version LiteRT's versioning rules
 (``tensorflow/lite/tools/versioning/op_version.cc``, ``GetBuiltinOperatorVersion``) give an
-operator with these tensor types and options, so a runtime without the int8 kernel refuses the
-file instead of misreading its int8 tensors. An operator whose first input is not int8 keeps
-version 1 (the writer raises it where a builtin needs more for every type)."""
+operator with these tensor types and options, so a runtime without the kernel refuses the file
+instead of misreading its tensors. Two writers read this one table: the QDQ pass's int8
+operators (``int8_version``; an operator whose first input is not int8 keeps version 1, the
+writer raises it where a builtin needs more for every type) and the weight-only options'
+stored weights (``dequantize_version``, ``hybrid_version``)."""
 
 from __future__ import annotations
 
 from .model import Tensor
 from .model import TensorType as T
 
-__all__ = ["int8_version"]
+__all__ = ["dequantize_version", "hybrid_version", "int8_version"]
 
 # version of an operator reading an int8 first input, where op_version.cc has no other condition
 # for it (the ops the QDQ pass emits, and their neighbours in op_version.cc's int8 rules)
@@ -25,10 +27,39 @@ def _rank(t: Tensor | None) -> int:
     return 0 if t is None or t.shape is None else len(t.shape)
 
 
+GROUPED_CONV_VERSION = 6
+"""CONV_2D whose filter reads fewer input channels than the input has (groups > 1), any type."""
+
+# float32 constants stored in another type behind a DEQUANTIZE (weight-only options); an int8
+# one with a scale per channel needs 5
+DEQUANTIZE_VERSION = {T.FLOAT16: 3, T.INT8: 2}
+DEQUANTIZE_PER_CHANNEL_VERSION = 5
+# float operators reading int8 weights directly (LiteRT's hybrid kernels): (per tensor, per channel)
+HYBRID_VERSION = {"CONV_2D": (2, 5), "FULLY_CONNECTED": (3, 12)}
+
+
+def _grouped(x: Tensor | None, w: Tensor | None) -> bool:
+    return bool(x is not None and w is not None and x.shape and w.shape and x.shape[-1] > 0
+                and x.shape[-1] != w.shape[-1])
+
+
+def dequantize_version(stored: Tensor) -> int:
+    """The DEQUANTIZE reading ``stored`` (a float16 or int8 constant)."""
+    per_channel = stored.quant is not None and not stored.quant.per_tensor
+    return DEQUANTIZE_PER_CHANNEL_VERSION if per_channel else DEQUANTIZE_VERSION[stored.dtype]
+
+
+def hybrid_version(code: str, x: Tensor, w: Tensor, per_channel: bool) -> int:
+    """CONV_2D / FULLY_CONNECTED on float input ``x`` with int8 weights ``w``."""
+    if code == "CONV_2D" and _grouped(x, w):
+        return GROUPED_CONV_VERSION
+    return HYBRID_VERSION[code][per_channel]
+
+
 def _conv(ins, outs, options) -> int:
     x, w = ins[0], ins[1]
-    if x.shape and w.shape and x.shape[-1] > 0 and x.shape[-1] != w.shape[-1]:
-        return 6  # grouped
+    if _grouped(x, w):
+        return GROUPED_CONV_VERSION
     return 3 if w.dtype == T.INT8 and outs[0].dtype == T.INT8 else 1
 
 
