@@ -140,11 +140,10 @@ def attention(em: Emitter, node) -> None:
     if softcap > 0:
         scores = _softcap(em, scores, softcap)
     tap("softcap", scores)
-    bias, safe_bias, live = _mask_bias(em, a, ins, keys, qs, group, hkv)
-    if stage == "masked" and bias is not None:
-        tap("masked", em.binary("ADD", scores, bias, options=_ADD))
-    elif stage == "masked":
-        tap("masked", scores)
+    allowed, additive = _masks(em, a, ins, keys, qs, group, hkv)
+    bias, safe_bias, live = _mask_bias(em, ins, allowed, additive)
+    if stage == "masked":
+        tap("masked", _masked_scores(em, scores, allowed, additive))
     if safe_bias is not None:
         scores = em.binary("ADD", scores, safe_bias, options=_ADD)
     attn = em.unary("SOFTMAX", scores, options=("SoftmaxOptions", {"beta": 1.0}))
@@ -182,20 +181,11 @@ def _ungroup(em: Emitter, s: int, group: int, qs: int, keys: int) -> int:
     return _reshape(em, s, _cat(em, [_slice1d(em, qs, 0, 3), _reshape(em, keys, em.const(np.array([1], np.int32)))]))
 
 
-def _mask_bias(em: Emitter, a: dict, ins: list[str], keys: int, qs: int, group: int,
-               hkv: int) -> tuple[int | None, int | None, int | None]:
-    """The masks as one float bias added to the scores before SOFTMAX: (bias, safe bias, row
-    factor). ``bias`` is the additive mask (or 0) where a key may be attended and -inf where the
-    boolean/causal/padding masks forbid it (SELECT_V2, not an ADD of -inf: a +inf in the mask
-    stays as ADD gave it). A row every bias of which is -inf would make SOFTMAX NaN; torch's
-    safe softmax gives 0 there. So ``safe bias`` is 0 on such rows and the softmax is multiplied
-    by ``row factor`` (1.0, or 0.0 on such rows): exact, as x * 1.0 == x and x + 0.0 == x. None of
-    the three depends on the scores, so every layer reading the same mask shares one computation
-    (``dedupe`` merges the identical operators) and each layer runs only ADD, SOFTMAX and MUL,
-    all XNNPACK's. Without a mask or padding lengths no row can be all -inf (a causal row keeps
-    its own key): no factor. A row whose *scores* are all -inf (q.k overflowing float32) gives
-    NaN, not 0."""
-    allowed, additive = None, None  # bool where a key may be attended; the additive float mask
+def _masks(em: Emitter, a: dict, ins: list[str], keys: int, qs: int, group: int,
+           hkv: int) -> tuple[int | None, int | None]:
+    """(allowed, additive): a bool tensor where a key may be attended (the boolean mask, the
+    causal rule and the padding lengths together), and the additive float mask; None when absent."""
+    allowed, additive = None, None
     if ins[3]:
         mask = _checked_mask(em, ins, group)
         if group > 1 and em.rank(ins[3]) == 4:
@@ -209,6 +199,35 @@ def _mask_bias(em: Emitter, a: dict, ins: list[str], keys: int, qs: int, group: 
         allowed = _and(em, allowed, _causal(em, qs, keys, past))
     if ins[6]:
         allowed = _and(em, allowed, _unpadded(em, ins[6], keys, 5 if group > 1 else 4))
+    return allowed, additive
+
+
+def _masked_scores(em: Emitter, scores: int, allowed: int | None, additive: int | None) -> int:
+    """The ``qk_matmul_output`` of mode 2: the scores plus the additive mask, -inf where a key is
+    not allowed. The -inf is written by SELECT_V2 after the ADD, not added: LiteRT's builtin ADD
+    saturates -inf to -3.4e38 (docs/tflite.md, "NaN and infinity")."""
+    if additive is not None:
+        scores = em.binary("ADD", scores, additive, options=_ADD)
+    if allowed is None:
+        return scores
+    out = em.tmp(T.FLOAT32, None, "masked_scores")
+    em.op("SELECT_V2", [allowed, scores, em.const(np.float32(-np.inf))], [out])
+    return out
+
+
+def _mask_bias(em: Emitter, ins: list[str], allowed: int | None,
+               additive: int | None) -> tuple[int | None, int | None, int | None]:
+    """The masks as one float bias added to the scores before SOFTMAX: (bias, safe bias, row
+    factor). ``bias`` is the additive mask (or 0) where a key may be attended and -inf where the
+    boolean/causal/padding masks forbid it (SELECT_V2, not an ADD of -inf: a +inf in the mask
+    stays as ADD gave it). A row every bias of which is -inf would make SOFTMAX NaN; torch's
+    safe softmax gives 0 there. So ``safe bias`` is 0 on such rows and the softmax is multiplied
+    by ``row factor`` (1.0, or 0.0 on such rows): exact, as x * 1.0 == x and x + 0.0 == x. None of
+    the three depends on the scores, so every layer reading the same mask shares one computation
+    (``dedupe`` merges the identical operators) and each layer runs only ADD, SOFTMAX and MUL,
+    all XNNPACK's. Without a mask or padding lengths no row can be all -inf (a causal row keeps
+    its own key): no factor. A row whose *scores* are all -inf (q.k overflowing float32) gives
+    NaN, not 0."""
     bias = additive
     if allowed is not None:
         bias = em.tmp(T.FLOAT32, None, "mask_bias")
