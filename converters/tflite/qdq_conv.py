@@ -8,7 +8,9 @@ input and output; int8 weights, symmetric (zero point 0), one scale per output c
 at scale ``s_in * s_w[c]``, zero point 0; ``s_in * s_w / s_out`` in [2^-32, 256). The bias is
 ``round(b / (s_in * s_w))`` (a real bias from a float constant or a dequantized int32); one that
 does not fit int32 keeps the op float. A per-tensor weight scale is written once per channel.
-ONNX's pads become a PAD of the input's zero point (real 0) before a VALID kernel.
+ONNX's pads that equal TFLite's SAME padding for the input's (static) size become ``padding:
+SAME`` (the kernels pad with the input's zero point, real 0: exact); others a PAD of the zero
+point before a VALID kernel.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from onnx import TensorProto
 from .emit import Emitter, attrs
 from .model import Quantization
 from .model import TensorType as T
-from .ops_nn import _conv_axes
+from .ops_nn import _SAME, _conv_axes
 from .qdq_registry import (ACTIVATION_CODE, Pattern, append, int8_op, q_input, q_output, qtensor,
                            requant_scale_ok, transpose_q)
 
@@ -100,7 +102,11 @@ def conv(em: Emitter, p: Pattern) -> None:
     w = em.const_value(p.dq[1].input[0])
     m, group = w.shape[0], int(a.get("group", 1))
     axes, padding = _conv_axes(em, node, a, list(w.shape[2:]))
-    x = _pad(em, transpose_q(em, q_input(em, p, 0), [0, 2, 3, 1]), axes)
+    x = transpose_q(em, q_input(em, p, 0), [0, 2, 3, 1])
+    if _tflite_same(axes):
+        padding = _SAME
+    else:
+        x = _pad(em, x, axes)
     geometry = {"padding": padding, "stride_h": axes[0].stride, "stride_w": axes[1].stride,
                 "dilation_h_factor": axes[0].dilation, "dilation_w_factor": axes[1].dilation,
                 "fused_activation_function": ACTIVATION_CODE[p.activation]}
@@ -114,6 +120,22 @@ def conv(em: Emitter, p: Pattern) -> None:
         filt = _weights(em, p, 1, w.transpose(0, 2, 3, 1), 0, m)
         append(em, "CONV_2D", [x, filt, bias], [y], ("Conv2DOptions", geometry))
     transpose_q(em, y, [0, 3, 1, 2], em.t(p.q.output[0]))
+
+
+def _tflite_same(axes) -> bool:
+    """Whether the axes' pads are exactly TFLite's SAME padding (``kernels/padding.h``: output
+    ceil(size / stride), total pad (out - 1) * stride + extent - size, at least 0, the odd one at
+    the end) for sizes known when converting; False when nothing is padded."""
+    if not any(ax.begin or ax.end for ax in axes):
+        return False
+    for ax in axes:
+        if ax.size < 0:
+            return False
+        out = -(-ax.size // ax.stride)
+        total = max((out - 1) * ax.stride + ax.extent - ax.size, 0)
+        if (ax.begin, ax.end) != (total // 2, total - total // 2):
+            return False
+    return True
 
 
 def _pad(em: Emitter, x: int, axes) -> int:

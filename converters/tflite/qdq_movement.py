@@ -6,7 +6,9 @@ The data-movement kernels and LiteRT's int8 pools do not rescale (``reshape.cc``
 ``pad.cc``, ``pooling.cc``; ``concatenation.cc`` requires every int8 input at the output's
 parameters): each stays float unless its input and output parameters are the same. MEAN
 rescales. Pools run NHWC between TRANSPOSEs the layout pass cancels; MaxPool's pads are a PADV2
-of the lowest int8 (never the window's maximum), AveragePool's a PAD of the zero point (real 0)
+of the lowest int8 (never the window's maximum), or a PAD of the zero point where that is no
+more (the input came through a fused RELU/RELU6, every value real >= 0, or the zero point is
+-128): XNNPACK takes PAD but not PADV2 in int8; AveragePool's a PAD of the zero point (real 0)
 when ``count_include_pad`` counts them; AveragePool pads it would not count, ceil mode and
 dilation stay float.
 """
@@ -100,6 +102,11 @@ def _pool_check(em: Emitter, p: Pattern) -> str | None:
     return _same_params(p)
 
 
+def _zero_point_is_lowest(p: Pattern, quant) -> bool:
+    """Whether padding with the zero point cannot raise a window's maximum."""
+    return 0 in p.nonnegative or quant.zero_point[0] == -128
+
+
 @int8_op("MaxPool", "AveragePool", check=_pool_check)
 def pool(em: Emitter, p: Pattern) -> None:
     node = p.node
@@ -109,7 +116,7 @@ def pool(em: Emitter, p: Pattern) -> None:
         t = em.sub.tensors[x]
         spec = em.const(np.array([[0, 0]] + [[ax.begin, ax.end] for ax in axes] + [[0, 0]], np.int32))
         padded = qtensor(em, None, t.quant, "pad")
-        if node.op_type == "MaxPool":
+        if node.op_type == "MaxPool" and not _zero_point_is_lowest(p, t.quant):
             lowest = qtensor(em, [], t.quant, "lowest")
             em.sub.tensors[lowest].data = np.array(-128, np.int8)
             append(em, "PADV2", [x, spec, lowest], [padded])

@@ -69,7 +69,9 @@ def _take_over(em: Emitter, plan: Plan) -> None:
         em.node_mappers[name] = _nothing
     for node in em.graph.node:
         out = node.output[0] if node.output else ""
-        if node.op_type == "QuantizeLinear" and out in plan.values and out not in plan.absorbed:
+        if out in plan.absorbed:
+            continue
+        if node.op_type == "QuantizeLinear" and out in plan.values:
             em.node_mappers[out] = _quantize(plan)
         elif node.op_type == "DequantizeLinear" and out in plan.dq_absorbed:
             em.node_mappers[out] = _nothing

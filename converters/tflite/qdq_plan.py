@@ -6,7 +6,13 @@
 - A *pattern* (``qdq_registry.Pattern``) is an op with an int8 kernel (``INT8_OPS``) whose
   declared input slots are dequantized quantized values or dequantized constants (weights),
   whose one result goes, through an optional Relu/Clip(0, 6) it fuses, to one QuantizeLinear of
-  a quantized value, and which its kernel's constraints accept (``Int8Op.check``).
+  a quantized value, and which its kernel's constraints accept (``Int8Op.check``). The activation
+  may also read the op's quantized value through a DequantizeLinear, when its own QuantizeLinear
+  has the same parameters (PT2E's XNNPACK annotation: hardtanh shares the conv's quantization).
+  That is exact: clamping a value already on the grid to [0, 6] and quantizing it again is the
+  clamp of the integers to [q(0), q(6)], which is what the kernel's fused activation does to its
+  output (LiteRT's ``CalculateActivationRangeQuantized``). XNNPACK takes no int8 RELU/RELU6 op,
+  so an unfused one would end its partition.
 - Every other op that reads a DequantizeLinear or feeds a QuantizeLinear stays float, with the
   reason (``Plan.float_ops``).
 """
@@ -34,6 +40,7 @@ class Plan:
     float_ops: list[tuple[onnx.NodeProto, str]] = field(default_factory=list)  # kept float, and why
     absorbed: set[str] = field(default_factory=set)  # output[0] of the Q/Relu/Clip nodes patterns emit
     dq_absorbed: set[str] = field(default_factory=set)  # DQ outputs read by patterns only
+    writers: dict[str, Pattern] = field(default_factory=dict)  # quantized value -> the pattern writing it
 
 
 class _Graph:
@@ -69,6 +76,8 @@ def find_patterns(em: Emitter) -> Plan:
     g = _Graph(em.graph)
     plan = Plan(values=_quantized_values(em, g))
     for node in em.graph.node:
+        if node.output and node.output[0] in plan.absorbed:  # an earlier pattern took it in
+            continue
         op = INT8_OPS.get(node.op_type) if _mapped_domain(node) else None
         touches = _touches_qdq(node, g)
         if op is None or not touches:
@@ -79,9 +88,11 @@ def find_patterns(em: Emitter) -> Plan:
         if pattern is None:
             plan.float_ops.append((node, reason))
             continue
+        pattern.nonnegative = _clamped_inputs(plan, pattern)
         plan.patterns[node.output[0]] = pattern
+        plan.writers[pattern.q.output[0]] = pattern
         plan.absorbed.add(pattern.q.output[0])
-        for extra in (pattern.act_node, pattern.bias_node):
+        for extra in (pattern.act_node, pattern.bias_node, *pattern.act_through):
             if extra is not None:
                 plan.absorbed.add(extra.output[0])
     plan.float_ops = [(n, r) for n, r in plan.float_ops if n.output[0] not in plan.absorbed]
@@ -145,7 +156,10 @@ def _match(em: Emitter, g: _Graph, plan: Plan, node, op: Int8Op) -> tuple[Patter
         return None, _not_quantized(g, last)
     if q.output[0] not in plan.values:
         return None, "its QuantizeLinear is not a per-tensor int8/uint8 value read only by DequantizeLinear"
-    pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, bias, bias_node)
+    through: tuple = ()
+    if op.fuses and act_node is None:
+        act, act_node, through, q = _requantized_activation(em, g, plan, q)
+    pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, through, bias, bias_node)
     try:
         reason = op.check(em, pattern)
     except Unsupported as e:  # the geometry or an attribute the float mapper would refuse too
@@ -190,6 +204,30 @@ def _activation(em: Emitter, g: _Graph, y: str):
             if hi is not None and hi.size == 1 and float(hi) == 6.0:
                 return "RELU6", r, r.output[0]
     return "NONE", None, y
+
+
+def _clamped_inputs(plan: Plan, p: Pattern) -> frozenset[int]:
+    """The input slots whose quantized value a pattern wrote through a fused RELU/RELU6: every
+    integer is at least the zero point, real 0."""
+    return frozenset(s for s, d in p.dq.items()
+                     if d.input[0] in plan.writers and plan.writers[d.input[0]].activation in ("RELU", "RELU6"))
+
+
+def _requantized_activation(em: Emitter, g: _Graph, plan: Plan, q):
+    """(activation, its node, (``q``, the DequantizeLinear), the activation's QuantizeLinear) when a
+    Relu/Clip(0, 6) alone reads ``q``'s value through one DequantizeLinear and its QuantizeLinear
+    has ``q``'s parameters; else ("NONE", None, (), q)."""
+    none = ("NONE", None, (), q)
+    dq = g.single_reader(q.output[0])
+    if not _is(dq, "DequantizeLinear"):
+        return none
+    act, act_node, y = _activation(em, g, dq.output[0])
+    q2 = g.single_reader(y) if act_node is not None else None
+    if not _is(q2, "QuantizeLinear") or q2.output[0] not in plan.values:
+        return none
+    if not plan.values[q2.output[0]].same(plan.values[q.output[0]]):
+        return none
+    return act, act_node, (q, dq), q2
 
 
 def real_constant(em: Emitter, g: _Graph, name: str) -> np.ndarray | None:

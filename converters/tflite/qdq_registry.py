@@ -3,7 +3,9 @@
 their emitters share.
 
 A ``Pattern`` is one ONNX op whose data inputs are ``DequantizeLinear`` outputs and whose result
-(through an optional Relu/Clip the kernel fuses) goes to one ``QuantizeLinear``. An ``Int8Op``
+(through an optional Relu/Clip the kernel fuses, directly or through a QuantizeLinear ->
+DequantizeLinear pair of the parameters the activation's own QuantizeLinear has) goes to one
+``QuantizeLinear``. An ``Int8Op``
 says which input slots must be dequantized values (``slots``), whether it fuses an activation,
 ``check`` (the reason LiteRT's int8 kernel cannot compute this instance, or None) and ``emit``
 (the int8 builtins). Its operators are appended as they are: int8 tensors here carry their
@@ -40,8 +42,10 @@ class Pattern:
     out: QParams
     activation: str = "NONE"  # fused: NONE, RELU, RELU6
     act_node: onnx.NodeProto | None = None
+    act_through: tuple[onnx.NodeProto, ...] = ()  # a QuantizeLinear/DequantizeLinear pair before act_node
     bias: np.ndarray | None = field(default=None, repr=False)  # the real bias (float64), when the op has one
     bias_node: onnx.NodeProto | None = None  # the Add of a constant bias the kernel takes in (MatMul)
+    nonnegative: frozenset[int] = frozenset()  # input slots an earlier pattern clamped to >= 0 (fused RELU/RELU6)
 
 
 @dataclass(frozen=True)

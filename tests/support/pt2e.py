@@ -66,6 +66,27 @@ class SmallCNN(nn.Module):
         return self.fc(torch.flatten(self.pool(y + z), 1))
 
 
+class MobileCNN(nn.Module):
+    """What XNNPACK's int8 kernels must take in one partition: a strided conv-bn-ReLU6, a padded
+    max pool, an inverted residual (1x1 ReLU6, depthwise 3x3 ReLU6, 1x1, residual add), average
+    pool, linear. ReLU6 exports as hardtanh, which the XNNPACK-style annotation quantizes apart
+    from the conv, sharing its quantization."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU6())
+        self.pool = nn.MaxPool2d(3, stride=2, padding=1)
+        self.expand = nn.Sequential(nn.Conv2d(16, 32, 1), nn.ReLU6())
+        self.dw = nn.Sequential(nn.Conv2d(32, 32, 3, padding=1, groups=32), nn.ReLU6())
+        self.project = nn.Conv2d(32, 16, 1)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = self.pool(self.stem(x))
+        y = y + self.project(self.dw(self.expand(y)))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -124,6 +145,7 @@ def _torchvision(name: str) -> nn.Module:
 # name -> (module factory, one example's shape without the batch)
 MODELS = {
     "cnn": (SmallCNN, (3, 16, 16)),
+    "mobile_cnn": (MobileCNN, (3, 32, 32)),
     "mlp": (MLP, (32,)),
     "transformer": (TransformerBlock, (6, 32)),
     "resnet18": (lambda: _torchvision("resnet18"), (3, 64, 64)),

@@ -121,6 +121,25 @@ def _litert(data: bytes, x: np.ndarray, xnnpack: bool) -> np.ndarray:
     return run(interpreter(data, xnnpack=xnnpack), [x])[0]
 
 
+def _constants(data: bytes) -> set[int]:
+    """Indices of the main subgraph's tensors stored in the file (weights, biases, shapes)."""
+    model = fb.Model.GetRootAs(data, 0)
+    sg = model.Subgraphs(0)
+    return {i for i in range(sg.TensorsLength()) if model.Buffers(sg.Tensors(i).Buffer()).DataLength()}
+
+
+def _xnnpack_partitions(data: bytes, x: np.ndarray) -> list[tuple[set[str], set[str]]]:
+    """(names of the computed inputs, names of the outputs) of each XNNPACK partition LiteRT's
+    default delegate made: the DELEGATE nodes of the interpreter's node list (a private helper;
+    the nodes a partition replaced stay listed beside it)."""
+    it = interpreter(data, xnnpack=True)
+    run(it, [x])
+    names = {t["index"]: t["name"] for t in it.get_tensor_details()}
+    const = _constants(data)
+    return [({names[i] for i in op["inputs"].tolist() if i not in const}, {names[i] for i in op["outputs"].tolist()})
+            for op in it._get_ops_details() if op["op_name"] == "DELEGATE"]
+
+
 # ------------------------------------------------------------------ onnxruntime.quantization QDQ
 
 
@@ -310,3 +329,23 @@ def test_ops_outside_int8_constraints_stay_float_and_match(tmp_path):
         want = sess.run(None, {"x": x})[0]
         for xnnpack in (True, False):
             assert np.abs(_litert(data, x, xnnpack) - want).max() <= _output_scale(m) * (1 + 1e-3)
+
+
+def test_xnnpack_runs_the_whole_int8_cnn(tmp_path):
+    """A PT2E CNN with a strided conv + ReLU6, a padded max pool, an inverted residual (depthwise,
+    ReLU6s) and a linear head is one XNNPACK partition from the float input to the float output,
+    and matches torch eager to one output step with XNNPACK and with LiteRT's builtin kernels.
+    XNNPACK has no int8 RELU6 or PADV2: each ReLU6 is its conv's fused activation (the hardtanh
+    shares the conv's quantization, so the fused clamp is exact), the max pool pads a ReLU6 output
+    with the zero point, and the stride-1 convs' pads are TFLite's SAME (no PAD)."""
+    data, report = _pt2e_case(tmp_path, "mobile_cnn", "xnnpack", steps=1.0)
+    assert report["float"] == [] and report["int8"]["Conv"] == 4 and report["int8"]["Gemm"] == 1, report
+    codes = [c for c, _ in _ops(data)]
+    assert not {"RELU6", "RELU", "PADV2"} & set(codes), codes
+    assert codes.count("PAD") == 2, codes  # the stride-2 stem conv's and the max pool's pads are not SAME
+    assert _assert_int8_kernels(data) == 5
+    _assert_int8_versions(data)
+    x = pt2e.program("mobile_cnn", "xnnpack").inputs[3][0].numpy()
+    it = interpreter(data)
+    ends = ({d["name"] for d in it.get_input_details()}, {d["name"] for d in it.get_output_details()})
+    assert _xnnpack_partitions(data, x) == [ends]
