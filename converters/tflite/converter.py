@@ -25,6 +25,8 @@ from ..report import Problems
 from ..weight_quant import check_weight_option
 from .dedupe import merge_and_prune
 from .emit import Emitter, compute_type
+from .fuse_activations import fuse_float_ops
+from .fuse_gelu import fuse_erf_gelu
 from .layout import optimize_layout
 from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
@@ -85,6 +87,7 @@ def load_mappers() -> dict:
 
 def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     g = p.model.graph
+    fuse_erf_gelu(g)
     sub = Subgraph("main")
     em = Emitter(g, sub)
     problems = Problems("tflite", p.member)
@@ -97,6 +100,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     for s_ in em.subgraphs:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
         merge_and_prune(s_)
+        fuse_float_ops(s_)
         hoist_input_only(s_)
         infer_shapes(s_)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),

@@ -30,6 +30,11 @@ def _reading(sub: Subgraph, y: int) -> list[Op]:
     return sorted(rs.values(), key=lambda r: next(k for k, o in enumerate(sub.ops) if o is r))
 
 
+def _reader_count(readers: dict, y: int) -> int:
+    """How many ops read ``y`` (an op reading it in two slots counts once)."""
+    return len({id(r) for r in readers.get(y, [])})
+
+
 def _replace_input(sub: Subgraph, y: int, x: int) -> None:
     for r in _reading(sub, y):
         sub.rewire(r, inputs=[x if i == y else i for i in r.inputs])
@@ -63,11 +68,12 @@ def _data_inputs(op: Op) -> list[int] | None:
     return op.inputs[:b.arity] if b is not None and b.layout_agnostic else None
 
 
-def _relaid_constant(sub: Subgraph, idx: int, perm: list[int]) -> int | None:
+def _relaid_constant(sub: Subgraph, idx: int, perm: list[int], full_rank: bool = False) -> int | None:
     """A constant operand in the layout before ``perm`` (rank-padded with leading 1s, as
-    broadcasting reads it); None when it cannot broadcast against a rank-``len(perm)`` value."""
+    broadcasting reads it); None when it cannot broadcast against a rank-``len(perm)`` value
+    (``full_rank``, a concatenation's operand: when it is not of that rank)."""
     data = sub.tensors[idx].data
-    if data.ndim > len(perm):
+    if data.ndim > len(perm) or (full_rank and data.ndim != len(perm)):
         return None
     padded = data.reshape((1,) * (len(perm) - data.ndim) + data.shape)
     moved = np.ascontiguousarray(padded.transpose(np.argsort(perm)))
@@ -76,12 +82,14 @@ def _relaid_constant(sub: Subgraph, idx: int, perm: list[int]) -> int | None:
 
 
 def _sink(sub: Subgraph) -> bool:
-    """op(TRANSPOSE(p)(x), ...) -> TRANSPOSE(p)(op(x, ...)) for an elementwise op whose other
-    operands are scalars, constants (re-laid out once) or transposed by the same p; each of
-    those transposes must have no other reader."""
+    """op(TRANSPOSE(p)(x), ...) -> TRANSPOSE(q)(op'(x, ...)) for an op the transposes move
+    through (``_movable``): an elementwise op whose other operands are scalars, constants
+    (re-laid out once) or transposed by the same p; a reduction over constant axes; a
+    concatenation. Each of those transposes must have no other reader. op' is op with its axes
+    remapped through p, q is what is left of p on its output (none when that is the identity)."""
     producers, readers = sub.uses.producer, sub.uses.readers
     for op in sub.ops:
-        data_inputs = _data_inputs(op)
+        data_inputs = _movable(sub, op)
         if data_inputs is None:
             continue
         perm, moved, consts = None, {}, []
@@ -92,7 +100,7 @@ def _sink(sub: Subgraph) -> bool:
                 continue
             prod = producers.get(i)
             p = _perm(sub, prod) if prod is not None else None
-            if p is None or (perm is not None and p != perm) or len(readers.get(i, [])) != 1 or i in sub.outputs:
+            if p is None or (perm is not None and p != perm) or _reader_count(readers, i) != 1 or i in sub.outputs:
                 perm = None
                 break
             perm = p
@@ -100,10 +108,11 @@ def _sink(sub: Subgraph) -> bool:
         if perm is None:
             continue
         relaid = {}
+        concat = op.code == "CONCATENATION"
         for c in consts:
-            if sub.tensors[c].data.size == 1 and sub.tensors[c].data.ndim <= len(perm):
+            if not concat and sub.tensors[c].data.size == 1 and sub.tensors[c].data.ndim <= len(perm):
                 continue  # a scalar broadcasts the same in any layout
-            r = _relaid_constant(sub, c, perm)
+            r = _relaid_constant(sub, c, perm, full_rank=concat)
             if r is None:
                 break
             relaid[c] = r
@@ -113,16 +122,62 @@ def _sink(sub: Subgraph) -> bool:
     return False
 
 
+# reductions over constant axes and concatenation run on the untransposed value with their
+# axes remapped through the perm (``_remap``)
+_REDUCTIONS = frozenset({"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"})
+
+
+def _movable(sub: Subgraph, op: Op) -> list[int] | None:
+    """The data operands a transpose may move through ``op`` from; None: not movable."""
+    data = _data_inputs(op)
+    if data is not None:
+        return data
+    if op.code in _REDUCTIONS and len(op.outputs) == 1 and sub.tensors[op.inputs[1]].data is not None:
+        return op.inputs[:1]
+    if (op.code == "CONCATENATION" and len(op.outputs) == 1 and op.options is not None
+            and not op.options[1].get("fused_activation_function")):
+        return list(op.inputs)
+    return None
+
+
+def _remap(sub: Subgraph, op: Op, perm: list[int]) -> tuple[list[int], tuple | None, list[int]]:
+    """``op`` run on the value before TRANSPOSE(perm): its inputs with the axes operand
+    (reductions) remapped, its options (concatenation's axis), and the perm q its output then
+    needs (y = TRANSPOSE(q)(op'(x)))."""
+    r = len(perm)
+    if op.code in _REDUCTIONS:
+        axes = sorted({int(a) % r for a in np.asarray(sub.tensors[op.inputs[1]].data).reshape(-1)})
+        new_axes = sorted(perm[a] for a in axes)
+        name = sub.tensors[op.inputs[1]].name + "/relaid"
+        axes_t = sub.add(Tensor(name, TensorType.INT32, [len(new_axes)], np.asarray(new_axes, np.int32)))
+        if op.options[1].get("keep_dims"):
+            return [op.inputs[0], axes_t], op.options, perm
+        kept_new = [j for j in range(r) if j not in new_axes]  # x's dims left, in x's order
+        kept_old = [perm[i] for i in range(r) if i not in axes]  # the same dims, in y's order
+        return [op.inputs[0], axes_t], op.options, [kept_new.index(d) for d in kept_old]
+    axis = int(op.options[1]["axis"]) % r
+    return list(op.inputs), (op.options[0], {**op.options[1], "axis": perm[axis]}), perm
+
+
 def _rewrite_sunk(sub: Subgraph, op: Op, perm: list[int], moved: dict, relaid: dict) -> None:
     out = op.outputs[0]
     t_out = sub.tensors[out]
-    inv = list(np.argsort(perm))
-    mid = sub.add(Tensor(t_out.name + "/moved", t_out.dtype,
-                         None if t_out.shape is None else [t_out.shape[i] for i in inv], quant=t_out.quant))
-    perm_tensor = next(iter(moved.values())).inputs[1]
-    sub.rewire(op, [moved[i].inputs[0] if i in moved else relaid.get(i, i) for i in op.inputs], [mid])
+    inputs, options, out_perm = list(op.inputs), op.options, perm
+    if _data_inputs(op) is None:
+        inputs, options, out_perm = _remap(sub, op, perm)
+    inputs = [moved[i].inputs[0] if i in moved else relaid.get(i, i) for i in inputs]
     for prod in moved.values():
         sub.remove_op(prod)
+    op.options = options
+    if out_perm == list(range(len(out_perm))):
+        sub.rewire(op, inputs, [out])
+        return
+    inv = list(np.argsort(out_perm))
+    mid = sub.add(Tensor(t_out.name + "/moved", t_out.dtype,
+                         None if t_out.shape is None else [t_out.shape[i] for i in inv], quant=t_out.quant))
+    sub.rewire(op, inputs, [mid])
+    perm_tensor = sub.add(Tensor(t_out.name + "/perm", TensorType.INT32, [len(out_perm)],
+                                 np.asarray(out_perm, np.int32)))
     sub.insert_op(_position(sub, op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out], None, op.origin))
 
 
@@ -131,18 +186,17 @@ def _position(sub: Subgraph, op: Op) -> int:
 
 
 def _split_fan_out(sub: Subgraph) -> bool:
-    """A TRANSPOSE read by several elementwise ops becomes one TRANSPOSE per reader, so each
-    can sink on its own (SiLU's x * sigmoid(x) reads x twice)."""
+    """A TRANSPOSE read by several ops it can move through becomes one TRANSPOSE per reader, so
+    each can sink on its own (SiLU's x * sigmoid(x) reads x twice; a squeeze-excite block's
+    MEAN and MUL read the same feature map)."""
     for op in sub.ops:
         if _perm(sub, op) is None:
             continue
         y = op.outputs[0]
-        rs = sub.uses.readers.get(y, [])
-        if len(rs) < 2 or y in sub.outputs or any(_data_inputs(r) is None for r in rs):
+        rs = _reading(sub, y)  # each reader once (x * x reads y twice: one reader)
+        if len(rs) < 2 or y in sub.outputs or any(_movable(sub, r) is None for r in rs):
             continue
-        if len({id(r) for r in rs}) != len(rs):
-            continue  # one op reading it twice (x * x): sinks as is
-        for r in _reading(sub, y)[1:]:
+        for r in rs[1:]:
             t = sub.tensors[y]
             dup = sub.add(Tensor(t.name + "/dup", t.dtype, t.shape, quant=t.quant))
             sub.insert_op(_position(sub, op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))

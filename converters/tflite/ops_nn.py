@@ -100,6 +100,8 @@ def conv(em: Emitter, node) -> None:
         return
     if rank == 3:
         axes = [Axis(1, 1, 1, 1, 0, 0)] + axes
+    elif w is not None and padding == _VALID:
+        axes, w = _live_taps(axes, w)
     x, rank = _to_4d(em, node.input[0])
     group = int(a.get("group", 1))
     x = _pad_axes(em, x, axes)
@@ -119,6 +121,52 @@ def conv(em: Emitter, node) -> None:
         filt = _filter(em, node, w, [0, 2, 3, 1])  # OHWI (I = C/group)
         em.op("CONV_2D", [x, filt, bias], [y], ("Conv2DOptions", geometry))
     _from_4d(em, y, rank)
+
+
+def _live_taps(axes: list[Axis], w: np.ndarray) -> tuple[list[Axis], np.ndarray]:
+    """A 2-D conv's kernel less the taps that read only padding zeros at every output position
+    (a dilated conv over a small map: DeepLab's rate-12/24/36 atrous convs over a 4x4 map read
+    only their centre tap): the kept taps' span, with the pads shifted by the dropped ones, gives
+    the same sums without them (each dropped product is 0 * w, 0 for a finite weight), and the
+    PAD before the conv no longer writes a map mostly of zeros. Per axis, where the shifted
+    pads stay >= 0; static sizes and finite weights only."""
+    if not np.all(np.isfinite(w)):
+        return axes, w
+    kept, spans = [], []
+    for ax in axes:
+        span = _live_span(ax)
+        if span is None:
+            kept.append(ax)
+            spans.append(slice(None))
+            continue
+        t0, t1 = span
+        k = t1 - t0 + 1
+        begin = ax.begin - t0 * ax.dilation
+        out = (ax.size + ax.begin + ax.end - (ax.kernel - 1) * ax.dilation - 1) // ax.stride + 1
+        end = (out - 1) * ax.stride + (k - 1) * ax.dilation + 1 - ax.size - begin
+        kept.append(Axis(ax.size, k, ax.stride, ax.dilation if k > 1 else 1, begin, end))
+        spans.append(slice(t0, t1 + 1))
+    return kept, np.ascontiguousarray(w[:, :, spans[0], spans[1]])
+
+
+def _live_span(ax: Axis) -> tuple[int, int] | None:
+    """(first, last) tap reading the input at some output position, when that drops a tap and
+    the pads stay >= 0; None to keep the axis as it is."""
+    if ax.size < 0 or ax.kernel == 1:
+        return None
+    out = (ax.size + ax.begin + ax.end - (ax.kernel - 1) * ax.dilation - 1) // ax.stride + 1
+    live = []
+    for t in range(ax.kernel):
+        lo = ax.begin - t * ax.dilation  # output i reads input i * stride - lo ... in [0, size)
+        i = max(0, -(-lo // ax.stride))
+        if i < out and i * ax.stride < lo + ax.size:
+            live.append(t)
+    if not live or (live[0] == 0 and live[-1] == ax.kernel - 1):
+        return None
+    t0, t1 = live[0], live[-1]
+    begin = ax.begin - t0 * ax.dilation
+    end = (out - 1) * ax.stride + (t1 - t0) * ax.dilation + 1 - ax.size - begin
+    return (t0, t1) if begin >= 0 and end >= 0 else None
 
 
 def _filter(em: Emitter, node, w: np.ndarray | None, perm: list[int]) -> int:

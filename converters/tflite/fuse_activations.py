@@ -1,0 +1,147 @@
+"""Float fusions into the operators LiteRT gives a bias and a fused activation: the pass after
+the layout pass and the merge of duplicates.
+
+- **Bias folding.** A CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose bias is all zeros
+  (pt2x writes zeros where ONNX has none) followed by an ADD of a constant that holds one value
+  per output channel (shape ``[..., 1, M]`` broadcasting along the output's last axis, the
+  channels of an NHWC conv and of a fully connected layer) takes that constant as its bias.
+  0 + c is c, so the bias is the constant itself; the kernels add the bias to the accumulated
+  products, which is the ADD's sum.
+- **Activation fusion.** CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB and MUL followed
+  by RELU, RELU6 or RELU_N1_TO_1 carry the activation in their ``fused_activation_function``
+  field instead (TANH is not fused: XNNPACK takes no op with a fused TANH).
+
+Both apply only to float32 values, where the producer's output has that one reader and is not a
+subgraph output (the ADD or activation then writes into the producer's place). With XNNPACK,
+LiteRT's default, the delegate fuses a standalone clamp into the operator before it anyway, so
+the values are the same; LiteRT's builtin kernels clamp a fused activation's output with
+``min(max(y, lo), hi)``, the same NaN-preserving clamp as their standalone RELU/RELU6/RELU_N1_TO_1
+and the same saturation of ±inf to ±3.4e38 their conv, fully connected and arithmetic kernels
+already apply with no activation (measured in ai-edge-litert 2.3.0 on NaN, ±inf and float32's
+limits, XNNPACK on and off: ``tests/converters/tflite/test_tflite_fusions.py``).
+Quantized (int8) operators get their activations in the QDQ pass (``qdq_*``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .model import Op, Subgraph, Tensor, TensorType
+
+__all__ = ["fuse_float_ops", "ACTIVATION_CODE"]
+
+# TFLite's ActivationFunctionType values (a fact of LiteRT's schema)
+ACTIVATION_CODE = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+# the operators with a fused_activation_function field that XNNPACK also takes with one
+_FUSES = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL"})
+_BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+
+
+def fuse_float_ops(sub: Subgraph) -> None:
+    fold_biases(sub)
+    fuse_activations(sub)
+
+
+def _readers(sub: Subgraph) -> dict[int, int]:
+    """How many input slots read each tensor."""
+    n: dict[int, int] = {}
+    for op in sub.ops:
+        for i in op.inputs:
+            n[i] = n.get(i, 0) + 1
+    return n
+
+
+def _sole_float_output(sub: Subgraph, op: Op, readers: dict[int, int]) -> int | None:
+    """The op's one output, when it is float32, unquantized, read once and not a subgraph output."""
+    if len(op.outputs) != 1:
+        return None
+    y = op.outputs[0]
+    t = sub.tensors[y]
+    if t.dtype != TensorType.FLOAT32 or t.quant is not None or y in sub.outputs or readers.get(y) != 1:
+        return None
+    return y
+
+
+def _unfused(op: Op) -> bool:
+    return op.options is not None and op.options[1].get("fused_activation_function", 0) == 0
+
+
+def _absorb(sub: Subgraph, producer: Op, follower: Op) -> None:
+    """``follower`` goes; ``producer`` writes its output."""
+    producer.outputs = list(follower.outputs)
+    sub.ops.remove(follower)
+
+
+def _channel_constant(sub: Subgraph, idx: int, channels: int, rank: int) -> np.ndarray | None:
+    """A float32 constant of one value per output channel (leading 1s allowed, up to the
+    output's ``rank``, so the ADD broadcasts to the output's own shape), flattened."""
+    t = sub.tensors[idx]
+    if t.data is None or t.dtype != TensorType.FLOAT32 or t.quant is not None:
+        return None
+    d = t.data
+    if d.ndim == 0 or d.ndim > rank or d.shape[-1] != channels or any(s != 1 for s in d.shape[:-1]):
+        return None
+    return np.ascontiguousarray(d.reshape(channels), np.float32)
+
+
+def _zero_bias(sub: Subgraph, op: Op) -> bool:
+    b = op.inputs[2] if len(op.inputs) > 2 else -1
+    if b < 0:
+        return True
+    t = sub.tensors[b]
+    return t.data is not None and t.quant is None and t.dtype == TensorType.FLOAT32 and not np.any(t.data)
+
+
+def _out_channels(sub: Subgraph, op: Op) -> int | None:
+    """M of a conv's OHWI / depthwise [1, kh, kw, M] / fully connected [M, K] constant weight."""
+    w = sub.tensors[op.inputs[1]]
+    if w.data is None or w.dtype != TensorType.FLOAT32 or w.quant is not None:
+        return None
+    return int(w.data.shape[-1] if op.code == "DEPTHWISE_CONV_2D" else w.data.shape[0])
+
+
+def fold_biases(sub: Subgraph) -> None:
+    readers = _readers(sub)
+    producer = {o: op for op in sub.ops for o in op.outputs}
+    for add in list(sub.ops):
+        if add.code != "ADD" or len(add.inputs) != 2 or not _unfused(add):
+            continue
+        for k in (0, 1):
+            x, c = add.inputs[k], add.inputs[1 - k]
+            op = producer.get(x)
+            if op is None or op.code not in _BIASED or not _unfused(op) or not _zero_bias(sub, op):
+                continue
+            m = _out_channels(sub, op)
+            rank = 2 if op.code == "FULLY_CONNECTED" else 4  # a fully connected output has at least 2 dims
+            bias = _channel_constant(sub, c, m, rank) if m is not None else None
+            if bias is None or _sole_float_output(sub, op, readers) is None:
+                continue
+            if sub.tensors[add.outputs[0]].dtype != TensorType.FLOAT32:
+                continue
+            b = sub.add(_bias_tensor(sub, c, bias))
+            op.inputs = op.inputs[:2] + [b] + op.inputs[3:]
+            _absorb(sub, op, add)
+            for o in op.outputs:
+                producer[o] = op
+            break
+
+
+def _bias_tensor(sub: Subgraph, c: int, bias: np.ndarray) -> Tensor:
+    return Tensor(sub.tensors[c].name + "/bias", TensorType.FLOAT32, [bias.size], bias)
+
+
+def fuse_activations(sub: Subgraph) -> None:
+    readers = _readers(sub)
+    producer = {o: op for op in sub.ops for o in op.outputs}
+    for act in list(sub.ops):
+        code = ACTIVATION_CODE.get(act.code)
+        if code is None or len(act.inputs) != 1:
+            continue
+        op = producer.get(act.inputs[0])
+        if op is None or op.code not in _FUSES or not _unfused(op) or _sole_float_output(sub, op, readers) is None:
+            continue
+        if any(i >= 0 and sub.tensors[i].quant is not None for i in op.inputs):
+            continue
+        op.options = (op.options[0], {**op.options[1], "fused_activation_function": code})
+        _absorb(sub, op, act)
+        producer[op.outputs[0]] = op

@@ -1,0 +1,249 @@
+"""Float fusions (``fuse_activations.py``) and the layout pass through reductions and
+concatenations (``layout.py``): the files run in LiteRT (XNNPACK on and off) against torch eager,
+the operator lists say what was fused or moved, and on NaN, ±inf and float32's limits each fused
+file gives what the same file without the fusions gives.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto as TP
+from onnx import helper
+
+from litert_child import run_in_child
+from pt2x.converters import to_tflite
+from pt2x.converters.tflite import converter as tflite_converter
+from pt2x.converters.tflite import fuse_activations
+from pt2x.converters.tflite import schema_generated as fb
+from pt2x.serde import load
+
+_F32 = np.finfo(np.float32)
+
+
+def _ops(data: bytes) -> list[str]:
+    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
+    m = fb.Model.GetRootAs(data, 0)
+    g = m.Subgraphs(0)
+    return [names[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()] for i in range(g.OperatorsLength())]
+
+
+def _fused_activations(data: bytes) -> collections.Counter:
+    """(builtin, fused_activation_function) of every op that has one set."""
+    m = fb.Model.GetRootAs(data, 0)
+    g = m.Subgraphs(0)
+    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
+    tables = {"CONV_2D": fb.Conv2DOptions, "DEPTHWISE_CONV_2D": fb.DepthwiseConv2DOptions,
+              "FULLY_CONNECTED": fb.FullyConnectedOptions, "ADD": fb.AddOptions, "SUB": fb.SubOptions,
+              "MUL": fb.MulOptions}
+    out = collections.Counter()
+    for i in range(g.OperatorsLength()):
+        op = g.Operators(i)
+        code = names[m.OperatorCodes(op.OpcodeIndex()).BuiltinCode()]
+        if code in tables and op.BuiltinOptions() is not None:
+            opts = tables[code]()
+            opts.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+            if opts.FusedActivationFunction():
+                out[(code, opts.FusedActivationFunction())] += 1
+    return out
+
+
+# --- a small CNN exported by torch: every fusion and layout move of the passes, against eager ---
+
+class SmallCnn(torch.nn.Module):
+    """conv+bn+relu, a bias-less conv with a per-channel shift added, a depthwise conv with
+    ReLU6, a squeeze-excite block (mean over H, W; a gate; a multiply), a channel
+    concatenation, a residual add + relu, global pooling and linear + relu."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+        self.plain = torch.nn.Conv2d(8, 8, 1, bias=False)
+        self.shift = torch.nn.Parameter(torch.randn(1, 8, 1, 1))
+        self.dw = torch.nn.Conv2d(8, 8, 3, padding=1, groups=8)
+        self.se1 = torch.nn.Conv2d(8, 4, 1)
+        self.se2 = torch.nn.Conv2d(4, 8, 1)
+        self.mix = torch.nn.Conv2d(16, 8, 1)
+        self.fc = torch.nn.Linear(8, 6)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = torch.relu(self.plain(x) + self.shift)
+        y = torch.nn.functional.relu6(self.dw(y))
+        gate = torch.sigmoid(self.se2(torch.relu(self.se1(y.mean((2, 3), keepdim=True)))))
+        y = y * gate
+        y = torch.relu(self.mix(torch.cat([x, y], 1)) + x)
+        return torch.relu(self.fc(y.mean((2, 3))))
+
+
+@pytest.fixture(scope="module")
+def small_cnn(tmp_path_factory):
+    torch.manual_seed(0)
+    model = SmallCnn().eval()
+    with torch.no_grad():  # BatchNorm statistics away from the identity
+        model.stem[1].running_mean.uniform_(-0.5, 0.5)
+        model.stem[1].running_var.uniform_(0.5, 2.0)
+    x = torch.randn(2, 3, 12, 12)
+    ep = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
+    path = tmp_path_factory.mktemp("cnn") / "cnn.pt2"
+    torch.export.save(ep, str(path))
+    x3 = torch.randn(3, 3, 12, 12)
+    with torch.no_grad():
+        want = [model(x).numpy(), model(x3).numpy()]
+    return to_tflite(str(path)), [x.numpy(), x3.numpy()], want
+
+
+@pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack", "builtin"])
+def test_small_cnn_matches_eager(small_cnn, xnnpack):
+    data, xs, want = small_cnn
+    got = run_in_child([(data, [x]) for x in xs], xnnpack=xnnpack)
+    for g, w in zip(got, want):
+        assert not isinstance(g, str), g
+        np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5)
+
+
+def test_small_cnn_operators(small_cnn):
+    """No standalone RELU/RELU6 after a conv, linear or add; the bias-less conv's ADD is its
+    bias; the mean, the gate's multiply and the concatenation run in NHWC: the only TRANSPOSE
+    is the input's."""
+    ops = collections.Counter(_ops(small_cnn[0]))
+    assert ops["RELU"] == 0 and ops["RELU6"] == 0, ops
+    assert ops["TRANSPOSE"] == 1, ops
+    assert ops["ADD"] == 1, ops  # the residual add; the shift became the plain conv's bias
+    fused = _fused_activations(small_cnn[0])
+    relu, relu6 = fuse_activations.ACTIVATION_CODE["RELU"], fuse_activations.ACTIVATION_CODE["RELU6"]
+    assert fused == {("CONV_2D", relu): 3, ("DEPTHWISE_CONV_2D", relu6): 1, ("ADD", relu): 1,
+                     ("FULLY_CONNECTED", relu): 1}, fused
+
+
+# --- NaN, ±inf and float32's limits: fused files give what the unfused ones give ---
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 1e30, -1e30, _F32.max, -_F32.max,
+                    1e-40, -1e-40, 3.0, 7.0, -7.0, 5.9, 6.1], np.float32)
+X4 = SPECIAL.reshape(1, 1, 4, 5)
+X2 = np.stack([SPECIAL, np.roll(SPECIAL, 7)]).reshape(2, 20)
+
+
+def _model(nodes, inputs, inits) -> onnx.ModelProto:
+    out = helper.make_tensor_value_info("y", TP.FLOAT, None)
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TP.FLOAT, list(a.shape)) for n, a in inputs],
+                          [out], [onnx.numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in inits.items()])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)], ir_version=10)
+
+
+def _conv_case(act: list, bias: bool, group: int = 1, shift: bool = False):
+    rng = np.random.default_rng(0)
+    c_in, c_out = (2, 2) if group == 2 else (1, 3)
+    x = np.concatenate([X4] * c_in, 1)
+    inits = {"w": rng.normal(size=(c_out, c_in // group, 2, 2))}
+    ins = ["x", "w"] + (["b"] if bias else [])
+    if bias:
+        inits["b"] = rng.normal(size=c_out)
+    nodes = [helper.make_node("Conv", ins, ["c"], group=group)]
+    last = "c"
+    if shift:
+        inits["s"] = rng.normal(size=(1, c_out, 1, 1))
+        nodes.append(helper.make_node("Add", ["c", "s"], ["cs"]))
+        last = "cs"
+    nodes += _activation(act, last, inits)
+    return _model(nodes, [("x", x)], inits), [x]
+
+
+def _activation(act: list, src: str, inits: dict):
+    if act == ["Relu"]:
+        return [helper.make_node("Relu", [src], ["y"])]
+    if act == ["Relu6"]:
+        inits.update(lo=np.float32(0), hi=np.float32(6))
+        return [helper.make_node("Clip", [src, "lo", "hi"], ["y"])]
+    return [helper.make_node("Identity", [src], ["y"])]
+
+
+def _binary_case(op: str, act: list):
+    inits: dict = {}
+    nodes = [helper.make_node(op, ["a", "b"], ["c"])] + _activation(act, "c", inits)
+    return _model(nodes, [("a", X2), ("b", X2[::-1].copy())], inits), [X2, X2[::-1].copy()]
+
+
+def _gemm_case(act: list, shift: bool):
+    rng = np.random.default_rng(1)
+    inits = {"w": rng.normal(size=(20, 4))}
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["c"])]
+    last = "c"
+    if shift:
+        inits["s"] = rng.normal(size=4)
+        nodes.append(helper.make_node("Add", ["c", "s"], ["cs"]))
+        last = "cs"
+    return _model(nodes + _activation(act, last, inits), [("x", X2)], inits), [X2]
+
+
+CASES = {
+    "conv+relu": lambda: _conv_case(["Relu"], True),
+    "conv+relu6": lambda: _conv_case(["Relu6"], True),
+    "conv(no bias)+shift+relu": lambda: _conv_case(["Relu"], False, shift=True),
+    "conv(no bias)+shift": lambda: _conv_case([], False, shift=True),
+    "depthwise+relu6": lambda: _conv_case(["Relu6"], True, group=2),
+    "add+relu": lambda: _binary_case("Add", ["Relu"]),
+    "sub+relu6": lambda: _binary_case("Sub", ["Relu6"]),
+    "mul+relu": lambda: _binary_case("Mul", ["Relu"]),
+    "matmul+shift+relu": lambda: _gemm_case(["Relu"], True),
+    "matmul+relu6": lambda: _gemm_case(["Relu6"], False),
+}
+
+
+def _same(fused, plain, exact: bool) -> None:
+    assert not isinstance(fused, str) and not isinstance(plain, str), (fused, plain)
+    f, p = fused[0], plain[0]
+    np.testing.assert_array_equal(np.isnan(f), np.isnan(p))
+    np.testing.assert_array_equal(np.isinf(f) * np.sign(f), np.isinf(p) * np.sign(p))
+    ok = ~np.isnan(p)
+    if exact:
+        np.testing.assert_array_equal(f[ok], p[ok])
+    else:  # a folded bias is summed first by the kernels: float32 rounding of the sum's order
+        np.testing.assert_allclose(f[ok], p[ok], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack", "builtin"])
+def test_fused_files_give_the_unfused_values_on_specials(xnnpack, monkeypatch):
+    models = {k: make() for k, make in CASES.items()}
+    fused = {k: to_tflite(m) for k, (m, _) in models.items()}
+    monkeypatch.setattr(tflite_converter, "fuse_float_ops", lambda sub: None)
+    plain = {k: to_tflite(m) for k, (m, _) in models.items()}
+    for k in CASES:
+        assert len(_ops(fused[k])) < len(_ops(plain[k])), (k, _ops(fused[k]), _ops(plain[k]))
+    names = list(CASES)
+    got_f = run_in_child([(fused[k], models[k][1]) for k in names], xnnpack=xnnpack)
+    got_p = run_in_child([(plain[k], models[k][1]) for k in names], xnnpack=xnnpack)
+    for k, f, p in zip(names, got_f, got_p):
+        try:
+            _same(f, p, exact="shift" not in k)
+        except AssertionError as e:
+            raise AssertionError(f"{k}: {e}") from None
+
+
+# --- dilated convolutions over small maps: taps reading only padding are dropped ---
+
+@pytest.mark.parametrize("size,pad,dil,stride", [(4, 12, 12, 1), (4, 36, 36, 1), (4, 6, 6, 1), (3, 5, 4, 2),
+                                                 (5, 2, 2, 1), (6, 3, 3, 2), (3, 1, 1, 1)])
+@pytest.mark.parametrize("groups", [1, 4], ids=["conv", "depthwise"])
+def test_dilated_conv_over_a_small_map_matches_eager(size, pad, dil, stride, groups):
+    torch.manual_seed(size * 100 + pad)
+    conv = torch.nn.Conv2d(4, 4, 3, padding=pad, dilation=dil, stride=stride, groups=groups).eval()
+    x = torch.randn(2, 4, size, size)
+    ep = torch.export.export(conv, (x,))
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    data = to_tflite(load(buf.getvalue()))
+    with torch.no_grad():
+        want = conv(x).numpy()
+    for xnnpack in (True, False):
+        (got,) = run_in_child([(data, [x.numpy()])], xnnpack=xnnpack)
+        assert not isinstance(got, str), got
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
+    if stride == 1 and pad == dil >= size:  # every tap but the centre reads only padding: a 1x1 conv
+        ops = _ops(data)
+        assert "PAD" not in ops, ops
