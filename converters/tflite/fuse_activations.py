@@ -1,12 +1,13 @@
 """Float fusions into the operators LiteRT gives a bias and a fused activation: the pass after
 the layout pass and the merge of duplicates.
 
-- **Bias folding.** A CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED whose bias is all zeros
-  (pt2x writes zeros where ONNX has none) followed by an ADD of a constant that holds one value
-  per output channel (shape ``[..., 1, M]`` broadcasting along the output's last axis, the
-  channels of an NHWC conv and of a fully connected layer) takes that constant as its bias.
-  0 + c is c, so the bias is the constant itself; the kernels add the bias to the accumulated
-  products, which is the ADD's sum.
+- **Bias folding.** A CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED with a constant bias b
+  (pt2x writes zeros where ONNX has none) followed by an ADD of a constant c that holds one value
+  per output channel or one for all (shape ``[..., 1, M]`` or a scalar, broadcasting along the output's last axis, the
+  channels of an NHWC conv and of a fully connected layer) takes b + c as its bias, summed in
+  float32 when converting (where b is 0, c itself); refused where b + c is not finite. The
+  kernels add the bias to the accumulated products: (acc + b) + c becomes acc + (b + c), a
+  reassociation within float32 rounding (a hardsigmoid's + 3 after a biased conv).
 - **Activation fusion.** CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, SUB and MUL followed
   by RELU, RELU6 or RELU_N1_TO_1 carry the activation in their ``fused_activation_function``
   field instead (TANH is not fused: XNNPACK takes no op with a fused TANH).
@@ -73,23 +74,28 @@ def _absorb(sub: Subgraph, producer: Op, follower: Op) -> None:
 
 
 def _channel_constant(sub: Subgraph, idx: int, channels: int, rank: int) -> np.ndarray | None:
-    """A float32 constant of one value per output channel (leading 1s allowed, up to the
-    output's ``rank``, so the ADD broadcasts to the output's own shape), flattened."""
+    """A float32 constant of one value per output channel, or a scalar (leading 1s allowed, up to
+    the output's ``rank``, so the ADD broadcasts to the output's own shape), as ``[channels]``."""
     t = sub.tensors[idx]
     if t.data is None or t.dtype != TensorType.FLOAT32 or t.quant is not None:
         return None
     d = t.data
-    if d.ndim == 0 or d.ndim > rank or d.shape[-1] != channels or any(s != 1 for s in d.shape[:-1]):
+    if d.ndim > rank or any(s != 1 for s in d.shape[:-1]):
         return None
-    return np.ascontiguousarray(d.reshape(channels), np.float32)
+    if d.size == 1:  # a scalar: the same for every channel
+        return np.full(channels, d.reshape(()), np.float32)
+    return np.ascontiguousarray(d.reshape(channels), np.float32) if d.shape[-1] == channels else None
 
 
-def _zero_bias(sub: Subgraph, op: Op) -> bool:
+def _constant_bias(sub: Subgraph, op: Op, channels: int) -> np.ndarray | None:
+    """The op's float32 bias (zeros where it has none); None where it is computed at run time."""
     b = op.inputs[2] if len(op.inputs) > 2 else -1
     if b < 0:
-        return True
+        return np.zeros(channels, np.float32)
     t = sub.tensors[b]
-    return t.data is not None and t.quant is None and t.dtype == TensorType.FLOAT32 and not np.any(t.data)
+    if t.data is None or t.quant is not None or t.dtype != TensorType.FLOAT32 or t.data.size != channels:
+        return None
+    return t.data.reshape(channels)
 
 
 def _out_channels(sub: Subgraph, op: Op) -> int | None:
@@ -109,14 +115,17 @@ def fold_biases(sub: Subgraph) -> None:
         for k in (0, 1):
             x, c = add.inputs[k], add.inputs[1 - k]
             op = producer.get(x)
-            if op is None or op.code not in _BIASED or not _unfused(op) or not _zero_bias(sub, op):
+            if op is None or op.code not in _BIASED or not _unfused(op):
                 continue
             m = _out_channels(sub, op)
             rank = 2 if op.code == "FULLY_CONNECTED" else 4  # a fully connected output has at least 2 dims
-            bias = _channel_constant(sub, c, m, rank) if m is not None else None
-            if bias is None or _sole_float_output(sub, op, readers) is None:
+            shift = _channel_constant(sub, c, m, rank) if m is not None else None
+            old = _constant_bias(sub, op, m) if shift is not None else None
+            if old is None or _sole_float_output(sub, op, readers) is None:
                 continue
-            if sub.tensors[add.outputs[0]].dtype != TensorType.FLOAT32:
+            with np.errstate(over="ignore"):
+                bias = (old + shift).astype(np.float32)
+            if not np.all(np.isfinite(bias)) or sub.tensors[add.outputs[0]].dtype != TensorType.FLOAT32:
                 continue
             b = sub.add(_bias_tensor(sub, c, bias))
             op.inputs = op.inputs[:2] + [b] + op.inputs[3:]

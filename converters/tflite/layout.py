@@ -220,6 +220,34 @@ def _merge_duplicates(sub: Subgraph) -> None:
             seen[key] = op.outputs[0]
 
 
+def _only_unit_dims_move(shape: list[int] | None, perm: list[int]) -> bool:
+    """Whether TRANSPOSE(perm) of a value of ``shape`` keeps its elements in order: the dims that
+    are not statically 1 (-1 counts as not) keep their relative order, so it only reshapes."""
+    if shape is None or len(shape) != len(perm):
+        return False
+    moved = [p for p in perm if shape[p] != 1]
+    return moved == sorted(moved)
+
+
+def _reshape_reads_source(sub: Subgraph) -> bool:
+    """RESHAPE(TRANSPOSE(p)(x)) where the transpose only moves dims of size 1: the RESHAPE reads
+    x (the same elements in the same order; a global pool's [N, 1, 1, C] before a flatten)."""
+    producers = sub.uses.producer
+    for op in sub.ops:
+        if op.code != "RESHAPE":
+            continue
+        prod = producers.get(op.inputs[0])
+        p = _perm(sub, prod) if prod is not None else None
+        if p is None or not _only_unit_dims_move(sub.tensors[prod.inputs[0]].shape, p):
+            continue
+        y = prod.outputs[0]
+        sub.rewire(op, inputs=[prod.inputs[0]] + op.inputs[1:])
+        if not sub.uses.readers.get(y) and y not in sub.outputs:
+            sub.remove_op(prod)
+        return True
+    return False
+
+
 def nhwc_edges(sub: Subgraph) -> None:
     """Every 4-D input and output channels-last: the subgraph reads an NHWC input and moves it
     to NCHW with a TRANSPOSE (which the pass then cancels against the first NHWC op's), and
@@ -257,7 +285,8 @@ def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
     work = 0
     for _ in range(10 * len(sub.ops) + 10):
         work += 3 * len(sub.ops)  # each step below visits every op
-        if work > MAX_LAYOUT_WORK or not (_cancel_pairs(sub) or _sink(sub) or _split_fan_out(sub)):
+        if work > MAX_LAYOUT_WORK or not (_cancel_pairs(sub) or _sink(sub) or _split_fan_out(sub)
+                                           or _reshape_reads_source(sub)):
             break
     _merge_duplicates(sub)
     sub.uses = None  # later phases edit the ops directly

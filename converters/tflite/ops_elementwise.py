@@ -246,8 +246,19 @@ def clip(em: Emitter, node) -> None:
 
 @maps("HardSigmoid")
 def hard_sigmoid(em: Emitter, node) -> None:
+    """clip(alpha x + beta, 0, 1). With alpha = 1/6 in float32 (torch's hardsigmoid, whose
+    alpha * 6 rounds to 1), it is torch's own form relu6(x + beta / alpha) * alpha: ADD, RELU6
+    (fused into the ADD by ``fuse_activations``), MUL, equal to the clip up to float32 rounding,
+    1 exactly at the top, and NaN-preserving on LiteRT's builtin kernels as RELU6 is."""
     a = attrs(node)
     x = em.t(node.input[0])
+    alpha, beta = np.float32(a.get("alpha", 0.2)), np.float32(a.get("beta", 0.5))
+    if alpha * np.float32(6) == np.float32(1) and em.dtype_of(x) == T.FLOAT32:
+        shifted = em.binary("ADD", x, em.const(np.float32(float(beta) / float(alpha))),
+                            options=("AddOptions", {"fused_activation_function": 0}))
+        em.op("MUL", [em.unary("RELU6", shifted), em.const(alpha)], [em.out()],
+              ("MulOptions", {"fused_activation_function": 0}))
+        return
     y = em.binary("MUL", x, em.const(np.float32(a.get("alpha", 0.2))), options=("MulOptions", {"fused_activation_function": 0}))
     y = em.binary("ADD", y, em.const(np.float32(a.get("beta", 0.5))), options=("AddOptions", {"fused_activation_function": 0}))
     y = em.binary("MAXIMUM", y, em.const(np.float32(0)))

@@ -72,6 +72,22 @@ def _conv_axes(em: Emitter, node, a: dict, kernel: list[int]) -> tuple[list[Axis
     return window_axes(a, sizes, kernel, "Conv"), _VALID
 
 
+def tflite_same_padding(axes: list[Axis]) -> bool:
+    """Whether the axes' pads are exactly TFLite's SAME padding (``kernels/padding.h``: output
+    ceil(size / stride), total pad (out - 1) * stride + extent - size, at least 0, the odd one at
+    the end): for a size known when converting, or for any size at stride 1 (total extent - 1).
+    False when nothing is padded (VALID is then the same)."""
+    if not any(ax.begin or ax.end for ax in axes):
+        return False
+    for ax in axes:
+        if ax.size < 0 and ax.stride != 1:
+            return False
+        total = ax.extent - 1 if ax.size < 0 else max((-(-ax.size // ax.stride) - 1) * ax.stride + ax.extent - ax.size, 0)
+        if (ax.begin, ax.end) != (total // 2, total - total // 2):
+            return False
+    return True
+
+
 def _pad_axes(em: Emitter, x: int, axes: list[Axis]) -> int:
     """x (channels-last) padded with zeros by the axes' begin/end pads."""
     if not any(ax.begin or ax.end for ax in axes):
@@ -104,7 +120,10 @@ def conv(em: Emitter, node) -> None:
         axes, w = _live_taps(axes, w)
     x, rank = _to_4d(em, node.input[0])
     group = int(a.get("group", 1))
-    x = _pad_axes(em, x, axes)
+    if padding == _VALID and tflite_same_padding(axes):
+        padding = _SAME
+    else:
+        x = _pad_axes(em, x, axes)
     m, cg = w_shape[0], w_shape[1]
     c = cg * group
     # CONV_2D's kernel reads a bias whenever the op lists three inputs: zeros when ONNX has none

@@ -57,8 +57,9 @@ def _fused_activations(data: bytes) -> collections.Counter:
 
 class SmallCnn(torch.nn.Module):
     """conv+bn+relu, a bias-less conv with a per-channel shift added, a depthwise conv with
-    ReLU6, a squeeze-excite block (mean over H, W; a gate; a multiply), a channel
-    concatenation, a residual add + relu, global pooling and linear + relu."""
+    ReLU6, a squeeze-excite block (mean over H, W; a hardsigmoid gate; a multiply), a channel
+    concatenation, a residual add + relu, global pooling and linear + relu; every pad is
+    TFLite's SAME."""
 
     def __init__(self):
         super().__init__()
@@ -75,7 +76,7 @@ class SmallCnn(torch.nn.Module):
         x = self.stem(x)
         y = torch.relu(self.plain(x) + self.shift)
         y = torch.nn.functional.relu6(self.dw(y))
-        gate = torch.sigmoid(self.se2(torch.relu(self.se1(y.mean((2, 3), keepdim=True)))))
+        gate = torch.nn.functional.hardsigmoid(self.se2(torch.relu(self.se1(y.mean((2, 3), keepdim=True)))))
         y = y * gate
         y = torch.relu(self.mix(torch.cat([x, y], 1)) + x)
         return torch.relu(self.fc(y.mean((2, 3))))
@@ -108,17 +109,18 @@ def test_small_cnn_matches_eager(small_cnn, xnnpack):
 
 
 def test_small_cnn_operators(small_cnn):
-    """No standalone RELU/RELU6 after a conv, linear or add; the bias-less conv's ADD is its
-    bias; the mean, the gate's multiply and the concatenation run in NHWC: the only TRANSPOSE
-    is the input's."""
+    """No standalone RELU/RELU6 after a conv, linear or add; the bias-less conv's shift and the
+    hardsigmoid's + 3 are their convs' biases (the hardsigmoid is conv+RELU6, MUL); the mean,
+    the gate's multiply and the concatenation run in NHWC: the only TRANSPOSE is the input's;
+    the pads are SAME (no PAD)."""
     ops = collections.Counter(_ops(small_cnn[0]))
-    assert ops["RELU"] == 0 and ops["RELU6"] == 0, ops
-    assert ops["TRANSPOSE"] == 1, ops
-    assert ops["ADD"] == 1, ops  # the residual add; the shift became the plain conv's bias
+    assert ops["RELU"] == 0 and ops["RELU6"] == 0 and ops["MAXIMUM"] == 0 and ops["MINIMUM"] == 0, ops
+    assert ops["TRANSPOSE"] == 1 and ops["PAD"] == 0, ops
+    assert ops["ADD"] == 1, ops  # the residual add
     fused = _fused_activations(small_cnn[0])
     relu, relu6 = fuse_activations.ACTIVATION_CODE["RELU"], fuse_activations.ACTIVATION_CODE["RELU6"]
-    assert fused == {("CONV_2D", relu): 3, ("DEPTHWISE_CONV_2D", relu6): 1, ("ADD", relu): 1,
-                     ("FULLY_CONNECTED", relu): 1}, fused
+    assert fused == {("CONV_2D", relu): 3, ("CONV_2D", relu6): 1, ("DEPTHWISE_CONV_2D", relu6): 1,
+                     ("ADD", relu): 1, ("FULLY_CONNECTED", relu): 1}, fused
 
 
 # --- NaN, ±inf and float32's limits: fused files give what the unfused ones give ---

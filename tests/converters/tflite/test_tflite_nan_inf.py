@@ -40,7 +40,7 @@ CASES = (
     + [(op, {}, ["x", "y"]) for op in _BINARY]
     + [
         ("PRelu", {}, ["x", ("c", np.float32(0.25))]),
-        ("LeakyRelu", {"alpha": 0.1}, ["x"]), ("HardSigmoid", {}, ["x"]),
+        ("LeakyRelu", {"alpha": 0.1}, ["x"]), ("HardSigmoid", {}, ["x"]), ("HardSigmoid", {"alpha": 1 / 6}, ["x"]),
         ("Gelu", {}, ["x"]), ("Gelu", {"approximate": "tanh"}, ["x"]),
         ("Clip", {}, ["x", ("c", np.float32(-1.5)), ("c", np.float32(2.0))]),
         ("Clip", {}, ["x", ("c", np.float32(0.0)), ("c", np.float32(6.0))]),
