@@ -249,3 +249,65 @@ def test_dilated_conv_over_a_small_map_matches_eager(size, pad, dil, stride, gro
     if stride == 1 and pad == dil >= size:  # every tap but the centre reads only padding: a 1x1 conv
         ops = _ops(data)
         assert "PAD" not in ops, ops
+
+
+# --- the exact GELU written with Erf: one GELU ---
+
+def _erf_gelu(form: str) -> onnx.ModelProto:
+    """0.5 * x * (1 + erf(x / sqrt 2)) as pt2x's ONNX writes it below opset 20 ("mul") and as
+    torch.onnx's TorchScript exporter does ("div"); "other" scales by 0.7 (not a GELU)."""
+    inits = {"half": np.float32(0.5), "one": np.float32(1.0), "s": np.float32(1 / np.sqrt(2)),
+             "r2": np.float32(np.sqrt(2)), "c": np.float32(0.7)}
+    if form == "div":
+        nodes = [helper.make_node("Div", ["x", "r2"], ["a"]), helper.make_node("Erf", ["a"], ["e"]),
+                 helper.make_node("Add", ["e", "one"], ["p"]), helper.make_node("Mul", ["x", "p"], ["m"]),
+                 helper.make_node("Mul", ["m", "half"], ["y"])]
+    else:
+        nodes = [helper.make_node("Mul", ["half", "x"], ["h"]),
+                 helper.make_node("Mul", ["x", "s" if form == "mul" else "c"], ["a"]),
+                 helper.make_node("Erf", ["a"], ["e"]), helper.make_node("Add", ["one", "e"], ["p"]),
+                 helper.make_node("Mul", ["h", "p"], ["y"])]
+    return _model(nodes, [("x", X2)], inits)
+
+
+@pytest.mark.parametrize("form", ["mul", "div", "other"])
+def test_erf_gelu_is_one_gelu(form):
+    import onnxruntime as ort
+
+    m = _erf_gelu(form)
+    data = to_tflite(m)
+    ops = _ops(data)
+    if form == "other":
+        assert "GELU" not in ops and "EXP" in ops, ops
+    else:
+        assert ops == ["GELU"], ops
+    x = np.linspace(-6, 6, 40, dtype=np.float32).reshape(2, 20)
+    if form != "other":  # the specials too (the Erf polynomial's tail is not exact at ±inf)
+        x = np.concatenate([X2, x])
+    m2 = _model(list(m.graph.node), [("x", x)], {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer})
+    data = to_tflite(m2)
+    (want,) = ort.InferenceSession(m2.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for xnnpack in (True, False):
+        (got,) = run_in_child([(data, [x])], xnnpack=xnnpack)
+        assert not isinstance(got, str), got
+        np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want))
+        ok = np.isfinite(want)
+        np.testing.assert_allclose(got[0][ok], want[ok], rtol=1e-5, atol=1e-6)
+
+
+def test_gelu_from_a_pt2_is_one_gelu(tmp_path):
+    """torch's exact GELU in a .pt2 (pt2x's ONNX at the TFLite target's opset 18 writes it with
+    Erf) is one GELU per use, matching eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4), torch.nn.GELU())
+    x = torch.randn(3, 8) * 3
+    buf = io.BytesIO()
+    torch.export.save(torch.export.export(model, (x,)), buf)
+    data = to_tflite(load(buf.getvalue()))
+    ops = collections.Counter(_ops(data))
+    assert ops["GELU"] == 2 and ops["EXP"] == 0, ops
+    with torch.no_grad():
+        want = model(x).numpy()
+    for xnnpack in (True, False):
+        (got,) = run_in_child([(data, [x.numpy()])], xnnpack=xnnpack)
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
