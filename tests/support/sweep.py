@@ -1,8 +1,8 @@
 """The model sweep's torch side: the registry, and one model's check (build, export, convert, compare).
 
 Used by ``tools/scripts/sweep_models.py`` (the whole registry, each model in its own subprocess:
-``python tests/support/sweep.py check SPEC`` prints one JSON line; ``... list`` prints the
-registry) and by ``tests/converters/test_sweep_sample.py`` (a stratified sample in CI).
+``python tests/support/sweep.py check SPEC [--anchor on-miss]`` prints one JSON line; ``... list``
+prints the registry; ``... params`` counts the parameters of the specs on stdin on the meta device) and by ``tests/converters/test_sweep_sample.py`` (a stratified sample in CI).
 
 A spec is ``timm:<name>``, ``tv:<name>`` (torchvision classification) or ``hf:<arch>`` (a
 transformers architecture with a tiny config, ``HF_CONFIGS``). Each model is built with random
@@ -11,7 +11,8 @@ degenerate, at a small input size where the model takes one (``--size``, else it
 exported with a dynamic batch (``Dim(1..8)``), saved, and converted
 
 * by pt2x to ONNX and to TFLite in a process where ``import torch`` fails (``torchfree``),
-* by ``torch.onnx.export(ep, dynamo=True)`` (the anchor),
+* by ``torch.onnx.export(ep, dynamo=True)`` (the anchor; with ``anchor="on-miss"`` only where
+  pt2x missed on some target),
 
 each output compared with torch eager at batches 1 and 3: ONNX Runtime CPU for ONNX, LiteRT
 with XNNPACK for TFLite, under ``tolerances.py`` (scaled as the model zoo scales them). Outcomes:
@@ -207,9 +208,16 @@ def _torch_onnx(ep) -> bytes:
         return torch.onnx.export(ep, (), dynamo=True, verbose=False).model_proto.SerializeToString()
 
 
+ANCHOR_MODES = ("always", "on-miss")
+"""When torch.onnx runs: on every model, or only where pt2x missed (refused, failed or was wrong on
+a target it ran): a model pt2x converts with parity on every target needs no anchor to compare with."""
+ANCHOR_NOT_RUN = "not run (pt2x matched)"
+
+
 def check(spec: str, *, size: int = DEFAULT_SIZE, targets=("onnx", "tflite", "torch_onnx"),
-          workdir: str | None = None) -> dict:
-    """One spec: ``{"spec", "input", "export": ok|failed|degenerate, "onnx"/"tflite"/"torch_onnx": outcome}``."""
+          workdir: str | None = None, anchor: str = "always") -> dict:
+    """One spec: ``{"spec", "input", "export": ok|failed|degenerate, "onnx"/"tflite"/"torch_onnx": outcome,
+    "anchor": ran|not run (pt2x matched)}``."""
     from torchfree import convert_torch_free
 
     result: dict = {"spec": spec}
@@ -245,8 +253,17 @@ def check(spec: str, *, size: int = DEFAULT_SIZE, targets=("onnx", "tflite", "to
             result["tflite"] = _outcome(lambda: convert_torch_free("to_tflite", path), _litert, refs,
                                         scale * TFLITE_SCALE["float32"], True)
         if "torch_onnx" in targets:
-            result["torch_onnx"] = _outcome(lambda: _torch_onnx(ep), _ort_runner, refs, scale, False)
+            if anchor == "always" or not _pt2x_matched(result, targets):
+                result["anchor"] = "ran"
+                result["torch_onnx"] = _outcome(lambda: _torch_onnx(ep), _ort_runner, refs, scale, False)
+            else:
+                result["anchor"] = ANCHOR_NOT_RUN
     return result
+
+
+def _pt2x_matched(result: dict, targets) -> bool:
+    """Every pt2x target asked for matched (so the anchor has nothing to decide)."""
+    return all(result[t]["outcome"] == "match" for t in ("onnx", "tflite") if t in targets)
 
 
 def _exported(spec: str, size: int):
@@ -266,6 +283,14 @@ def _exported_at(spec: str, size: int | None):
     model = model_zoo.redraw(model, seed=0, calibrate=make_input(shape, 8) if shape[0] != "tokens" else None)
     batch = torch.export.Dim("batch", min=1, max=8)
     return model, shape, torch.export.export(model, (make_input(shape, 2),), dynamic_shapes=({0: batch},), strict=False)
+
+
+def param_count(spec: str) -> int:
+    """Parameters (and buffers) of the model at its default configuration, built on the meta device
+    (no weights allocated, nothing initialised)."""
+    with torch.device("meta"):
+        model, _ = build(spec, None)
+    return sum(t.numel() for t in [*model.parameters(), *model.buffers()])
 
 
 def _ort_runner(model_bytes: bytes) -> Callable[[np.ndarray], np.ndarray]:
@@ -288,11 +313,20 @@ def main(argv: list[str]) -> int:
     if argv[0] == "list":
         print(json.dumps(registry()))
         return 0
+    if argv[0] == "params":  # one JSON line per spec on stdin, as each is counted
+        for spec in sys.stdin.read().split():
+            try:
+                print(json.dumps({"spec": spec, "params": param_count(spec)}), flush=True)
+            except Exception as e:  # noqa: BLE001 - a model that cannot be built on meta: size unknown
+                print(json.dumps({"spec": spec, "params": None, "error": f"{type(e).__name__}: {str(e)[:200]}"}),
+                      flush=True)
+        return 0
     spec, rest = argv[1], argv[2:]
+    anchor = rest[rest.index("--anchor") + 1] if "--anchor" in rest else "always"
     size = int(rest[rest.index("--size") + 1]) if "--size" in rest else DEFAULT_SIZE
     targets = tuple(rest[rest.index("--targets") + 1].split(",")) if "--targets" in rest else ("onnx", "tflite",
                                                                                                "torch_onnx")
-    print(json.dumps(check(spec, size=size, targets=targets)), flush=True)
+    print(json.dumps(check(spec, size=size, targets=targets, anchor=anchor)), flush=True)
     return 0
 
 

@@ -10,12 +10,19 @@ specs already there (resumable). Then a table by family: exported, pt2x ONNX, pt
 torch.onnx, silently wrong, and the refusals grouped by operator.
 
     python tools/scripts/sweep_models.py [--libs timm,tv,hf] [--filter 'timm:vit_*'] [--all | --per-family N]
-        [--sample N --seed S] [--limit N] [--jobs 2] [--timeout 1800] [--size 64] [--out sweep.jsonl]
-        [--ray [ADDRESS]] [--table-only] [--markdown]
+        [--sample N --seed S | --cheapest N --max-params 100] [--anchor always|on-miss] [--limit N]
+        [--jobs 2] [--timeout 1800] [--size 64] [--out sweep.jsonl] [--ray [ADDRESS]] [--table-only]
 
 By default one model per family (timm's model module; torchvision and transformers are one
 family each). ``--sample N`` draws N specs stratified over the families (round robin over
-shuffled families). Run it under ``nice -n 19`` on a shared machine.
+shuffled families). ``--cheapest N`` takes the N smallest by parameter count (counted once on
+the meta device, no weights allocated, cached in ``params.json`` beside ``--out``), every
+family's smallest before any family's second; models over ``--max-params`` million are left
+out with the reason printed. ``--anchor on-miss`` (the way to run a big sweep) runs torch.onnx
+only for a model pt2x refused, failed or got wrong on some target: a model pt2x converts with
+parity everywhere meets the bar whatever torch.onnx does, and torch.onnx is the slow part; its
+line says ``"anchor": "not run (pt2x matched)"`` and the table counts it so. Run it under
+``nice -n 19`` on a shared machine.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 WORKER = os.path.join(ROOT, "tests", "support", "sweep.py")
 LIBS = ("timm", "tv", "hf")
 TARGETS = ("onnx", "tflite", "torch_onnx")
+ANCHOR_NOT_RUN = "not run (pt2x matched)"
+"""The ``anchor`` of a record whose torch.onnx conversion ``--anchor on-miss`` skipped (tests/support/sweep.py)."""
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -67,10 +76,84 @@ def stratified(entries: list[dict], n: int, seed: int) -> list[dict]:
     return out
 
 
+# ----------------------------------------------------------------------- the cheapest first
+
+
+def param_counts(specs: list[str], cache: str, jobs: int) -> dict[str, int | None]:
+    """Parameters per spec (None: not buildable on the meta device), counted by children on the meta
+    device, ``jobs`` shards at once, kept in the JSON file ``cache`` (counted once, reused by reruns)."""
+    counts = _read_json(cache)
+    todo = [s for s in specs if s not in counts]
+    if todo:
+        print(f"counting the parameters of {len(todo)} models (meta device) into {cache}", flush=True)
+        shards = [todo[i::max(1, jobs)] for i in range(max(1, jobs))]
+        lock = threading.Lock()
+
+        def count(shard: list[str]) -> None:
+            p = subprocess.Popen([sys.executable, WORKER, "params"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, text=True, env=_env())
+            p.stdin.write("\n".join(shard))
+            p.stdin.close()
+            for line in p.stdout:
+                if line.startswith("{"):
+                    rec = json.loads(line)
+                    with lock:
+                        counts[rec["spec"]] = rec["params"]
+                        _write_json(cache, counts)
+            p.wait()
+
+        with ThreadPoolExecutor(max_workers=len(shards)) as pool:
+            list(pool.map(count, shards))
+    return counts
+
+
+def _read_json(path: str) -> dict:
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _write_json(path: str, value: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=0, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def cheapest(entries: list[dict], n: int, counts: dict, max_params: float) -> tuple[list[dict], list[str]]:
+    """The ``n`` cheapest entries by parameter count, stratified: each family's cheapest member in
+    ascending order, then each family's second, and so on. Also the reasons entries were left out."""
+    skipped, groups = [], collections.defaultdict(list)
+    for e in entries:
+        c = counts.get(e["spec"])
+        if c is None:
+            skipped.append(f"{e['spec']}: parameter count unknown (not buildable on the meta device)")
+        elif c > max_params:
+            skipped.append(f"{e['spec']}: {c / 1e6:.0f} M parameters, over --max-params {max_params / 1e6:.0f} M")
+        else:
+            groups[e["family"]].append(e)
+    for members in groups.values():
+        members.sort(key=lambda e: (counts[e["spec"]], e["spec"]))
+    out, depth = [], 0
+    while len(out) < n and any(len(m) > depth for m in groups.values()):
+        level = sorted((m[depth] for m in groups.values() if len(m) > depth), key=lambda e: (counts[e["spec"]], e["spec"]))
+        out += level[: n - len(out)]
+        depth += 1
+    return out, skipped
+
+
 def select(entries: list[dict], args) -> list[dict]:
     entries = [e for e in entries if e["spec"].split(":")[0] in args.libs.split(",")]
     if args.filter:
         entries = [e for e in entries if fnmatch.fnmatch(e["spec"], args.filter)]
+    if args.cheapest:
+        cache = args.params_cache or os.path.join(os.path.dirname(os.path.abspath(args.out)), "params.json")
+        counts = param_counts([e["spec"] for e in entries], cache, args.jobs)
+        chosen, skipped = cheapest(entries, args.cheapest, counts, args.max_params * 1e6)
+        print(f"{len(skipped)} left out of the --cheapest selection" + "".join(f"\n  {r}" for r in skipped[:20])
+              + ("\n  ..." if len(skipped) > 20 else ""), flush=True)
+        return chosen
     if args.sample:
         return stratified(entries, args.sample, args.seed)
     if not args.all:
@@ -84,9 +167,9 @@ def select(entries: list[dict], args) -> list[dict]:
     return entries[: args.limit] if args.limit else entries
 
 
-def run_one(spec: str, size: int, targets: str, timeout: float) -> dict:
+def run_one(spec: str, size: int, targets: str, timeout: float, anchor: str = "always") -> dict:
     """One spec in its own subprocess: its JSON line, or why it gave none."""
-    cmd = [sys.executable, WORKER, "check", spec, "--size", str(size), "--targets", targets]
+    cmd = [sys.executable, WORKER, "check", spec, "--size", str(size), "--targets", targets, "--anchor", anchor]
     t = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env())
@@ -112,7 +195,7 @@ def done_specs(path: str) -> set[str]:
 
 def _run_local(todo: list[dict], args, record) -> None:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(run_one, e["spec"], args.size, args.targets, args.timeout) for e in todo]
+        futures = [pool.submit(run_one, e["spec"], args.size, args.targets, args.timeout, args.anchor) for e in todo]
         for fut in as_completed(futures):
             record(fut.result())
 
@@ -124,7 +207,7 @@ def _run_ray(todo: list[dict], args, record) -> None:
     started = _connect(ray, args.jobs, args.ray or None)
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(run_one)
-        refs = [task.remote(e["spec"], args.size, args.targets, args.timeout) for e in todo]
+        refs = [task.remote(e["spec"], args.size, args.targets, args.timeout, args.anchor) for e in todo]
         while refs:
             done, refs = ray.wait(refs, num_returns=1)
             record(ray.get(done[0]))
@@ -141,7 +224,7 @@ def _ok(rec: dict, target: str) -> bool:
 
 
 def family_rows(records: list[dict], families: dict[str, str]) -> list[list]:
-    rows = collections.defaultdict(lambda: [0] * 7)
+    rows = collections.defaultdict(lambda: [0] * 8)
     for rec in records:
         fam = families.get(rec["spec"], rec["spec"].split(":")[0])
         r = rows[fam]
@@ -152,12 +235,13 @@ def family_rows(records: list[dict], families: dict[str, str]) -> list[list]:
         r[4] += _ok(rec, "torch_onnx")
         r[5] += any(rec.get(t, {}).get("outcome") == "mismatch" for t in ("onnx", "tflite"))
         r[6] += _ok(rec, "torch_onnx") and not _ok(rec, "onnx")
+        r[7] += rec.get("anchor") == ANCHOR_NOT_RUN
     return [[fam] + r for fam, r in sorted(rows.items())]
 
 
 def table(records: list[dict], families: dict[str, str]) -> str:
     head = ["family", "models", "exported", "pt2x ONNX", "pt2x TFLite", "torch.onnx", "silently wrong",
-            "torch.onnx only"]
+            "torch.onnx only", "torch.onnx not run (pt2x matched)"]
     rows = family_rows(records, families)
     total = ["all"] + [sum(r[i] for r in rows) for i in range(1, len(head))]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -196,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-family", type=int, default=1, help="models per family (default 1)")
     ap.add_argument("--sample", type=int, help="N specs stratified over the families")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cheapest", type=int, help="the N smallest by parameter count, every family's first "
+                    "before any family's second")
+    ap.add_argument("--max-params", type=float, default=100.0, help="millions; --cheapest leaves larger models out")
+    ap.add_argument("--params-cache", help="JSON of parameter counts (default: params.json beside --out)")
+    ap.add_argument("--anchor", choices=("always", "on-miss"), default="always",
+                    help="run torch.onnx on every model, or only where pt2x missed on some target")
     ap.add_argument("--limit", type=int)
     ap.add_argument("--jobs", type=int, default=2, help="models in parallel (one process each)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per model, all targets (wall clock)")
@@ -217,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         def record(rec: dict) -> None:
             with lock, open(args.out, "a", encoding="utf-8") as f:
                 f.write(json.dumps(rec) + "\n")
-            cells = " ".join(f"{t}={rec.get(t, {}).get('outcome', '-')}" for t in TARGETS)
+            cells = " ".join(f"{t}={rec.get(t, {}).get('outcome', '-')}" for t in TARGETS[:2])
+            cells += f" torch_onnx={rec.get('torch_onnx', {}).get('outcome', rec.get('anchor', '-'))}"
             print(f"{rec['spec']:45s} export={rec.get('export')} {cells}", flush=True)
 
         (_run_ray if args.ray is not None else _run_local)(todo, args, record)
