@@ -282,6 +282,8 @@ def test_pt2e_zoo_int8(tmp_path, name, steps, fraction):
     int8 = _assert_int8_kernels(data)
     _assert_int8_versions(data)
     assert int8 / len(weighted) >= fraction, (int8, len(weighted), report)
+    x = pt2e.program(name, "xnnpack").inputs[1][0].numpy()
+    assert len(_xnnpack_partitions(data, x)) == 1  # every op in XNNPACK (was 2 and 36 with RELU6/PADV2 apart)
 
 
 def _float_conv_sigmoid(path: str) -> None:
