@@ -10,6 +10,9 @@
 - PT2E programs (``pt2e``: torchao's prepare/convert_pt2e, two quantizers) saved with
   ``torch.export.save``: against torch eager of the quantized module, in steps of the program's
   last activation quantize.
+- XNNPACK runs the whole int8 CNN: one partition from the float input to the float output
+  (a ReLU6 the annotation quantizes apart from its conv is the conv's fused activation; XNNPACK
+  has no int8 RELU6 or PADV2).
 - The file is int8 where the report says so: CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED read
   int8 activations and per-channel int8 weights (quantized_dimension 0, depthwise 3) and an
   int32 bias at s_in * s_w; QUANTIZE/DEQUANTIZE only at the float edges.
