@@ -27,6 +27,7 @@ from .dedupe import merge_and_prune
 from .emit import Emitter, compute_type
 from .fuse_activations import fuse_float_ops
 from .fuse_gelu import fuse_erf_gelu
+from .fuse_matmul import fuse_matmuls
 from .layout import optimize_layout
 from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
@@ -101,6 +102,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
         merge_and_prune(s_)
         fuse_float_ops(s_)
+        fuse_matmuls(s_)
         hoist_input_only(s_)
         infer_shapes(s_)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
