@@ -109,12 +109,89 @@ def _element_coords(em: Emitter, data: int, idx: int, rank: int, axis: int) -> i
 
 @maps("GatherElements")
 def gather_elements(em: Emitter, node) -> None:
-    """GATHER_ND over ``_element_coords``."""
+    """GATHER_ND over ``_element_coords``; an index that is a constant broadcast over the leading
+    dims is one GATHER of constant positions (``_rows_gather``)."""
     rank = em.rank(node.input[1])
     axis = _axis(int(attrs(node).get("axis", 0)), rank)
+    if axis == rank - 1 and _rows_gather(em, node, rank):
+        return
     data = em.t(node.input[0])
     coords = _element_coords(em, data, em.cast(em.t(node.input[1]), T.INT32), rank, axis)
     em.op("GATHER_ND", [data, coords], [em.out()])
+
+
+def _broadcast_index(em: Emitter, name: str, rank: int) -> tuple[np.ndarray, str] | None:
+    """(P [I, J], the Expand's shape input) where ``name`` is ``Expand(C, shape)`` of a constant
+    C of shape [1, ..., 1, I, J] by a shape of ``rank`` entries (DeBERTa's relative positions,
+    repeated over batch and heads): the index is P at every leading position, the leading dims
+    being the shape's own."""
+    node = next((n for n in em.graph.node if name in n.output), None)
+    if node is None or node.op_type != "Expand" or em.shape(node.input[1]) != [rank]:
+        return None
+    c = em.const_value(node.input[0])
+    if c is None or c.ndim != rank or any(d != 1 for d in c.shape[:-2]):
+        return None
+    return np.asarray(c).reshape(c.shape[-2:]), node.input[1]
+
+
+def _rows_gather(em: Emitter, node, rank: int) -> bool:
+    """GatherElements along the last axis whose index is one constant P [I, J] at every leading
+    position (``_broadcast_index``): out[..., i, j] = data[..., i, P[i, j]]. The data's [I, K]
+    dims go first (TRANSPOSE), one GATHER with ``batch_dims=1`` reads the constant P along K for
+    each i (LiteRT checks every index against K, as ONNX asks), and a TRANSPOSE puts the leading
+    dims back; the result is then cut to the index's leading dims (the Expand's shape: an index
+    smaller than the data reads only its part) unless shape inference proves them the data's.
+    Exact; no coordinates are built at run time. Taken where I is static and the data's, and
+    every P is >= 0 (a negative one counts from a K that may be known only at run time);
+    otherwise False and the general path is taken."""
+    found = _broadcast_index(em, node.input[1], rank)
+    shape = em.shape(node.input[0])
+    if found is None or shape is None or len(shape) != rank:
+        return False
+    p, target = found
+    if shape[-2] <= 0 or p.shape[0] != shape[-2] or p.size == 0 or (p < 0).any() or (p > np.iinfo(np.int32).max).any():
+        return False
+    lead = list(range(rank - 2))
+    rows = _transpose(em, em.t(node.input[0]), [rank - 2, rank - 1] + lead)  # [I, K, lead...]
+    picked = em.tmp(em.dtype_of(rows), None, "gathered")
+    em.op("GATHER", [rows, em.const(p.astype(np.int32))], [picked], ("GatherOptions", {"axis": 1, "batch_dims": 1}))
+    em.sub.ops[-1].version = 5  # op_version.cc: GATHER with batch_dims
+    gathered = _transpose(em, picked, [d + 2 for d in lead] + [0, 1])  # [lead..., I, J]
+    if _same_leading(em, node.input[0], node.input[1], rank):
+        em.bind(node.output[0], gathered)
+        return True
+    end = em.tmp(T.INT32, [rank], "end")
+    em.op("CONCATENATION", [_leading(em, target, rank), em.const(np.asarray(p.shape, np.int32))], [end],
+          ("ConcatenationOptions", {"axis": 0}))
+    zeros, ones = np.zeros(rank, np.int32), np.ones(rank, np.int32)
+    em.op("STRIDED_SLICE", [gathered, em.const(zeros), end, em.const(ones)], [em.out()],
+          ("StridedSliceOptions", {}))
+    return True
+
+
+def _transpose(em: Emitter, x: int, perm: list[int]) -> int:
+    y = em.tmp(em.dtype_of(x), None, "moved")
+    em.op("TRANSPOSE", [x, em.const(np.asarray(perm, np.int32))], [y])
+    return y
+
+
+def _same_leading(em: Emitter, data: str, index: str, rank: int) -> bool:
+    """Whether shape inference proves the leading dims of the two values equal (the same static
+    size, or the same symbolic name)."""
+    ds, xs = em.shape(data), em.shape(index)
+    dn, xn = em.dim_names.get(data, [""] * rank), em.dim_names.get(index, [""] * rank)
+    if ds is None or xs is None or len(dn) != rank or len(xn) != rank:
+        return False
+    return all((a >= 0 and a == b) or (a < 0 and n and n == m) for a, b, n, m in zip(ds[:-2], xs[:-2], dn, xn))
+
+
+def _leading(em: Emitter, target: str, rank: int) -> int:
+    """The first rank - 2 entries of the Expand's shape, as int32."""
+    t = em.cast(em.t(target), T.INT32)
+    out = em.tmp(T.INT32, [rank - 2], "lead")
+    em.op("STRIDED_SLICE", [t, em.const(np.zeros(1, np.int32)), em.const(np.array([rank - 2], np.int32)),
+                            em.const(np.ones(1, np.int32))], [out], ("StridedSliceOptions", {}))
+    return out
 
 
 def _scatter_add(em: Emitter, node, data: int, coords: int, updates: int) -> None:
