@@ -311,3 +311,48 @@ def test_gelu_from_a_pt2_is_one_gelu(tmp_path):
     for xnnpack in (True, False):
         (got,) = run_in_child([(data, [x.numpy()])], xnnpack=xnnpack)
         np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
+
+
+# --- reductions and concatenations of NHWC values: every axis, kept or dropped ---
+
+class ReduceAfterConv(torch.nn.Module):
+    def __init__(self, how: str):
+        super().__init__()
+        self.how = how
+        self.a = torch.nn.Conv2d(3, 4, 3, padding=1)
+        self.b = torch.nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        y = self.a(x)
+        return {
+            "mean_h": lambda: y.mean(2),
+            "sum_w_keep": lambda: y.sum(3, keepdim=True),
+            "amax_cw": lambda: y.amax((1, 3)),
+            "amin_c_keep": lambda: y.amin(1, keepdim=True),
+            "mean_all": lambda: y.mean((1, 2, 3)),
+            "cat_c": lambda: torch.relu(torch.cat([y, self.b(x)], 1)),
+            "cat_h": lambda: torch.cat([y, self.b(x)], 2),
+            "cat_w_const": lambda: torch.cat([y, torch.ones(1, 4, 6, 2).expand(y.shape[0], 4, 6, 2)], 3),
+        }[self.how]()
+
+
+@pytest.mark.parametrize("how", ["mean_h", "sum_w_keep", "amax_cw", "amin_c_keep", "mean_all", "cat_c", "cat_h",
+                                 "cat_w_const"])
+def test_reductions_and_concatenations_in_nhwc_match_eager(how):
+    torch.manual_seed(1)
+    model = ReduceAfterConv(how).eval()
+    x = torch.randn(2, 3, 6, 5)
+    ep = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
+    buf = io.BytesIO()
+    torch.export.save(ep, buf)
+    data = to_tflite(load(buf.getvalue()))
+    x3 = torch.randn(3, 3, 6, 5)
+    with torch.no_grad():
+        want = [model(x).numpy(), model(x3).numpy()]
+    for xnnpack in (True, False):
+        got = run_in_child([(data, [x.numpy()]), (data, [x3.numpy()])], xnnpack=xnnpack)
+        for g, w in zip(got, want):
+            assert not isinstance(g, str), g
+            np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5)
+    if how.startswith("cat_c") or how in ("sum_w_keep", "amin_c_keep"):
+        assert _ops(data).count("TRANSPOSE") <= 2, _ops(data)  # one in, at most one out
