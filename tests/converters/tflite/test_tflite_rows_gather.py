@@ -110,3 +110,26 @@ def test_deberta_v2_matches_eager_without_gather_nd(tmp_path):
                 want = module(ids).numpy()
             (got,) = tflite_zoo.run(it, [ids.numpy()])
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5, err_msg=f"batch {b}, xnnpack={xnnpack}")
+
+
+def test_index_past_the_axis_fails_at_run_time():
+    """An ONNX GatherElements whose expanded constant index holds 5 along an axis of 3: LiteRT's
+    GATHER refuses it when invoked (as ONNX Runtime does), rather than reading another row."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pt2x.converters import to_tflite
+
+    consts = {"P": np.array([[[0, 5], [1, 2]]], np.int64), "tail": np.array([2, 2], np.int64),
+              "z": np.array([0], np.int64), "o": np.array([1], np.int64)}
+    g = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "z", "o"], ["n"]),
+         helper.make_node("Concat", ["n", "tail"], ["s2"], axis=0), helper.make_node("Expand", ["P", "s2"], ["idx"]),
+         helper.make_node("GatherElements", ["x", "idx"], ["y"], axis=2)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(v, k) for k, v in consts.items()])
+    data = to_tflite(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]))
+    assert "GATHER_ND" not in _ops(data)
+    for xnnpack in (True, False):
+        with pytest.raises(RuntimeError, match="gather index out of bounds"):
+            tflite_zoo.run(tflite_zoo.interpreter(data, xnnpack=xnnpack), [np.zeros((2, 2, 3), np.float32)])
