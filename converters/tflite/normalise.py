@@ -22,6 +22,9 @@ checked by onnx itself, before shape inference, folding or any mapper runs.
   initializers are graph inputs of their type and dims (their data was checked before). ``onnx_check.py`` keeps pt2x's own
   checks that come first (sizes, tensor data, structure), where onnx's would allocate or crash.
 
+* **Integer operators.** ``QLinearConv``, ``QLinearMatMul``, ``ConvInteger`` and ``MatMulInteger``
+  become their exact float32 computation in plain operators (``qlinear_rewrite.py``) before the checks.
+
 Other domains: a model may import them (``ai.onnx.ml``, a vendor's); their nodes have no TFLite
 mapping and are reported by the dispatch. Failures here are ``UnsupportedOpsError`` naming the
 operator where onnx names one, else ``ConversionError`` with onnx's reason.
@@ -38,6 +41,7 @@ from ..errors import ConversionError
 from ..guard import safe_text
 from ..onnx.graph_tools import carry_stamps, walk_nodes
 from ..report import Problems
+from .qlinear_rewrite import rewrite_integer_ops
 
 __all__ = ["TARGET_OPSET", "normalise", "default_opset"]
 
@@ -71,6 +75,7 @@ def normalise(m: onnx.ModelProto) -> onnx.ModelProto:
         _refuse_unfaithful(m)
         m = _convert(m)
     _refuse_deprecated(m)
+    m = rewrite_integer_ops(m)
     m = _strict_inference(m)
     _check(m)
     return m

@@ -1,0 +1,298 @@
+"""ONNX's integer operators (``QLinearConv``, ``QLinearMatMul``, ``ConvInteger``,
+``MatMulInteger``) rewritten into plain ONNX operators that compute them exactly, before the
+mappers run (called from ``normalise``).
+
+The integer accumulation ``acc = Σ (x − x_zp)·(w − w_zp) + B`` is computed by a float32
+``Conv``/``MatMul`` of the zero-point-shifted operands: every product and partial sum is an
+integer, exact in float32 while ``Σ |x − x_zp|·|w − w_zp| + |B|`` stays below 2^24. That bound is
+checked statically for each output channel (from the weights' values where they are constants,
+else from the reduction length and the types' ranges) and a node beyond it is refused.
+``ConvInteger``/``MatMulInteger`` cast the exact sum to int32. ``QLinear*`` requantize as onnx's
+reference does: ``y = saturate(round_half_even(acc · (x_scale·w_scale / y_scale) + y_zp))``, the
+multiplier computed in the scales' own type (float16 scales must be constants, folded in
+float16 by ``prepare``; float32 scales may be run-time inputs) and the product ``acc · M`` in
+float32, where onnx's reference multiplies in float64 (the operator's spec leaves the precision
+open; ONNX Runtime multiplies in float32 too).
+
+Refused (``Unsupported`` naming the node): a non-scalar input scale or zero point (per-row
+quantization of ``x``/``a``), a per-axis weight scale or zero point whose length is not the
+output channels' (Conv) or columns' (MatMul), a reduction length the shapes do not give, and a
+bound at or beyond 2^24. The int8 kernels of the QDQ pass are not used for these ops: they run
+in float32, exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+from ..errors import Unsupported
+from ..report import Problems
+
+__all__ = ["INTEGER_OPS", "rewrite_integer_ops"]
+
+_EXACT = 1 << 24  # float32 holds every integer below this
+_RANGES = {TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127)}
+_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+class _Graph:
+    """What the rewrite reads of the model: constants, element types and static shapes."""
+
+    def __init__(self, m: onnx.ModelProto):
+        g = m.graph
+        self.consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        for n in g.node:
+            if n.op_type == "Constant" and n.output and n.attribute and n.attribute[0].name == "value":
+                self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+        self.types = {}
+        inferred = shape_inference.infer_shapes(m)
+        for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+            tt = vi.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] \
+                if tt.HasField("shape") else None
+            self.types[vi.name] = (tt.elem_type, dims)
+        for t in g.initializer:
+            self.types[t.name] = (t.data_type, list(t.dims))
+        self.nodes: list = []
+        self.inits: list = []
+        self.count = 0
+
+    def elem(self, name: str) -> int:
+        if name in self.consts:
+            return helper.np_dtype_to_tensor_dtype(self.consts[name].dtype)
+        return self.types.get(name, (0, None))[0]
+
+    def dims(self, name: str):
+        if name in self.consts:
+            return list(self.consts[name].shape)
+        return self.types.get(name, (0, None))[1]
+
+    def size(self, name: str):
+        d = self.dims(name)
+        return None if d is None or any(x is None for x in d) else int(np.prod(d, dtype=np.int64))
+
+    def fresh(self, base: str, what: str) -> str:
+        self.count += 1
+        return f"{base}__{what}{self.count}"
+
+    def add(self, op: str, inputs: list, base: str, what: str, **attrs) -> str:
+        out = self.fresh(base, what)
+        self.nodes.append(helper.make_node(op, inputs, [out], name=f"{base}/{what}", **attrs))
+        return out
+
+    def const(self, arr: np.ndarray, base: str, what: str) -> str:
+        name = self.fresh(base, what)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+
+def _opt(node, i: int) -> str:
+    return node.input[i] if len(node.input) > i and node.input[i] else ""
+
+
+def _float(g: _Graph, name: str, base: str) -> str:
+    return g.add("Cast", [name], base, "f", to=TensorProto.FLOAT)
+
+
+def _shifted(g: _Graph, q: str, zp: str, base: str, what: str, zp_shape=None) -> str:
+    """``float32(q) − float32(zp)`` (exact: both are 8-bit integers), ``zp`` reshaped to broadcast."""
+    f = _float(g, q, base)
+    if not zp:
+        return f
+    z = _float(g, zp, base)
+    if zp_shape is not None:
+        z = g.add("Reshape", [z, g.const(np.asarray(zp_shape, np.int64), base, "shape")], base, "zp")
+    return g.add("Sub", [f, z], base, what)
+
+
+def _quant_type(node, g: _Graph, name: str, role: str) -> tuple[int, int]:
+    elem = g.elem(name)
+    if elem not in _RANGES:
+        raise Unsupported(f"{node.op_type} with {role} of ONNX type {TensorProto.DataType.Name(elem)} "
+                          "(only uint8 and int8)")
+    return _RANGES[elem]
+
+
+def _operand_bound(node, g: _Graph, q: str, zp: str, role: str) -> int:
+    """The largest |q − zp| the operand can take."""
+    lo, hi = _quant_type(node, g, q, role)
+    if zp and zp in g.consts:
+        z = g.consts[zp].astype(np.int64)
+        return int(max(np.abs(lo - z).max(), np.abs(hi - z).max())) if z.size else hi - lo
+    return hi - lo
+
+
+def _scalar(node, g: _Graph, name: str, role: str) -> None:
+    if name and g.size(name) != 1:
+        raise Unsupported(f"{node.op_type} with a {role} of shape {g.dims(name)} (only per-tensor: one element)")
+
+
+def _per_channel(node, g: _Graph, name: str, role: str, channels) -> bool:
+    """True when ``name`` is per-channel (one value per output channel), False when per-tensor."""
+    if not name:
+        return False
+    n = g.size(name)
+    if n == 1:
+        return False
+    dims = g.dims(name)
+    if dims is None or len(dims) != 1 or channels is None or n != channels:
+        raise Unsupported(f"{node.op_type} with a {role} of shape {dims}: only one element or one per "
+                          f"output channel ({channels})")
+    return True
+
+
+def _check_bound(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, axis: int, reduce_len, bias: str):
+    """Refuse unless every output's Σ |x − x_zp|·|w − w_zp| + |B| < 2^24 (exact in float32)."""
+    w_bound_sum = None
+    if w in g.consts and (not wz or wz in g.consts):
+        wv = g.consts[w].astype(np.int64)
+        zv = g.consts[wz].astype(np.int64) if wz else np.zeros((), np.int64)
+        if zv.size > 1:
+            shape = [1] * wv.ndim
+            shape[axis] = -1
+            zv = zv.reshape(shape)
+        other = tuple(i for i in range(wv.ndim) if i != axis)
+        w_bound_sum = int(np.abs(wv - zv).sum(axis=other).max()) if wv.size else 0
+    elif reduce_len is not None:
+        w_bound_sum = reduce_len * _operand_bound(node, g, w, wz, w_role)
+    if w_bound_sum is None:
+        raise Unsupported(f"{node.op_type}: the reduction length is not static, so exactness in float32 "
+                          "cannot be checked")
+    b_bound = 0
+    if bias:
+        if bias not in g.consts:
+            raise Unsupported(f"{node.op_type} with a run-time bias B: its size bounds no float32 accumulation")
+        b_bound = int(np.abs(g.consts[bias].astype(np.int64)).max()) if g.consts[bias].size else 0
+    bound = x_bound * w_bound_sum + b_bound
+    if bound >= _EXACT:
+        raise Unsupported(f"{node.op_type}: its integer sums can reach {bound}, beyond 2^24, where float32 "
+                          "accumulation is no longer exact")
+
+
+def _requantize(g: _Graph, node, acc: str, xs: str, ws: str, ys: str, yz: str, base: str, m_shape) -> str:
+    """``saturate(round_half_even(acc · (xs·ws/ys) + yz))`` in the type of ``yz``."""
+    scale_type = g.elem(xs)
+    if scale_type != TensorProto.FLOAT and not all(s in g.consts for s in (xs, ws, ys)):
+        raise Unsupported(f"{node.op_type} with run-time {TensorProto.DataType.Name(scale_type)} scales "
+                          "(the multiplier is computed in that type; only constant scales are folded so)")
+    m = g.add("Div", [g.add("Mul", [xs, ws], base, "sxw"), ys], base, "mult")
+    mf = _float(g, m, base)
+    if m_shape is not None:
+        mf = g.add("Reshape", [mf, g.const(np.asarray(m_shape, np.int64), base, "shape")], base, "mult_c")
+    r = g.add("Mul", [acc, mf], base, "scaled")
+    if yz:
+        r = g.add("Add", [r, _float(g, yz, base)], base, "shifted")
+    lo, hi = _quant_type(node, g, yz, "y_zero_point")
+    r = g.add("Round", [r], base, "round")
+    r = g.add("Clip", [r, g.const(np.float32(lo), base, "lo"), g.const(np.float32(hi), base, "hi")], base, "sat")
+    return r
+
+
+def _conv_attrs(node) -> dict:
+    out = {}
+    for a in node.attribute:
+        if a.name not in _CONV_ATTRS:
+            raise Unsupported(f"{node.op_type} attribute {a.name!r} (not in its schema)")
+        out[a.name] = helper.get_attribute_value(a)
+    return out
+
+
+def _conv(g: _Graph, node, x, xz, w, wz, bias, base):
+    w_dims, x_dims = g.dims(w), g.dims(x)
+    if w_dims is None or len(w_dims) < 3 or x_dims is None:
+        raise Unsupported(f"{node.op_type} with weights or input of unknown rank")
+    rank = len(w_dims)
+    channels = w_dims[0]
+    _scalar(node, g, xz, "x_zero_point")
+    per_channel = _per_channel(node, g, wz, "w_zero_point", channels)
+    reduce_len = None if any(d is None for d in w_dims[1:]) else int(np.prod(w_dims[1:]))
+    _check_bound(node, g, _operand_bound(node, g, x, xz, "x"), w, wz, "w", 0, reduce_len, bias)
+    xi = _shifted(g, x, xz, base, "x_shift")
+    wi = _shifted(g, w, wz, base, "w_shift", [-1] + [1] * (rank - 1) if per_channel else None)
+    inputs = [xi, wi] + ([_float(g, bias, base)] if bias else [])
+    return g.add("Conv", inputs, base, "conv", **_conv_attrs(node)), rank
+
+
+def _matmul(g: _Graph, node, a, az, b, bz, base):
+    a_dims, b_dims = g.dims(a), g.dims(b)
+    if a_dims is None or b_dims is None or len(a_dims) < 2 or len(b_dims) < 2:
+        raise Unsupported(f"{node.op_type} with operands of unknown rank or rank below 2 (vector products)")
+    columns = b_dims[-1]
+    _scalar(node, g, az, "a_zero_point")
+    _per_channel(node, g, bz, "b_zero_point", columns)  # a 1-D one broadcasts along the columns as is
+    _check_bound(node, g, _operand_bound(node, g, a, az, "a"), b, bz, "b", len(b_dims) - 1, b_dims[-2], "")
+    return g.add("MatMul", [_shifted(g, a, az, base, "a_shift"), _shifted(g, b, bz, base, "b_shift")], base, "mm")
+
+
+def _qlinear_conv(g: _Graph, node, base: str) -> str:
+    x, xs, xz, w, ws, wz, ys, yz = (_opt(node, i) for i in range(8))
+    bias = _opt(node, 8)
+    _scalar(node, g, xs, "x_scale")
+    _scalar(node, g, ys, "y_scale")
+    _scalar(node, g, yz, "y_zero_point")
+    acc, rank = _conv(g, node, x, xz, w, wz, bias, base)
+    per_channel = _per_channel(node, g, ws, "w_scale", g.dims(w)[0])
+    m_shape = [1, -1] + [1] * (rank - 2) if per_channel else None
+    return _requantize(g, node, acc, xs, ws, ys, yz, base, m_shape)
+
+
+def _qlinear_matmul(g: _Graph, node, base: str) -> str:
+    a, as_, az, b, bs, bz, ys, yz = (_opt(node, i) for i in range(8))
+    _scalar(node, g, as_, "a_scale")
+    _scalar(node, g, ys, "y_scale")
+    _scalar(node, g, yz, "y_zero_point")
+    acc = _matmul(g, node, a, az, b, bz, base)
+    _per_channel(node, g, bs, "b_scale", g.dims(b)[-1])
+    return _requantize(g, node, acc, as_, bs, ys, yz, base, None)
+
+
+def _conv_integer(g: _Graph, node, base: str) -> str:
+    acc, _ = _conv(g, node, _opt(node, 0), _opt(node, 2), _opt(node, 1), _opt(node, 3), "", base)
+    return acc
+
+
+def _matmul_integer(g: _Graph, node, base: str) -> str:
+    return _matmul(g, node, _opt(node, 0), _opt(node, 2), _opt(node, 1), _opt(node, 3), base)
+
+
+# op -> (rewrite returning the float32 result, ONNX type of the output or None: that of input 7)
+INTEGER_OPS = {
+    "QLinearConv": (_qlinear_conv, None),
+    "QLinearMatMul": (_qlinear_matmul, None),
+    "ConvInteger": (_conv_integer, TensorProto.INT32),
+    "MatMulInteger": (_matmul_integer, TensorProto.INT32),
+}
+
+
+def rewrite_integer_ops(m: onnx.ModelProto) -> onnx.ModelProto:
+    """``m`` with each main-graph integer operator replaced by its exact float32 computation."""
+    if not any(n.op_type in INTEGER_OPS and n.domain in ("", "ai.onnx") for n in m.graph.node):
+        return m
+    g = _Graph(m)
+    problems = Problems("tflite")
+    kept = []
+    for node in m.graph.node:
+        if node.op_type not in INTEGER_OPS or node.domain not in ("", "ai.onnx"):
+            kept.append(node)
+            continue
+        rewrite, out_type = INTEGER_OPS[node.op_type]
+        base = node.name or node.output[0]
+        start = len(g.nodes)
+        try:
+            r = rewrite(g, node, f"{base}/{node.op_type}")
+        except Unsupported as e:
+            del g.nodes[start:]
+            problems.add(f"ONNX {node.op_type}", base, str(e))
+            continue
+        elem = out_type if out_type is not None else g.elem(_opt(node, 7))
+        g.nodes.append(helper.make_node("Cast", [r], [node.output[0]], name=f"{base}/{node.op_type}/out", to=elem))
+        kept.extend(g.nodes[start:])
+    problems.raise_if_any()
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    del out.graph.node[:]
+    out.graph.node.extend(kept)
+    out.graph.initializer.extend(g.inits)
+    return out
