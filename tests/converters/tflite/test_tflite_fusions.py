@@ -229,26 +229,40 @@ def test_fused_files_give_the_unfused_values_on_specials(xnnpack, monkeypatch):
 
 # --- dilated convolutions over small maps: taps reading only padding are dropped ---
 
-@pytest.mark.parametrize("size,pad,dil,stride", [(4, 12, 12, 1), (4, 36, 36, 1), (4, 6, 6, 1), (3, 5, 4, 2),
-                                                 (5, 2, 2, 1), (6, 3, 3, 2), (3, 1, 1, 1)])
-@pytest.mark.parametrize("groups", [1, 4], ids=["conv", "depthwise"])
-def test_dilated_conv_over_a_small_map_matches_eager(size, pad, dil, stride, groups):
-    torch.manual_seed(size * 100 + pad)
-    conv = torch.nn.Conv2d(4, 4, 3, padding=pad, dilation=dil, stride=stride, groups=groups).eval()
-    x = torch.randn(2, 4, size, size)
-    ep = torch.export.export(conv, (x,))
+GEOMETRIES = [(4, 12, 12, 1), (4, 36, 36, 1), (4, 6, 6, 1), (3, 5, 4, 2), (5, 2, 2, 1), (6, 3, 3, 2), (3, 1, 1, 1)]
+
+
+def _exported(model: torch.nn.Module, x: torch.Tensor, dynamic: bool = False) -> bytes:
+    shapes = ({0: torch.export.Dim("batch", min=1, max=8)},) if dynamic else None
     buf = io.BytesIO()
-    torch.export.save(ep, buf)
-    data = to_tflite(load(buf.getvalue()))
-    with torch.no_grad():
-        want = conv(x).numpy()
+    torch.export.save(torch.export.export(model, (x,), dynamic_shapes=shapes), buf)
+    return to_tflite(load(buf.getvalue()))
+
+
+def _check_all(cases: list, want: list) -> None:
+    """Every (file, inputs) case against its eager outputs, XNNPACK on and off (one child each)."""
     for xnnpack in (True, False):
-        (got,) = run_in_child([(data, [x.numpy()])], xnnpack=xnnpack)
-        assert not isinstance(got, str), got
-        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
-    if stride == 1 and pad == dil >= size:  # every tap but the centre reads only padding: a 1x1 conv
-        ops = _ops(data)
-        assert "PAD" not in ops, ops
+        for k, (g, w) in enumerate(zip(run_in_child(cases, xnnpack=xnnpack), want)):
+            assert not isinstance(g, str), (k, g)
+            np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5, err_msg=f"case {k}, xnnpack={xnnpack}")
+
+
+@pytest.mark.parametrize("groups", [1, 4], ids=["conv", "depthwise"])
+def test_dilated_convs_over_small_maps_match_eager(groups):
+    """(size, pad, dilation, stride): where every tap but the centre reads only padding the conv
+    is 1x1 with no PAD; the others keep their taps; all match eager."""
+    cases, want = [], []
+    for size, pad, dil, stride in GEOMETRIES:
+        torch.manual_seed(size * 100 + pad)
+        conv = torch.nn.Conv2d(4, 4, 3, padding=pad, dilation=dil, stride=stride, groups=groups).eval()
+        x = torch.randn(2, 4, size, size)
+        data = _exported(conv, x)
+        if stride == 1 and pad == dil >= size:
+            assert "PAD" not in _ops(data), (size, pad, dil, _ops(data))
+        cases.append((data, [x.numpy()]))
+        with torch.no_grad():
+            want.append(conv(x).numpy())
+    _check_all(cases, want)
 
 
 # --- the exact GELU written with Erf: one GELU ---
@@ -336,23 +350,22 @@ class ReduceAfterConv(torch.nn.Module):
         }[self.how]()
 
 
-@pytest.mark.parametrize("how", ["mean_h", "sum_w_keep", "amax_cw", "amin_c_keep", "mean_all", "cat_c", "cat_h",
-                                 "cat_w_const"])
-def test_reductions_and_concatenations_in_nhwc_match_eager(how):
-    torch.manual_seed(1)
-    model = ReduceAfterConv(how).eval()
-    x = torch.randn(2, 3, 6, 5)
-    ep = torch.export.export(model, (x,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
-    buf = io.BytesIO()
-    torch.export.save(ep, buf)
-    data = to_tflite(load(buf.getvalue()))
-    x3 = torch.randn(3, 3, 6, 5)
-    with torch.no_grad():
-        want = [model(x).numpy(), model(x3).numpy()]
-    for xnnpack in (True, False):
-        got = run_in_child([(data, [x.numpy()]), (data, [x3.numpy()])], xnnpack=xnnpack)
-        for g, w in zip(got, want):
-            assert not isinstance(g, str), g
-            np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5)
-    if how.startswith("cat_c") or how in ("sum_w_keep", "amin_c_keep"):
-        assert _ops(data).count("TRANSPOSE") <= 2, _ops(data)  # one in, at most one out
+HOWS = ["mean_h", "sum_w_keep", "amax_cw", "amin_c_keep", "mean_all", "cat_c", "cat_h", "cat_w_const"]
+
+
+def test_reductions_and_concatenations_in_nhwc_match_eager():
+    """Each after a conv, with a dynamic batch (batches 2 and 3); the kept-dims and channel
+    cases keep at most the two edge transposes."""
+    cases, want = [], []
+    for how in HOWS:
+        torch.manual_seed(1)
+        model = ReduceAfterConv(how).eval()
+        x, x3 = torch.randn(2, 3, 6, 5), torch.randn(3, 3, 6, 5)
+        data = _exported(model, x, dynamic=True)
+        if how.startswith("cat_c") or how in ("sum_w_keep", "amin_c_keep"):
+            assert _ops(data).count("TRANSPOSE") <= 2, (how, _ops(data))
+        for xi in (x, x3):
+            cases.append((data, [xi.numpy()]))
+            with torch.no_grad():
+                want.append(model(xi).numpy())
+    _check_all(cases, want)
