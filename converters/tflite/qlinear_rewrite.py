@@ -47,7 +47,10 @@ class _Graph:
             if n.op_type == "Constant" and n.output and n.attribute and n.attribute[0].name == "value":
                 self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
         self.types = {}
-        inferred = shape_inference.infer_shapes(m)
+        try:
+            inferred = shape_inference.infer_shapes(m)
+        except Exception:  # noqa: BLE001 - the strict inference after the rewrite names what is wrong
+            inferred = m
         for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
             tt = vi.type.tensor_type
             dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim] \
@@ -190,10 +193,12 @@ def _requantize(g: _Graph, node, acc: str, xs: str, ws: str, ys: str, yz: str, b
     return r
 
 
-def _conv_attrs(node) -> dict:
+def _attrs(node, allowed: tuple) -> dict:
+    """The node's attributes, each one its schema has (the Conv ones are handed to the Conv node,
+    whose mapper reads or refuses each value); any other is refused."""
     out = {}
     for a in node.attribute:
-        if a.name not in _CONV_ATTRS:
+        if a.name not in allowed:
             raise Unsupported(f"{node.op_type} attribute {a.name!r} (not in its schema)")
         out[a.name] = helper.get_attribute_value(a)
     return out
@@ -212,10 +217,11 @@ def _conv(g: _Graph, node, x, xz, w, wz, bias, base):
     xi = _shifted(g, x, xz, base, "x_shift")
     wi = _shifted(g, w, wz, base, "w_shift", [-1] + [1] * (rank - 1) if per_channel else None)
     inputs = [xi, wi] + ([_float(g, bias, base)] if bias else [])
-    return g.add("Conv", inputs, base, "conv", **_conv_attrs(node)), rank
+    return g.add("Conv", inputs, base, "conv", **_attrs(node, _CONV_ATTRS)), rank
 
 
 def _matmul(g: _Graph, node, a, az, b, bz, base):
+    _attrs(node, ())
     a_dims, b_dims = g.dims(a), g.dims(b)
     if a_dims is None or b_dims is None or len(a_dims) < 2 or len(b_dims) < 2:
         raise Unsupported(f"{node.op_type} with operands of unknown rank or rank below 2 (vector products)")

@@ -98,7 +98,7 @@ def test_qoperator_cnn_matches_the_reference(tmp_path, activations):
             assert np.abs(sess.run(None, {"x": x})[0] - got).max() / step <= 1.0 + 1e-3
 
 
-def _qlinear_matmul(a_zp_shape=(), k: int = 4, scale_type=TensorProto.FLOAT, b_const=True) -> onnx.ModelProto:
+def _qlinear_matmul(a_zp_shape=(), k: int = 4, scale_type=TensorProto.FLOAT, b_const=True, **attrs) -> onnx.ModelProto:
     rng = np.random.default_rng(1)
     np_scale = helper.tensor_dtype_to_np_dtype(scale_type)
     b = rng.integers(-128, 128, (k, 3)).astype(np.int8)
@@ -116,7 +116,7 @@ def _qlinear_matmul(a_zp_shape=(), k: int = 4, scale_type=TensorProto.FLOAT, b_c
     if scale_type != TensorProto.FLOAT:
         inits = [t for t in inits if t.name != "ys"]
         inputs.append(helper.make_tensor_value_info("ys", scale_type, []))
-    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"], name="qmm")
+    node = helper.make_node("QLinearMatMul", ["a", "as", "az", "b", "bs", "bz", "ys", "yz"], ["y"], name="qmm", **attrs)
     g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.UINT8, [2, 3])], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
 
@@ -137,6 +137,7 @@ def test_qlinear_matmul_matches_the_reference_exactly():
     (dict(k=600, b_const=False), "beyond 2^24"),  # 600 * 252 * 128 > 2^24: float32 sums could round
     (dict(a_zp_shape=(2,)), "a_zero_point of shape [2]"),  # per-row zero point
     (dict(scale_type=TensorProto.FLOAT16), "run-time FLOAT16 scales"),
+    (dict(transA=1), "attribute 'transA'"),  # not in the schema: refused, never ignored
 ])
 def test_refusals_name_the_node(case, reason):
     with pytest.raises(UnsupportedOpsError) as e:
