@@ -34,6 +34,7 @@ __all__ = ["INTEGER_OPS", "rewrite_integer_ops"]
 
 _EXACT = 1 << 24  # float32 holds every integer below this
 _RANGES = {TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127)}
+_SCALE_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 _CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 
@@ -119,8 +120,11 @@ def _quant_type(node, g: _Graph, name: str, role: str) -> tuple[int, int]:
 
 
 def _operand_bound(node, g: _Graph, q: str, zp: str, role: str) -> int:
-    """The largest |q − zp| the operand can take."""
+    """The largest |q − zp| the operand can take (the zero point of the operand's own type)."""
     lo, hi = _quant_type(node, g, q, role)
+    if zp and g.elem(zp) != g.elem(q):
+        raise Unsupported(f"{node.op_type} with a {role} zero point of ONNX type "
+                          f"{TensorProto.DataType.Name(g.elem(zp))}, not its operand's")
     if zp and zp in g.consts:
         z = g.consts[zp].astype(np.int64)
         return int(max(np.abs(lo - z).max(), np.abs(hi - z).max())) if z.size else hi - lo
@@ -148,7 +152,7 @@ def _per_channel(node, g: _Graph, name: str, role: str, channels) -> bool:
 
 def _check_bound(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, axis: int, reduce_len, bias: str):
     """Refuse unless every output's Σ |x − x_zp|·|w − w_zp| + |B| < 2^24 (exact in float32)."""
-    w_bound_sum = None
+    w_range, w_bound_sum = _operand_bound(node, g, w, wz, w_role), None
     if w in g.consts and (not wz or wz in g.consts):
         wv = g.consts[w].astype(np.int64)
         zv = g.consts[wz].astype(np.int64) if wz else np.zeros((), np.int64)
@@ -159,11 +163,14 @@ def _check_bound(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, ax
         other = tuple(i for i in range(wv.ndim) if i != axis)
         w_bound_sum = int(np.abs(wv - zv).sum(axis=other).max()) if wv.size else 0
     elif reduce_len is not None:
-        w_bound_sum = reduce_len * _operand_bound(node, g, w, wz, w_role)
+        w_bound_sum = reduce_len * w_range
     if w_bound_sum is None:
         raise Unsupported(f"{node.op_type}: the reduction length is not static, so exactness in float32 "
                           "cannot be checked")
     b_bound = 0
+    if bias and g.elem(bias) != TensorProto.INT32:
+        raise Unsupported(f"{node.op_type} with a bias B of ONNX type {TensorProto.DataType.Name(g.elem(bias))} "
+                          "(int32 only)")
     if bias:
         if bias not in g.consts:
             raise Unsupported(f"{node.op_type} with a run-time bias B: its size bounds no float32 accumulation")
@@ -177,6 +184,9 @@ def _check_bound(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, ax
 def _requantize(g: _Graph, node, acc: str, xs: str, ws: str, ys: str, yz: str, base: str, m_shape) -> str:
     """``saturate(round_half_even(acc · (xs·ws/ys) + yz))`` in the type of ``yz``."""
     scale_type = g.elem(xs)
+    if scale_type not in _SCALE_TYPES or any(g.elem(s) != scale_type for s in (ws, ys)):
+        raise Unsupported(f"{node.op_type} with scales of ONNX types "
+                          f"{[TensorProto.DataType.Name(g.elem(s)) for s in (xs, ws, ys)]} (one float type)")
     if scale_type != TensorProto.FLOAT and not all(s in g.consts for s in (xs, ws, ys)):
         raise Unsupported(f"{node.op_type} with run-time {TensorProto.DataType.Name(scale_type)} scales "
                           "(the multiplier is computed in that type; only constant scales are folded so)")

@@ -98,14 +98,15 @@ def test_qoperator_cnn_matches_the_reference(tmp_path, activations):
             assert np.abs(sess.run(None, {"x": x})[0] - got).max() / step <= 1.0 + 1e-3
 
 
-def _qlinear_matmul(a_zp_shape=(), k: int = 4, scale_type=TensorProto.FLOAT, b_const=True, **attrs) -> onnx.ModelProto:
+def _qlinear_matmul(a_zp_shape=(), k: int = 4, scale_type=TensorProto.FLOAT, b_const=True, bz_type=np.int8,
+                    **attrs) -> onnx.ModelProto:
     rng = np.random.default_rng(1)
     np_scale = helper.tensor_dtype_to_np_dtype(scale_type)
     b = rng.integers(-128, 128, (k, 3)).astype(np.int8)
     inits = [numpy_helper.from_array(np.asarray(0.05, np_scale), "as"),
              numpy_helper.from_array(np.full(a_zp_shape, 3, np.uint8), "az"),
              numpy_helper.from_array(np.asarray(0.02, np_scale), "bs"),
-             numpy_helper.from_array(np.asarray(0, np.int8), "bz"),
+             numpy_helper.from_array(np.asarray(0, bz_type), "bz"),
              numpy_helper.from_array(np.asarray(0.1, np_scale), "ys"),
              numpy_helper.from_array(np.asarray(128, np.uint8), "yz")]
     inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, k])]
@@ -138,6 +139,7 @@ def test_qlinear_matmul_matches_the_reference_exactly():
     (dict(a_zp_shape=(2,)), "a_zero_point of shape [2]"),  # per-row zero point
     (dict(scale_type=TensorProto.FLOAT16), "run-time FLOAT16 scales"),
     (dict(transA=1), "attribute 'transA'"),  # not in the schema: refused, never ignored
+    (dict(bz_type=np.float32), "b zero point of ONNX type FLOAT"),  # against the schema's type constraint
 ])
 def test_refusals_name_the_node(case, reason):
     with pytest.raises(UnsupportedOpsError) as e:
