@@ -18,7 +18,7 @@ from .emit import Emitter, attrs, to_compute_array
 from .mappers import maps
 from .model import TensorType as T
 from .ops_shape import _slice1d, shape_tensor
-from .window import Axis, auto_pad, window_axes
+from .window import Axis, auto_pad, tflite_same_padding, window_axes
 
 TO_NHWC = {3: [0, 2, 1], 4: [0, 2, 3, 1], 5: [0, 2, 3, 4, 1]}
 TO_NCHW = {3: [0, 2, 1], 4: [0, 3, 1, 2], 5: [0, 4, 1, 2, 3]}
@@ -70,22 +70,6 @@ def _conv_axes(em: Emitter, node, a: dict, kernel: list[int]) -> tuple[list[Axis
         flat = window_axes({k: v for k, v in a.items() if k != "auto_pad"}, sizes, kernel, "Conv")
         return [Axis(ax.size, ax.kernel, ax.stride, ax.dilation, 0, 0) for ax in flat], _SAME
     return window_axes(a, sizes, kernel, "Conv"), _VALID
-
-
-def tflite_same_padding(axes: list[Axis]) -> bool:
-    """Whether the axes' pads are exactly TFLite's SAME padding (``kernels/padding.h``: output
-    ceil(size / stride), total pad (out - 1) * stride + extent - size, at least 0, the odd one at
-    the end): for a size known when converting, or for any size at stride 1 (total extent - 1).
-    False when nothing is padded (VALID is then the same)."""
-    if not any(ax.begin or ax.end for ax in axes):
-        return False
-    for ax in axes:
-        if ax.size < 0 and ax.stride != 1:
-            return False
-        total = ax.extent - 1 if ax.size < 0 else max((-(-ax.size // ax.stride) - 1) * ax.stride + ax.extent - ax.size, 0)
-        if (ax.begin, ax.end) != (total // 2, total - total // 2):
-            return False
-    return True
 
 
 def _pad_axes(em: Emitter, x: int, axes: list[Axis]) -> int:

@@ -24,6 +24,7 @@ from .model import TensorType as T
 from .ops_nn import _SAME, _conv_axes
 from .qdq_registry import (ACTIVATION_CODE, Pattern, append, int8_op, q_input, q_output, qtensor,
                            requant_scale_ok, transpose_q)
+from .window import tflite_same_padding
 
 __all__ = ["conv", "fully_connected"]
 
@@ -103,7 +104,7 @@ def conv(em: Emitter, p: Pattern) -> None:
     m, group = w.shape[0], int(a.get("group", 1))
     axes, padding = _conv_axes(em, node, a, list(w.shape[2:]))
     x = transpose_q(em, q_input(em, p, 0), [0, 2, 3, 1])
-    if _tflite_same(axes):
+    if tflite_same_padding(axes):
         padding = _SAME
     else:
         x = _pad(em, x, axes)
@@ -120,22 +121,6 @@ def conv(em: Emitter, p: Pattern) -> None:
         filt = _weights(em, p, 1, w.transpose(0, 2, 3, 1), 0, m)
         append(em, "CONV_2D", [x, filt, bias], [y], ("Conv2DOptions", geometry))
     transpose_q(em, y, [0, 3, 1, 2], em.t(p.q.output[0]))
-
-
-def _tflite_same(axes) -> bool:
-    """Whether the axes' pads are exactly TFLite's SAME padding (``kernels/padding.h``: output
-    ceil(size / stride), total pad (out - 1) * stride + extent - size, at least 0, the odd one at
-    the end) for sizes known when converting; False when nothing is padded."""
-    if not any(ax.begin or ax.end for ax in axes):
-        return False
-    for ax in axes:
-        if ax.size < 0:
-            return False
-        out = -(-ax.size // ax.stride)
-        total = max((out - 1) * ax.stride + ax.extent - ax.size, 0)
-        if (ax.begin, ax.end) != (total // 2, total - total // 2):
-            return False
-    return True
 
 
 def _pad(em: Emitter, x: int, axes) -> int:

@@ -96,3 +96,19 @@ def window_axes(a: dict, sizes: list[int], kernel: list[int], what: str) -> list
             ax = Axis(ax.size, ax.kernel, ax.stride, ax.dilation, *side)
         axes.append(ax)
     return axes
+
+
+def tflite_same_padding(axes: list[Axis]) -> bool:
+    """Whether the axes' pads are exactly TFLite's SAME padding (``kernels/padding.h``: output
+    ceil(size / stride), total pad (out - 1) * stride + extent - size, at least 0, the odd one at
+    the end): for a size known when converting, or for any size at stride 1 (total extent - 1).
+    False when nothing is padded (VALID is then the same)."""
+    if not any(ax.begin or ax.end for ax in axes):
+        return False
+    for ax in axes:
+        if ax.size < 0 and ax.stride != 1:
+            return False
+        total = ax.extent - 1 if ax.size < 0 else max((-(-ax.size // ax.stride) - 1) * ax.stride + ax.extent - ax.size, 0)
+        if (ax.begin, ax.end) != (total // 2, total - total // 2):
+            return False
+    return True
