@@ -2,11 +2,13 @@
 TFLite path (``converters/tflite/qlinear_rewrite.py``: their exact float32 computation).
 
 - ONNX Runtime's own QOperator models: a small CNN built with ``onnx.helper`` (two convolutions,
-  a flatten, a MatMul; dynamic batch), quantized by ``onnxruntime.quantization.quantize_static``
-  with ``QuantFormat.QOperator`` (QLinearConv with per-channel int8 weights, QLinearMatMul; uint8 or
+  a depthwise one, a flatten, a MatMul; dynamic batch), quantized by
+  ``onnxruntime.quantization.quantize_static`` with ``QuantFormat.QOperator`` (QLinearConv with
+  per-channel int8 weights, or uint8 ones with a zero point per channel, QLinearMatMul; uint8 or
   int8 activations), calibrated on seeded data, converted where ``import torch`` fails, run in
-  LiteRT with XNNPACK and without, at two batch sizes, against ONNX Runtime in steps of the output's
-  quantization.
+  LiteRT with XNNPACK and without, at two batch sizes: bit-exact to onnx's reference evaluator,
+  and within one output step of ONNX Runtime where its kernels do not saturate.
+- ``quantize_dynamic``'s ConvInteger/MatMulInteger form of the same CNN, against the reference.
 - Refusals name the node: integer sums that may pass 2^24 (float32 would no longer be exact),
   per-row input zero points, float16 scales given at run time.
 """
@@ -33,22 +35,24 @@ def _float_cnn(path: str) -> None:
     rng = np.random.default_rng(0)
     w1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
     w2 = rng.standard_normal((8, 8, 3, 3)).astype(np.float32) * 0.2
+    dw = rng.standard_normal((8, 1, 3, 3)).astype(np.float32) * 0.5
     fc = rng.standard_normal((8 * 4 * 4, 10)).astype(np.float32) * 0.1
     inits = [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (rng.standard_normal(8).astype(np.float32), "b1"),
-                                                         (w2, "w2"), (fc, "fc"),
+                                                         (w2, "w2"), (dw, "dw"), (fc, "fc"),
                                                          (np.asarray([-1, 128], np.int64), "flat"))]
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
              helper.make_node("Relu", ["c2"], ["r2"]),
-             helper.make_node("Reshape", ["r2", "flat"], ["f"]),
+             helper.make_node("Conv", ["r2", "dw"], ["d"], pads=[1, 1, 1, 1], group=8),  # depthwise
+             helper.make_node("Reshape", ["d", "flat"], ["f"]),
              helper.make_node("MatMul", ["f", "fc"], ["y"])]
     g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])], inits)
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), path)
 
 
-def _qoperator(src: str, dst: str, activations) -> onnx.ModelProto:
+def _qoperator(src: str, dst: str, activations, weights) -> onnx.ModelProto:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
     class Reader(CalibrationDataReader):
@@ -60,7 +64,7 @@ def _qoperator(src: str, dst: str, activations) -> onnx.ModelProto:
             return {"x": self.batches.pop()} if self.batches else None
 
     quantize_static(src, dst, Reader(), quant_format=QuantFormat.QOperator, per_channel=True,
-                    activation_type=activations, weight_type=QuantType.QInt8,
+                    activation_type=activations, weight_type=weights,
                     op_types_to_quantize=["Conv", "MatMul"])
     return onnx.load(dst)
 
@@ -72,15 +76,17 @@ def _output_step(m: onnx.ModelProto) -> float:
     return float(inits[node.input[1]])
 
 
-@pytest.mark.parametrize("activations", ["QUInt8", "QInt8"])
-def test_qoperator_cnn_matches_the_reference(tmp_path, activations):
+@pytest.mark.parametrize("activations, weights", [("QUInt8", "QInt8"), ("QInt8", "QInt8"), ("QUInt8", "QUInt8")])
+def test_qoperator_cnn_matches_the_reference(tmp_path, activations, weights):
+    """uint8 weights are asymmetric: a zero point per output channel."""
     from onnx.reference import ReferenceEvaluator
     from onnxruntime.quantization import QuantType
 
     _float_cnn(str(tmp_path / "f.onnx"))
-    m = _qoperator(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), getattr(QuantType, activations))
+    m = _qoperator(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), getattr(QuantType, activations),
+                   getattr(QuantType, weights))
     ops = [n.op_type for n in m.graph.node]
-    assert ops.count("QLinearConv") == 2 and ops.count("QLinearMatMul") == 1, ops
+    assert ops.count("QLinearConv") == 3 and ops.count("QLinearMatMul") == 1, ops
     data = convert_torch_free("to_tflite", str(tmp_path / "q.onnx"))
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     reference = ReferenceEvaluator(m)
@@ -92,10 +98,32 @@ def test_qoperator_cnn_matches_the_reference(tmp_path, activations):
             (got,) = run(interpreter(data, xnnpack=xnnpack), [x])
             assert got.shape == want.shape
             assert np.abs(got - want).max() / step == 0.0, (batch, xnnpack)  # bit-exact to onnx's reference
-        if activations == "QInt8":
+        if activations == "QInt8" and weights == "QInt8":
             # ONNX Runtime's u8s8 QLinearConv saturates its 16-bit pair sums on CPUs without VNNI (9 steps
             # off the reference measured with uint8 activations); with int8 ones it agrees within a step
             assert np.abs(sess.run(None, {"x": x})[0] - got).max() / step <= 1.0 + 1e-3
+
+
+def test_dynamic_quantization_matches_the_reference(tmp_path):
+    """``quantize_dynamic``: DynamicQuantizeLinear -> ConvInteger / MatMulInteger -> Cast -> Mul by the scales."""
+    from onnx.reference import ReferenceEvaluator
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    _float_cnn(str(tmp_path / "f.onnx"))
+    quantize_dynamic(str(tmp_path / "f.onnx"), str(tmp_path / "d.onnx"), weight_type=QuantType.QUInt8,
+                     op_types_to_quantize=["Conv", "MatMul"])
+    m = onnx.load(str(tmp_path / "d.onnx"))
+    ops = [n.op_type for n in m.graph.node]
+    assert ops.count("ConvInteger") == 3 and ops.count("MatMulInteger") == 1, ops
+    data = to_tflite(m)
+    reference = ReferenceEvaluator(m)
+    for batch in BATCHES:
+        x = np.random.default_rng(20 + batch).standard_normal((batch, 3, 8, 8)).astype(np.float32)
+        want = reference.run(None, {"x": x})[0]
+        for xnnpack in (True, False):
+            (got,) = run(interpreter(data, xnnpack=xnnpack), [x])
+            # the integer sums are exact; the float32 scale products after them round alike
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6 * np.abs(want).max())
 
 
 def _qlinear_matmul(a_zp_shape=(), k: int = 4, scale_type=TensorProto.FLOAT, b_const=True, bz_type=np.int8,
