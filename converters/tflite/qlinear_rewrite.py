@@ -29,13 +29,14 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from ..errors import Unsupported
 from ..report import Problems
+from .op_attributes import ATTRIBUTES
 
 __all__ = ["INTEGER_OPS", "rewrite_integer_ops"]
 
 _EXACT = 1 << 24  # float32 holds every integer below this
 _RANGES = {TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127)}
 _SCALE_TYPES = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16)
-_CONV_ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+_CONV_ATTRS = tuple(ATTRIBUTES["Conv"])  # QLinearConv/ConvInteger have Conv's: the Conv node is given them
 
 
 class _Graph:

@@ -186,3 +186,13 @@ def test_constant_weights_bound_the_sums_by_their_values():
     want = ReferenceEvaluator(m).run(None, {"a": a})[0]
     (got,) = run(interpreter(to_tflite(m)), [a])
     assert np.array_equal(got, want)
+
+
+def test_every_schema_attribute_is_read_or_refused():
+    """QLinearConv/ConvInteger hand each of their attributes to the Conv node (whose table reads or
+    refuses each value); the MatMul forms have none. A schema that grows one fails here."""
+    from pt2x.converters.tflite import qlinear_rewrite
+
+    conv = set(qlinear_rewrite._CONV_ATTRS)
+    for op, want in (("QLinearConv", conv), ("ConvInteger", conv), ("QLinearMatMul", set()), ("MatMulInteger", set())):
+        assert set(onnx.defs.get_schema(op).attributes) == want, op
