@@ -53,6 +53,7 @@ def _load_lowerings() -> None:
             ops_copy,
             ops_create,
             ops_elementwise,
+            ops_grid,
             ops_index,
             ops_nn,
             ops_pad,

@@ -9,6 +9,8 @@ torch eager at two batch sizes; what stays inexpressible is refused by name.
   in eval mode): of weights (folded) and of a run-time input (mean/variance normalisation).
 * ``col2im`` (``F.fold``, VOLO) with a dynamic batch.
 * bicubic ``F.interpolate`` (CrossViT), align_corners both ways, up and down.
+* ``meshgrid`` (DINOv3's rotary grid in timm's ``vit_*_dinov3``): static and run-time lengths,
+  ``ij`` and ``xy``, a 0-d input.
 """
 
 from __future__ import annotations
@@ -90,6 +92,29 @@ class Bicubic(torch.nn.Module):
         return F.interpolate(x, size=self.size, mode="bicubic", align_corners=self.align_corners)
 
 
+class RopeGrid(torch.nn.Module):
+    """DINOv3's rotary position grid (timm's vit_*_dinov3): patch coordinates by ``meshgrid``."""
+
+    def forward(self, x):
+        h, w = x.shape[-2:]
+        ys = (torch.arange(h, dtype=torch.float32) + 0.5) / h
+        xs = (torch.arange(w, dtype=torch.float32) + 0.5) / w
+        coords = torch.stack(torch.meshgrid(ys, xs, indexing="ij"), dim=-1).flatten(0, 1)  # (h*w, 2)
+        return x.flatten(2).transpose(1, 2) * torch.cos(coords * 3.0).sum(-1, keepdim=True)
+
+
+class MeshgridOfRunTimeLengths(torch.nn.Module):
+    """``meshgrid`` of three vectors, one as long as the dynamic batch, one 0-d; ij or xy."""
+
+    def __init__(self, indexing):
+        super().__init__()
+        self.indexing = indexing
+
+    def forward(self, x):
+        grids = torch.meshgrid(x[:, 0], x[0, :3], torch.tensor(0.25), indexing=self.indexing)
+        return torch.stack(grids, 0) * 1.5 + x.mean()
+
+
 def _input(b: int, shape: tuple) -> torch.Tensor:
     return torch.randn(b, *shape, generator=torch.Generator().manual_seed(10 + b))
 
@@ -107,6 +132,9 @@ CASES = {
     "bicubic_up": (lambda: Bicubic((11, 9), False), (2, 6, 5)),
     "bicubic_down_align": (lambda: Bicubic((5, 7), True), (2, 9, 12)),
     "bicubic_up_align": (lambda: Bicubic((13, 4), True), (2, 6, 3)),
+    "meshgrid_rope_grid": (RopeGrid, (4, 3, 5)),
+    "meshgrid_ij_run_time": (lambda: MeshgridOfRunTimeLengths("ij"), (5,)),
+    "meshgrid_xy_run_time": (lambda: MeshgridOfRunTimeLengths("xy"), (5,)),
 }
 
 
