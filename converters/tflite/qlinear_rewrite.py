@@ -50,7 +50,7 @@ class _Graph:
                 self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
         self.types = {}
         try:
-            inferred = shape_inference.infer_shapes(m)
+            inferred = shape_inference.infer_shapes(_skeleton(m))
         except Exception:  # noqa: BLE001 - the strict inference after the rewrite names what is wrong
             inferred = m
         for vi in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
@@ -91,6 +91,21 @@ class _Graph:
         name = self.fresh(base, what)
         self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
         return name
+
+
+def _skeleton(m: onnx.ModelProto) -> onnx.ModelProto:
+    """``m`` without its weights' data (initializers as typed graph inputs): inference serialises
+    what it is given, and reads only the initializers' types and dims."""
+    c = onnx.ModelProto(ir_version=m.ir_version)
+    c.opset_import.extend(m.opset_import)
+    c.functions.extend(m.functions)
+    g, src = c.graph, m.graph
+    for field in ("node", "input", "output", "value_info"):
+        getattr(g, field).extend(getattr(src, field))
+    stated = {i.name for i in src.input}
+    g.input.extend(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                   for t in src.initializer if t.name not in stated)
+    return c
 
 
 def _opt(node, i: int) -> str:
