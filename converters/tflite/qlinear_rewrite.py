@@ -176,8 +176,8 @@ def _check_bound(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, ax
             shape = [1] * wv.ndim
             shape[axis] = -1
             zv = zv.reshape(shape)
-        other = tuple(i for i in range(wv.ndim) if i != axis)
-        w_bound_sum = int(np.abs(wv - zv).sum(axis=other).max()) if wv.size else 0
+        summed = tuple(range(1, wv.ndim)) if axis == 0 else (wv.ndim - 2,)  # Conv: C·k·k; MatMul: K
+        w_bound_sum = int(np.abs(wv - zv).sum(axis=summed).max()) if wv.size else 0
     elif reduce_len is not None:
         w_bound_sum = reduce_len * w_range
     if w_bound_sum is None:
