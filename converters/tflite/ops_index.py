@@ -124,12 +124,16 @@ def _broadcast_index(em: Emitter, name: str, rank: int) -> tuple[np.ndarray, str
     """(P [I, J], the Expand's shape input) where ``name`` is ``Expand(C, shape)`` of a constant
     C of shape [1, ..., 1, I, J] by a shape of ``rank`` entries (DeBERTa's relative positions,
     repeated over batch and heads): the index is P at every leading position, the leading dims
-    being the shape's own."""
+    being the shape's own. Where I or J is 1, shape inference must give the index that dim (the
+    shape could broadcast it)."""
     node = next((n for n in em.graph.node if name in n.output), None)
     if node is None or node.op_type != "Expand" or em.shape(node.input[1]) != [rank]:
         return None
     c = em.const_value(node.input[0])
     if c is None or c.ndim != rank or any(d != 1 for d in c.shape[:-2]):
+        return None
+    # a trailing dim of 1 in C could be broadcast by the shape: then shape inference must say it is not
+    if min(c.shape[-2:]) == 1 and (em.shape(name) or [])[-2:] != list(c.shape[-2:]):
         return None
     return np.asarray(c).reshape(c.shape[-2:]), node.input[1]
 

@@ -133,3 +133,21 @@ def test_index_past_the_axis_fails_at_run_time():
     for xnnpack in (True, False):
         with pytest.raises(RuntimeError, match="gather index out of bounds"):
             tflite_zoo.run(tflite_zoo.interpreter(data, xnnpack=xnnpack), [np.zeros((2, 2, 3), np.float32)])
+
+
+class _ColumnBroadcast(torch.nn.Module):
+    """One position per row [I, 1] expanded along J too: the index's last dim is the Expand's
+    (4), not P's (1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("p", torch.tensor([[4], [0], [8], [8], [2], [1]]))
+
+    def forward(self, x):
+        return torch.gather(x, -1, self.p[None].expand(x.shape[0], -1, 4))
+
+
+def test_positions_broadcast_along_j_match_eager(tmp_path):
+    module = _ColumnBroadcast()
+    data = _convert(module, _x(9)(2), tmp_path)
+    _check(module, _x(9), data, batches=(2, 1, 3))
