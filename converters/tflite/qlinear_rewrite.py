@@ -9,16 +9,16 @@ checked statically for each output channel (from the weights' values where they 
 else from the reduction length and the types' ranges) and a node beyond it is refused.
 ``ConvInteger``/``MatMulInteger`` cast the exact sum to int32. ``QLinear*`` requantize as onnx's
 reference does: ``y = saturate(round_half_even(acc · (x_scale·w_scale / y_scale) + y_zp))``, the
-multiplier computed in the scales' own type (float16 scales must be constants, folded in
-float16 by ``prepare``; float32 scales may be run-time inputs) and the product ``acc · M`` in
-float32, where onnx's reference multiplies in float64 (the operator's spec leaves the precision
-open; ONNX Runtime multiplies in float32 too).
+multiplier computed in the scales' own type (float16/bfloat16 rounding kept after each
+operation) and the product ``acc · M`` in float32, where onnx's reference multiplies in float64
+(the operator's spec leaves the precision open; ONNX Runtime multiplies in float32 too).
 
 Refused (``Unsupported`` naming the node): a non-scalar input scale or zero point (per-row
-quantization of ``x``/``a``), a per-axis weight scale or zero point whose length is not the
-output channels' (Conv) or columns' (MatMul), a reduction length the shapes do not give, and a
-bound at or beyond 2^24. The int8 kernels of the QDQ pass are not used for these ops: they run
-in float32, exactly.
+quantization of ``x``/``a``), scales not all of one float type, a zero point of another type than
+its operand, a bias other than int32, an attribute outside the schema, a per-axis weight scale or
+zero point whose length is not the output channels' (Conv) or columns' (MatMul), a reduction
+length the shapes do not give, and a bound at or beyond 2^24. The int8 kernels of the QDQ pass
+are not used for these ops: they run in float32, exactly.
 """
 
 from __future__ import annotations
@@ -197,17 +197,28 @@ def _check_bound(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, ax
                           "accumulation is no longer exact")
 
 
+def _multiplier(g: _Graph, xs: str, ws: str, ys: str, scale_type: int, base: str) -> str:
+    """``xs·ws/ys`` in the scales' type, as float32. A float16/bfloat16 one is computed as numpy
+    and onnx's reference do: each operation in float32, rounded back to the type (exact: the
+    product of two 11- or 8-bit significands fits float32's 24; the quotient's double rounding is
+    innocuous as 24 ≥ 2·11 + 2); the Cast's mapper keeps that rounding in the file."""
+    if scale_type == TensorProto.FLOAT:
+        return g.add("Div", [g.add("Mul", [xs, ws], base, "sxw"), ys], base, "mult")
+
+    def rounded(x: str) -> str:
+        return _float(g, g.add("Cast", [x], base, "narrow", to=scale_type), base)
+
+    p = rounded(g.add("Mul", [_float(g, xs, base), _float(g, ws, base)], base, "sxw"))
+    return rounded(g.add("Div", [p, _float(g, ys, base)], base, "mult"))
+
+
 def _requantize(g: _Graph, node, acc: str, xs: str, ws: str, ys: str, yz: str, base: str, m_shape) -> str:
     """``saturate(round_half_even(acc · (xs·ws/ys) + yz))`` in the type of ``yz``."""
     scale_type = g.elem(xs)
     if scale_type not in _SCALE_TYPES or any(g.elem(s) != scale_type for s in (ws, ys)):
         raise Unsupported(f"{node.op_type} with scales of ONNX types "
                           f"{[TensorProto.DataType.Name(g.elem(s)) for s in (xs, ws, ys)]} (one float type)")
-    if scale_type != TensorProto.FLOAT and not all(s in g.consts for s in (xs, ws, ys)):
-        raise Unsupported(f"{node.op_type} with run-time {TensorProto.DataType.Name(scale_type)} scales "
-                          "(the multiplier is computed in that type; only constant scales are folded so)")
-    m = g.add("Div", [g.add("Mul", [xs, ws], base, "sxw"), ys], base, "mult")
-    mf = _float(g, m, base)
+    mf = _multiplier(g, xs, ws, ys, scale_type, base)
     if m_shape is not None:
         mf = g.add("Reshape", [mf, g.const(np.asarray(m_shape, np.int64), base, "shape")], base, "mult_c")
     r = g.add("Mul", [acc, mf], base, "scaled")

@@ -150,22 +150,26 @@ def _qlinear_matmul(a_zp_shape=(), k: int = 4, scale_type=TensorProto.FLOAT, b_c
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
 
 
-def test_qlinear_matmul_matches_the_reference_exactly():
+@pytest.mark.parametrize("scale_type", [TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16])
+def test_qlinear_matmul_matches_the_reference_exactly(scale_type):
+    """float16/bfloat16 scales: y_scale a run-time input; the multiplier keeps that type's rounding."""
     from onnx.reference import ReferenceEvaluator
 
-    m = _qlinear_matmul(k=64)
+    m = _qlinear_matmul(k=64, scale_type=scale_type)
     a = np.random.default_rng(2).integers(0, 256, (2, 64)).astype(np.uint8)
-    want = ReferenceEvaluator(m).run(None, {"a": a})[0]
+    feeds = {"a": a}
+    if scale_type != TensorProto.FLOAT:
+        feeds["ys"] = np.asarray(0.1, helper.tensor_dtype_to_np_dtype(scale_type))
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
     data = to_tflite(m)
     for xnnpack in (True, False):
-        (got,) = run(interpreter(data, xnnpack=xnnpack), [a])
+        (got,) = run(interpreter(data, xnnpack=xnnpack), list(feeds.values()))
         assert got.dtype == np.uint8 and np.array_equal(got, want), (xnnpack, got, want)
 
 
 @pytest.mark.parametrize("case, reason", [
     (dict(k=600, b_const=False), "beyond 2^24"),  # 600 * 252 * 128 > 2^24: float32 sums could round
     (dict(a_zp_shape=(2,)), "a_zero_point of shape [2]"),  # per-row zero point
-    (dict(scale_type=TensorProto.FLOAT16), "run-time FLOAT16 scales"),
     (dict(transA=1), "attribute 'transA'"),  # not in the schema: refused, never ignored
     (dict(bz_type=np.float32), "b zero point of ONNX type FLOAT"),  # against the schema's type constraint
 ])
