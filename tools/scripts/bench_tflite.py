@@ -15,12 +15,16 @@ Then every side runs in its own process (the sources are in ``tools/scripts/benc
     args, dynamic_shapes=...)`` on the loaded .pt2 as one cold process; when the dynamic
     conversion fails, the conversion at the example shapes in another (its time is the one
     reported). Its .tflite is run in the same LiteRT as pt2x's.
+  * onnx2tf (with ``--onnx2tf``; ``onnx2tf_side.py``): onnx2tf 1.29.24 in its own venv (made when
+    missing; TensorFlow 2.19) converts pt2x's ONNX of the program at the example batch (it writes
+    static shapes) as one cold process; its float32 .tflite runs in the same LiteRT.
 
 Ratios: pt2x / litert-torch for cold conversion time and file size (< 1: pt2x is faster,
 smaller); pt2x LiteRT / pt2x ORT for latency (< 1: LiteRT is faster).
 
     python tools/scripts/bench_tflite.py [--models convbn,mobilenet_v3_small,resnet18,bert,gpt2|zoo]
         [--threads 1,2] [--out bench-out/tflite] [--json results.json] [--litert-torch-venv PATH] [--skip-litert-torch]
+        [--onnx2tf] [--onnx2tf-venv PATH]
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import sys
 import time
 
 import bench_tflite_workers as workers
+from onnx2tf_side import ONNX2TF, ensure_onnx2tf_venv, onnx2tf_convert
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 MODELS = ("convbn", "mobilenet_v3_small", "resnet18", "bert", "gpt2")
@@ -45,6 +50,7 @@ ZOO_MODELS = ("tv_mobilenet_v3_small", "tv_efficientnet_b0", "tv_resnet18", "tv_
               "hf_wav2vec2", "hf_llama_gqa", "hf_qwen2_gqa")
 LITERT_TORCH = "litert-torch==0.10.0"
 DEFAULT_VENV = os.path.join(os.path.dirname(ROOT), "venvs", "litert-torch")
+DEFAULT_ONNX2TF_VENV = os.path.join(os.path.dirname(ROOT), "venvs", "onnx2tf")
 THREADS = "1,2"
 MAX_BATCH, SECOND_BATCH = 8, 3
 
@@ -158,12 +164,12 @@ def merge_rounds(rounds: list[dict]) -> dict:
     return merged
 
 
-def bench(row: dict, out: str, args, litert_python: str | None) -> dict:
+def bench(row: dict, out: str, args, litert_python: str | None, onnx2tf_python: str | None = None) -> dict:
     """Convert one program with every side, then time the converted files in alternating rounds
     (each file in its own process each round), so that the machine's drift hits all sides alike."""
     name = row["model"]
-    pt2x_tfl, pt2x_onnx, lt_tfl = (os.path.join(out, f"{name}.{f}") for f in
-                                   ("pt2x.tflite", "pt2x.onnx", "litert_torch.tflite"))
+    pt2x_tfl, pt2x_onnx, lt_tfl, o2t_tfl = (os.path.join(out, f"{name}.{f}") for f in
+                                            ("pt2x.tflite", "pt2x.onnx", "litert_torch.tflite", "onnx2tf.tflite"))
     res = {"model": name, "batches": row["batches"], "params": row["params"]}
     runs = {}  # where the result goes -> (worker, file, what)
     res["pt2x"] = cold_convert(row["pt2"], pt2x_tfl, "tflite", args.cold_runs)
@@ -176,6 +182,10 @@ def bench(row: dict, out: str, args, litert_python: str | None) -> dict:
         res["litert_torch"] = litert_torch_convert(litert_python, row, lt_tfl)
         if "error" not in res["litert_torch"]:
             runs["litert_torch"] = (workers.LITERT, lt_tfl, "LiteRT")
+    if onnx2tf_python and "error" not in res["ort"]:
+        res["onnx2tf"] = onnx2tf_convert(onnx2tf_python, pt2x_onnx, o2t_tfl, batch=row["batches"][0])
+        if "error" not in res["onnx2tf"]:
+            runs["onnx2tf"] = (workers.LITERT, o2t_tfl, "LiteRT")
     rounds: dict[str, list[dict]] = {side: [] for side in runs}
     for i in range(args.rounds):
         for side in (list(runs) if i % 2 == 0 else list(reversed(runs))):
@@ -277,21 +287,35 @@ def conversion_table(rows: list[dict], notes: Notes) -> str:
 
 def latency_table(rows: list[dict]) -> str:
     head = ("| model | batch | LiteRT pt2x ms 1T / 2T | ORT (pt2x ONNX) ms 1T / 2T | LiteRT / ORT 1T / 2T "
-            "| LiteRT litert-torch ms 1T / 2T | LiteRT pt2x / litert-torch 1T | XNNPACK partitions pt2x / litert-torch |")
-    lines = [head, "|" + "---|" * 8]
+            "| LiteRT litert-torch ms 1T / 2T | LiteRT pt2x / litert-torch 1T "
+            "| LiteRT onnx2tf ms 1T / 2T | LiteRT pt2x / onnx2tf 1T "
+            "| XNNPACK partitions pt2x / litert-torch / onnx2tf |")
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         p = (r.get("pt2x") or {}).get("litert")
         o = r.get("ort")
         lt = (r.get("litert_torch") or {}).get("litert")
-        cells = [f"{_f(_ms(x, '1'), '.2f')} / {_f(_ms(x, '2'), '.2f')}" for x in (p, o, lt)]
-        for i, x in ((0, p), (2, lt)):
+        o2t = (r.get("onnx2tf") or {}).get("litert")
+        cells = [f"{_f(_ms(x, '1'), '.2f')} / {_f(_ms(x, '2'), '.2f')}" for x in (p, o, lt, o2t)]
+        for i, x in ((0, p), (2, lt), (3, o2t)):
             if x and x.get("xnnpack_applied") is False:
                 cells[i] += " (no XNNPACK)"
         ratio = f"{_ratio(_ms(p, '1'), _ms(o, '1'))} / {_ratio(_ms(p, '2'), _ms(o, '2'))}"
         parts = " / ".join(_f(((x or {}).get("latency") or {}).get("1", {}).get("delegate_partitions"), "d")
-                           for x in (p, lt))
+                           for x in (p, lt, o2t))
         lines.append(f"| {r['model']} | {r['batches'][0]} | {cells[0]} | {cells[1]} | {ratio} "
-                     f"| {cells[2]} | {_ratio(_ms(p, '1'), _ms(lt, '1'))} | {parts} |")
+                     f"| {cells[2]} | {_ratio(_ms(p, '1'), _ms(lt, '1'))} "
+                     f"| {cells[3]} | {_ratio(_ms(p, '1'), _ms(o2t, '1'))} | {parts} |")
+    return "\n".join(lines)
+
+
+def onnx2tf_table(rows: list[dict], notes: Notes) -> str:
+    """onnx2tf's conversion of pt2x's ONNX: cold time, size, parity (only when it was run)."""
+    lines = ["| model | onnx2tf cold convert | MB | max abs diff: example / resized (static shapes) |", "|---|---|---|---|"]
+    for r in rows:
+        cell, conv, run = _converted(notes, r, "onnx2tf", "onnx2tf")
+        parity = " / ".join(_parity(notes, r["model"], f"onnx2tf {k}", run.get(k)) for k in ("example", "resized"))
+        lines.append(f"| {r['model']} | {cell} | {_mb(conv)} | {parity} |")
     return "\n".join(lines)
 
 
@@ -304,7 +328,7 @@ def _matches(res: dict | None) -> bool:
 def summary(rows: list[dict]) -> list[str]:
     """One line per converter: converted, loaded and matching on the example batch, after a resize."""
     lines = []
-    for side, label in (("pt2x", "pt2x"), ("litert_torch", "litert-torch")):
+    for side, label in (("pt2x", "pt2x"), ("litert_torch", "litert-torch"), ("onnx2tf", "onnx2tf")):
         done = [r for r in rows if side in r]
         if not done:
             continue
@@ -322,6 +346,8 @@ def summary(rows: list[dict]) -> list[str]:
 def report(rows: list[dict]) -> str:
     notes = Notes()
     parts = [*summary(rows), "", conversion_table(rows, notes), "", latency_table(rows)]
+    if any("onnx2tf" in r for r in rows):
+        parts += ["", onnx2tf_table(rows, notes)]
     if notes.found:
         parts += ["", *notes.numbered()]
     return "\n".join(parts)
@@ -337,6 +363,10 @@ def main(argv=None):
     ap.add_argument("--litert-torch-venv", default=DEFAULT_VENV,
                     help=f"litert-torch's venv, made here when missing (default: {DEFAULT_VENV})")
     ap.add_argument("--skip-litert-torch", action="store_true", help="leave out the litert-torch side")
+    ap.add_argument("--onnx2tf", action="store_true",
+                    help="add onnx2tf's conversion of pt2x's ONNX (minutes per model; TensorFlow in its own venv)")
+    ap.add_argument("--onnx2tf-venv", default=DEFAULT_ONNX2TF_VENV,
+                    help=f"onnx2tf's venv, made here when missing (default: {DEFAULT_ONNX2TF_VENV})")
     ap.add_argument("--cold-runs", type=int, default=3, help="cold pt2x conversions per model (median)")
     ap.add_argument("--latency-runs", type=int, default=100, help="timed invocations per thread count (median)")
     ap.add_argument("--rounds", type=int, default=3,
@@ -350,12 +380,13 @@ def main(argv=None):
     out = os.path.abspath(a.out)
     os.makedirs(out, exist_ok=True)
     litert_python = None if a.skip_litert_torch else ensure_litert_torch_venv(os.path.abspath(a.litert_torch_venv))
+    onnx2tf_python = ensure_onnx2tf_venv(os.path.abspath(a.onnx2tf_venv)) if a.onnx2tf else None
     rows = []
     for row in export_programs(a.models.split(","), out):
         if "error" in row:
             print(f"{row['model']}: torch could not export it: {row['error']}", flush=True)
             continue
-        rows.append(bench(row, out, a, litert_python))
+        rows.append(bench(row, out, a, litert_python, onnx2tf_python))
         print(f"{row['model']}: done", flush=True)
         if a.json:  # written as it goes: a long run keeps what it measured
             with open(a.json, "w") as f:
@@ -364,7 +395,8 @@ def main(argv=None):
 
     print(f"\n{time.strftime('%Y-%m-%d')}, {os.cpu_count()}-core {platform.machine()}, Python "
           f"{platform.python_version()}, torch {version('torch')}, ai-edge-litert {version('ai-edge-litert')}, "
-          f"onnxruntime {version('onnxruntime')}, {'' if litert_python else 'no '}{LITERT_TORCH}\n")
+          f"onnxruntime {version('onnxruntime')}, {'' if litert_python else 'no '}{LITERT_TORCH}"
+          f"{', ' + ONNX2TF if onnx2tf_python else ''}\n")
     print(report(rows))
 
 

@@ -7,9 +7,9 @@ onnxruntime 1.23.0, ai-edge-litert 2.1.0). Each conversion is one cold process:
 
     python -m onnx2tf -i pt2x.onnx -o DIR -ois <input>:<static shape> ... -k <every input> -n
 
-``-ois`` gives every input its static shape at batch 1 (onnx2tf writes static shapes; its ``-b 1``
+``-ois`` gives every input its static shape at the benchmark's example batch (onnx2tf writes static shapes; its ``-b 1``
 leaves the symbolic batch in the shapes it propagates and then mistakes a residual ADD's layout
-on pt2x's resnet18), and ``-k`` keeps every input's layout as the ONNX file has it (NCHW images
+on pt2x's resnet18), and ``-k`` keeps every 3- to 5-D input's layout as the ONNX file has it (NCHW images
 stay NCHW, as pt2x's and litert-torch's files take them), so one input file feeds all the sides.
 The float32 file is the one measured.
 
@@ -70,19 +70,22 @@ def static_inputs(onnx_path: str, batch: int = 1) -> dict[str, list[int]]:
     return shapes
 
 
-def onnx2tf_convert(python: str, onnx_path: str, dst: str, timeout: float = 1800) -> dict:
-    """Convert ``onnx_path`` with onnx2tf into ``dst``: ``cold_s`` (wall seconds of the one cold
+def onnx2tf_convert(python: str, onnx_path: str, dst: str, batch: int = 1, timeout: float = 1800) -> dict:
+    """Convert ``onnx_path`` with onnx2tf into ``dst``, the dynamic batch fixed at ``batch``: ``cold_s`` (wall seconds of the one cold
     process) and ``bytes``, or ``error`` with the tail of what it printed."""
     work = os.path.abspath(dst + ".onnx2tf")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     _write_sample_images(os.path.join(work, SAMPLE_IMAGES))
     try:
-        shapes = static_inputs(onnx_path)
+        shapes = static_inputs(onnx_path, batch)
     except ValueError as e:
         return {"error": f"onnx2tf not run: {e}"}
     argv = [python, "-m", "onnx2tf", "-i", os.path.abspath(onnx_path), "-o", work, "-n",
-            "-ois", *(f"{name}:{','.join(map(str, dims))}" for name, dims in shapes.items()), "-k", *shapes]
+            "-ois", *(f"{name}:{','.join(map(str, dims))}" for name, dims in shapes.items())]
+    channels_first = [name for name, dims in shapes.items() if 3 <= len(dims) <= 5]  # what -k accepts
+    if channels_first:
+        argv += ["-k", *channels_first]
     t = time.perf_counter()
     try:
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=work)
