@@ -159,8 +159,15 @@ def test_qlinear_matmul_matches_the_reference_exactly(scale_type):
     a = np.random.default_rng(2).integers(0, 256, (2, 64)).astype(np.uint8)
     feeds = {"a": a}
     if scale_type != TensorProto.FLOAT:
-        feeds["ys"] = np.asarray(0.1, helper.tensor_dtype_to_np_dtype(scale_type))
+        ys = np.asarray(0.5, helper.tensor_dtype_to_np_dtype(scale_type))
+        feeds["ys"] = ys
     want = ReferenceEvaluator(m).run(None, feeds)[0]
+    if scale_type != TensorProto.FLOAT:  # a float32 multiplier would give another output here
+        b = next(numpy_helper.to_array(t) for t in m.graph.initializer if t.name == "b").astype(np.int32)
+        acc = np.matmul(a.astype(np.int32) - 3, b).astype(np.float32)
+        sa, sb = (np.float32(np.asarray(v, ys.dtype)) for v in (0.05, 0.02))
+        m32 = sa * sb / np.float32(ys)
+        assert not np.array_equal(np.clip(np.rint(acc * m32 + 128), 0, 255), want)
     data = to_tflite(m)
     for xnnpack in (True, False):
         (got,) = run(interpreter(data, xnnpack=xnnpack), list(feeds.values()))
