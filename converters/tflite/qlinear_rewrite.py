@@ -4,20 +4,28 @@ mappers run (called from ``normalise``).
 
 The integer accumulation ``acc = Σ (x − x_zp)·(w − w_zp) + B`` is computed by a float32
 ``Conv``/``MatMul`` of the zero-point-shifted operands: every product and partial sum is an
-integer, exact in float32 while ``Σ |x − x_zp|·|w − w_zp| + |B|`` stays below 2^24. That bound is
+integer, exact in float32 while ``Σ |x − x_zp|·|w − w_zp|`` stays below 2^24. That bound is
 checked statically for each output channel (from the weights' values where they are constants,
-else from the reduction length and the types' ranges) and a node beyond it is refused.
+else from the kernel size and the types' ranges). Where the whole sum may pass it, the reduced
+channels (Conv's input channels, MatMul's K) are cut into runs that each stay below it: one
+float32 Conv/MatMul per run (``Slice`` of both operands), cast to int32 and added in int32 with
+the bias, so the int32 sum is exact up to 2^31. A single channel whose sum may reach 2^24 (a
+kernel of more than 258 taps of run-time 8-bit weights) and a grouped convolution that would
+need runs are refused.
+
 ``ConvInteger``/``MatMulInteger`` cast the exact sum to int32. ``QLinear*`` requantize as onnx's
 reference does: ``y = saturate(round_half_even(acc · (x_scale·w_scale / y_scale) + y_zp))``, the
 multiplier computed in the scales' own type (float16/bfloat16 rounding kept after each
 operation) and the product ``acc · M`` in float32, where onnx's reference multiplies in float64
-(the operator's spec leaves the precision open; ONNX Runtime multiplies in float32 too).
+(the operator's spec leaves the precision open; ONNX Runtime multiplies in float32 too, and
+converts an int32 sum past 2^24 to float32 as done here).
 
 Refused (``Unsupported`` naming the node): a non-scalar input scale or zero point (per-row
 quantization of ``x``/``a``), scales not all of one float type, a zero point of another type than
 its operand, a bias other than int32, an attribute outside the schema, a per-axis weight scale or
 zero point whose length is not the output channels' (Conv) or columns' (MatMul), a reduction
-length the shapes do not give, and a bound at or beyond 2^24. The int8 kernels of the QDQ pass
+length the shapes do not give, one channel's sum that may reach 2^24, a grouped convolution that
+would need runs, and a whole sum that may pass int32. The int8 kernels of the QDQ pass
 are not used for these ops: they run in float32, exactly.
 """
 
@@ -166,35 +174,77 @@ def _per_channel(node, g: _Graph, name: str, role: str, channels) -> bool:
     return True
 
 
-def _check_bound(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, axis: int, reduce_len, bias: str):
-    """Refuse unless every output's Σ |x − x_zp|·|w − w_zp| + |B| < 2^24 (exact in float32)."""
-    w_range, w_bound_sum = _operand_bound(node, g, w, wz, w_role), None
-    if w in g.consts and (not wz or wz in g.consts):
-        wv = g.consts[w].astype(np.int64)
-        zv = g.consts[wz].astype(np.int64) if wz else np.zeros((), np.int64)
-        if zv.size > 1:
-            shape = [1] * wv.ndim
-            shape[axis] = -1
-            zv = zv.reshape(shape)
-        summed = tuple(range(1, wv.ndim)) if axis == 0 else (wv.ndim - 2,)  # Conv: C·k·k; MatMul: K
-        w_bound_sum = int(np.abs(wv - zv).sum(axis=summed).max()) if wv.size else 0
-    elif reduce_len is not None:
-        w_bound_sum = reduce_len * w_range
-    if w_bound_sum is None:
+def _abs_sums(g: _Graph, w: str, wz: str, conv: bool):
+    """``Σ |w − w_zp|`` per (output channel, reduced channel) of constant weights, else None."""
+    if w not in g.consts or (wz and wz not in g.consts):
+        return None
+    wv = g.consts[w].astype(np.int64)
+    zv = g.consts[wz].astype(np.int64) if wz else np.zeros((), np.int64)
+    if zv.size > 1:
+        zv = zv.reshape([-1] + [1] * (wv.ndim - 1) if conv else [-1])
+    d = np.abs(wv - zv)
+    if conv:  # [M, C, k...] -> [M, C]
+        return d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2)
+    return d.reshape(-1, d.shape[-2], d.shape[-1]).max(axis=0).T  # [..., K, N] -> [N, K]
+
+
+def _plan(node, g: _Graph, x_bound: int, w: str, wz: str, w_role: str, conv: bool, bias: str):
+    """The reduced channels cut into runs whose every partial sum stays below 2^24 (each exact
+    in float32; the runs are then added in int32), and whether the bias may join the one float
+    sum; refused where one channel alone could reach 2^24 or the whole sum overflow int32."""
+    w_range = _operand_bound(node, g, w, wz, w_role)
+    dims = g.dims(w)
+    n_chan = dims[1] if conv else dims[-2]
+    taps = dims[2:] if conv else []
+    if n_chan is None or any(t is None for t in taps):
         raise Unsupported(f"{node.op_type}: the reduction length is not static, so exactness in float32 "
                           "cannot be checked")
-    b_bound = 0
-    if bias and g.elem(bias) != TensorProto.INT32:
+    sums = _abs_sums(g, w, wz, conv)
+    if sums is None:
+        sums = np.full((1, n_chan), int(np.prod(taps, dtype=np.int64)) * w_range, np.int64)
+    b_bound = _bias_bound(node, g, bias)
+    runs, lo, running = [], 0, np.zeros(sums.shape[0], np.int64)
+    for c in range(n_chan):
+        if x_bound * int((running + sums[:, c]).max()) >= _EXACT:
+            if c == lo:
+                raise Unsupported(f"{node.op_type}: one input channel's products can reach 2^24, where "
+                                  "float32 accumulation is no longer exact")
+            runs.append((lo, c))
+            lo, running = c, np.zeros_like(running)
+        running += sums[:, c]
+    runs.append((lo, n_chan))
+    total = x_bound * int(sums.sum(axis=1).max()) + b_bound
+    if total >= 1 << 31:
+        raise Unsupported(f"{node.op_type}: its integer sums can reach {total}, beyond int32")
+    return runs, len(runs) == 1 and total < _EXACT
+
+
+def _bias_bound(node, g: _Graph, bias: str) -> int:
+    if not bias:
+        return 0
+    if g.elem(bias) != TensorProto.INT32:
         raise Unsupported(f"{node.op_type} with a bias B of ONNX type {TensorProto.DataType.Name(g.elem(bias))} "
                           "(int32 only)")
+    if bias not in g.consts:
+        raise Unsupported(f"{node.op_type} with a run-time bias B: its size bounds no float32 accumulation")
+    return int(np.abs(g.consts[bias].astype(np.int64)).max()) if g.consts[bias].size else 0
+
+
+def _int32_sum(g: _Graph, node, runs, one_run, xi: str, wi: str, axes, bias: str, base: str) -> str:
+    """Σ over the runs of ``one_run(x part, w part)`` (each exact in float32), in int32, + B: int32."""
+    acc = ""
+    for lo, hi in runs:
+        xp, wp = xi, wi
+        if len(runs) > 1:
+            starts, ends = (g.const(np.asarray([v], np.int64), base, "at") for v in (lo, hi))
+            xp = g.add("Slice", [xi, starts, ends, g.const(np.asarray([axes[0]], np.int64), base, "ax")], base, "xpart")
+            wp = g.add("Slice", [wi, starts, ends, g.const(np.asarray([axes[1]], np.int64), base, "ax")], base, "wpart")
+        part = g.add("Cast", [one_run(xp, wp)], base, "part", to=TensorProto.INT32)
+        acc = g.add("Add", [acc, part], base, "sum") if acc else part
     if bias:
-        if bias not in g.consts:
-            raise Unsupported(f"{node.op_type} with a run-time bias B: its size bounds no float32 accumulation")
-        b_bound = int(np.abs(g.consts[bias].astype(np.int64)).max()) if g.consts[bias].size else 0
-    bound = x_bound * w_bound_sum + b_bound
-    if bound >= _EXACT:
-        raise Unsupported(f"{node.op_type}: its integer sums can reach {bound}, beyond 2^24, where float32 "
-                          "accumulation is no longer exact")
+        bshape = g.const(np.asarray([-1] + [1] * axes[2], np.int64), base, "shape")
+        acc = g.add("Add", [acc, g.add("Reshape", [bias, bshape], base, "bias")], base, "biased")
+    return acc
 
 
 def _multiplier(g: _Graph, xs: str, ws: str, ys: str, scale_type: int, base: str) -> str:
@@ -221,7 +271,7 @@ def _requantize(g: _Graph, node, acc: str, xs: str, ws: str, ys: str, yz: str, b
     mf = _multiplier(g, xs, ws, ys, scale_type, base)
     if m_shape is not None:
         mf = g.add("Reshape", [mf, g.const(np.asarray(m_shape, np.int64), base, "shape")], base, "mult_c")
-    r = g.add("Mul", [acc, mf], base, "scaled")
+    r = g.add("Mul", [_float(g, acc, base), mf], base, "scaled")  # an int32 sum past 2^24 rounds here
     if yz:
         r = g.add("Add", [r, _float(g, yz, base)], base, "shifted")
     lo, hi = _quant_type(node, g, yz, "y_zero_point")
@@ -246,15 +296,20 @@ def _conv(g: _Graph, node, x, xz, w, wz, bias, base):
     if w_dims is None or len(w_dims) < 3 or x_dims is None:
         raise Unsupported(f"{node.op_type} with weights or input of unknown rank")
     rank = len(w_dims)
-    channels = w_dims[0]
     _scalar(node, g, xz, "x_zero_point")
-    per_channel = _per_channel(node, g, wz, "w_zero_point", channels)
-    reduce_len = None if any(d is None for d in w_dims[1:]) else int(np.prod(w_dims[1:]))
-    _check_bound(node, g, _operand_bound(node, g, x, xz, "x"), w, wz, "w", 0, reduce_len, bias)
+    per_channel = _per_channel(node, g, wz, "w_zero_point", w_dims[0])
+    attrs = _attrs(node, _CONV_ATTRS)
+    runs, float_bias = _plan(node, g, _operand_bound(node, g, x, xz, "x"), w, wz, "w", True, bias)
+    if len(runs) > 1 and int(attrs.get("group", 1)) != 1:
+        raise Unsupported(f"{node.op_type} with group={attrs['group']} whose sums can reach 2^24 (only "
+                          "ungrouped convolutions are split over their input channels)")
     xi = _shifted(g, x, xz, base, "x_shift")
     wi = _shifted(g, w, wz, base, "w_shift", [-1] + [1] * (rank - 1) if per_channel else None)
-    inputs = [xi, wi] + ([_float(g, bias, base)] if bias else [])
-    return g.add("Conv", inputs, base, "conv", **_attrs(node, _CONV_ATTRS)), rank
+    if float_bias:
+        inputs = [xi, wi] + ([_float(g, bias, base)] if bias else [])
+        return g.add("Conv", inputs, base, "conv", **attrs), rank
+    return _int32_sum(g, node, runs, lambda xp, wp: g.add("Conv", [xp, wp], base, "conv", **attrs),
+                      xi, wi, (1, 1, rank - 2), bias, base), rank
 
 
 def _matmul(g: _Graph, node, a, az, b, bz, base):
@@ -262,11 +317,14 @@ def _matmul(g: _Graph, node, a, az, b, bz, base):
     a_dims, b_dims = g.dims(a), g.dims(b)
     if a_dims is None or b_dims is None or len(a_dims) < 2 or len(b_dims) < 2:
         raise Unsupported(f"{node.op_type} with operands of unknown rank or rank below 2 (vector products)")
-    columns = b_dims[-1]
     _scalar(node, g, az, "a_zero_point")
-    _per_channel(node, g, bz, "b_zero_point", columns)  # a 1-D one broadcasts along the columns as is
-    _check_bound(node, g, _operand_bound(node, g, a, az, "a"), b, bz, "b", len(b_dims) - 1, b_dims[-2], "")
-    return g.add("MatMul", [_shifted(g, a, az, base, "a_shift"), _shifted(g, b, bz, base, "b_shift")], base, "mm")
+    _per_channel(node, g, bz, "b_zero_point", b_dims[-1])  # a 1-D one broadcasts along the columns as is
+    runs, _ = _plan(node, g, _operand_bound(node, g, a, az, "a"), b, bz, "b", False, "")
+    ai, bi = _shifted(g, a, az, base, "a_shift"), _shifted(g, b, bz, base, "b_shift")
+    if len(runs) == 1:
+        return g.add("MatMul", [ai, bi], base, "mm")
+    return _int32_sum(g, node, runs, lambda ap, bp: g.add("MatMul", [ap, bp], base, "mm"),
+                      ai, bi, (-1, -2, 0), "", base)
 
 
 def _qlinear_conv(g: _Graph, node, base: str) -> str:

@@ -175,7 +175,6 @@ def test_qlinear_matmul_matches_the_reference_exactly(scale_type):
 
 
 @pytest.mark.parametrize("case, reason", [
-    (dict(k=600, b_const=False), "beyond 2^24"),  # 600 * 252 * 128 > 2^24: float32 sums could round
     (dict(a_zp_shape=(2,)), "a_zero_point of shape [2]"),  # per-row zero point
     (dict(transA=1), "attribute 'transA'"),  # not in the schema: refused, never ignored
     (dict(bz_type=np.float32), "b zero point of ONNX type FLOAT"),  # against the schema's type constraint
@@ -207,3 +206,73 @@ def test_every_schema_attribute_is_read_or_refused():
     conv = set(qlinear_rewrite._CONV_ATTRS)
     for op, want in (("QLinearConv", conv), ("ConvInteger", conv), ("QLinearMatMul", set()), ("MatMulInteger", set())):
         assert set(onnx.defs.get_schema(op).attributes) == want, op
+
+
+def _conv_model(op: str, c: int, kernel: int, w_const: bool, bias: bool = False) -> tuple[onnx.ModelProto, dict]:
+    rng = np.random.default_rng(4)
+    w = rng.integers(-128, 128, (2, c, kernel, kernel)).astype(np.int8)
+    x = rng.integers(0, 256, (1, c, kernel + 2, kernel + 2)).astype(np.uint8)
+    inits, inputs, feeds = [], [helper.make_tensor_value_info("x", TensorProto.UINT8, list(x.shape))], {"x": x}
+    if w_const:
+        inits.append(numpy_helper.from_array(w, "w"))
+    else:
+        inputs.append(helper.make_tensor_value_info("w", TensorProto.INT8, list(w.shape)))
+        feeds["w"] = w
+    if op == "ConvInteger":
+        inits.append(numpy_helper.from_array(np.asarray(7, np.uint8), "xz"))
+        node = helper.make_node(op, ["x", "w", "xz"], ["y"], name="conv", pads=[1, 1, 1, 1])
+        out = TensorProto.INT32
+    else:
+        inits += [numpy_helper.from_array(np.asarray(v, t), n) for v, t, n in (
+            (0.02, np.float32, "xs"), (7, np.uint8, "xz"), ([0.01, 0.03], np.float32, "ws"), ([0, 0], np.int8, "wz"),
+            (6.0, np.float32, "ys"), (100, np.uint8, "yz"), ([123457, -98765], np.int32, "B"))]
+        node = helper.make_node(op, ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"] + (["B"] if bias else []), ["y"],
+                                name="conv", pads=[1, 1, 1, 1])
+        out = TensorProto.UINT8
+    g = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", out, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)]), feeds
+
+
+@pytest.mark.parametrize("op, bias", [("ConvInteger", False), ("QLinearConv", True)])
+def test_sums_past_2_24_split_over_input_channels(op, bias):
+    """300 input channels of random int8 3x3 weights: Σ|x - zp||w| reaches ~4.4e7, so the channels are
+    cut into runs each exact in float32, added in int32 (the bias too): equal to the reference."""
+    from onnx.reference import ReferenceEvaluator
+
+    m, feeds = _conv_model(op, 300, 3, w_const=True, bias=bias)
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    data = to_tflite(m)
+    for xnnpack in (True, False):
+        (got,) = run(interpreter(data, xnnpack=xnnpack), list(feeds.values()))
+        assert got.dtype == want.dtype and np.array_equal(got, want), xnnpack
+    if op == "QLinearConv":
+        assert len(np.unique(want)) > 20  # not saturated: the requantized values differ
+
+
+def test_matmul_sums_past_2_24_are_exact():
+    """MatMulInteger with K = 600 run-time operands near their extremes: sums past 2^24 with odd
+    values (one float32 sum would round them), exact through int32 runs."""
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(200, 256, (2, 600)).astype(np.uint8)
+    b = np.where(rng.random((600, 3)) < 0.97, 127, rng.integers(-128, 128, (600, 3))).astype(np.int8)
+    node = helper.make_node("MatMulInteger", ["a", "b"], ["y"], name="mm")
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("a", TensorProto.UINT8, [2, 600]),
+                                        helper.make_tensor_value_info("b", TensorProto.INT8, [600, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.INT32, [2, 3])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    want = ReferenceEvaluator(m).run(None, {"a": a, "b": b})[0]
+    assert np.abs(want).max() > 1 << 24 and (want % 2).any()
+    data = to_tflite(m)
+    for xnnpack in (True, False):
+        (got,) = run(interpreter(data, xnnpack=xnnpack), [a, b])
+        assert np.array_equal(got, want), xnnpack
+
+
+def test_one_channel_past_2_24_is_refused():
+    """A 17x17 kernel of run-time weights: one channel's 289 products can reach 2^24."""
+    m, _ = _conv_model("ConvInteger", 1, 17, w_const=False)
+    with pytest.raises(UnsupportedOpsError) as e:
+        to_tflite(m)
+    assert "ConvInteger" in str(e.value) and "conv" in str(e.value) and "one input channel" in str(e.value)
