@@ -65,6 +65,7 @@ def _load_lowerings() -> None:
             ops_shape,
             ops_slice,
             ops_sym,
+            ops_windows,
         )
 
         _loaded = True

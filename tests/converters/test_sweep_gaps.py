@@ -11,6 +11,8 @@ torch eager at two batch sizes; what stays inexpressible is refused by name.
 * bicubic ``F.interpolate`` (CrossViT), align_corners both ways, up and down.
 * ``meshgrid`` (DINOv3's rotary grid in timm's ``vit_*_dinov3``): static and run-time lengths,
   ``ij`` and ``xy``, a 0-d input.
+* ``Tensor.unfold`` (HaloNet's halo windows): overlapping, gapped, along the last axis; along the
+  dynamic batch it is refused.
 """
 
 from __future__ import annotations
@@ -115,6 +117,22 @@ class MeshgridOfRunTimeLengths(torch.nn.Module):
         return torch.stack(grids, 0) * 1.5 + x.mean()
 
 
+class Unfold(torch.nn.Module):
+    """``Tensor.unfold`` twice, as HaloNet's halo blocks (timm's halonet_*) cut overlapping windows."""
+
+    def __init__(self, size, step):
+        super().__init__()
+        self.size, self.step = size, step
+
+    def forward(self, x):
+        return F.pad(x, (2, 2, 2, 2)).unfold(2, self.size, self.step).unfold(3, self.size, self.step) * 1.5
+
+
+class UnfoldLastAxis(torch.nn.Module):
+    def forward(self, x):
+        return x.unfold(-1, 3, 1) * 1.5
+
+
 def _input(b: int, shape: tuple) -> torch.Tensor:
     return torch.randn(b, *shape, generator=torch.Generator().manual_seed(10 + b))
 
@@ -135,6 +153,9 @@ CASES = {
     "meshgrid_rope_grid": (RopeGrid, (4, 3, 5)),
     "meshgrid_ij_run_time": (lambda: MeshgridOfRunTimeLengths("ij"), (5,)),
     "meshgrid_xy_run_time": (lambda: MeshgridOfRunTimeLengths("xy"), (5,)),
+    "unfold_halo_windows": (lambda: Unfold(6, 4), (3, 8, 8)),
+    "unfold_step_over_size": (lambda: Unfold(2, 3), (2, 7, 9)),
+    "unfold_last_axis": (UnfoldLastAxis, (4, 6)),
 }
 
 
@@ -184,6 +205,16 @@ def test_tflite_matches_eager(name):
 def test_training_batch_norm_with_running_statistics_is_refused():
     path = _saved(TrainingBatchNorm().eval(), (3, 4))
     with pytest.raises(UnsupportedOpsError, match="running_mean/running_var"):
+        convert_torch_free("to_onnx", path)
+
+
+def test_unfold_along_the_dynamic_batch_is_refused():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.unfold(0, 1, 1)
+
+    path = _saved(M(), (3,))
+    with pytest.raises(UnsupportedOpsError, match="unfold along dim 0 of run-time length"):
         convert_torch_free("to_onnx", path)
 
 
