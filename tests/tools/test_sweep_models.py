@@ -72,10 +72,11 @@ def test_table_counts_by_family_and_names_silently_wrong():
                _rec("timm:resnet0", tflite="mismatch", torch_onnx="refused"),
                _rec("tv:alexnet", export="failed", onnx=None, tflite=None, torch_onnx=None)]
     rows = {r[0]: r[1:] for r in sweep_models.family_rows(records, families)}
-    # models, exported, pt2x ONNX, pt2x TFLite, torch.onnx, silently wrong, torch.onnx only, torch.onnx not run
-    assert rows["timm/vision_transformer"] == [2, 2, 1, 1, 2, 0, 1, 0]
-    assert rows["timm/resnet"] == [1, 1, 1, 0, 0, 1, 0, 0]
-    assert rows["torchvision"] == [1, 0, 0, 0, 0, 0, 0, 0]
+    # models, exported, pt2x ONNX, pt2x TFLite, torch.onnx, silently wrong, torch.onnx only, torch.onnx not run,
+    # ill-conditioned reference
+    assert rows["timm/vision_transformer"] == [2, 2, 1, 1, 2, 0, 1, 0, 0]
+    assert rows["timm/resnet"] == [1, 1, 1, 0, 0, 1, 0, 0, 0]
+    assert rows["torchvision"] == [1, 0, 0, 0, 0, 0, 0, 0, 0]
     text = sweep_models.refusals(records)
     assert "aten.foo.default: no lowering  (timm:vit_1)" in text and "mismatch" in text
 
@@ -84,7 +85,7 @@ def test_table_counts_a_skipped_anchor_as_not_run_not_as_a_result():
     rec = _rec("timm:vit_0", torch_onnx=None)
     rec["anchor"] = sweep_models.ANCHOR_NOT_RUN
     rows = {r[0]: r[1:] for r in sweep_models.family_rows([rec], {"timm:vit_0": "timm/vision_transformer"})}
-    assert rows["timm/vision_transformer"] == [1, 1, 1, 1, 0, 0, 0, 1]
+    assert rows["timm/vision_transformer"] == [1, 1, 1, 1, 0, 0, 0, 1, 0]
     assert "torch.onnx not run (pt2x matched)" in sweep_models.table([rec], {})
     assert sweep_models.refusals([rec]) == ""
 
@@ -93,3 +94,10 @@ def test_the_worker_and_the_table_spell_a_skipped_anchor_alike():
     import sweep  # tests/support/sweep.py: the worker that writes the lines the table reads
 
     assert sweep.ANCHOR_NOT_RUN == sweep_models.ANCHOR_NOT_RUN
+
+
+def test_an_ill_conditioned_reference_is_counted_apart_from_silently_wrong():
+    rec = _rec("timm:resnet0", onnx="ill_conditioned", tflite="ill_conditioned", torch_onnx="ill_conditioned")
+    rec["reference"] = "ill-conditioned: float32 eager vs float64 eager: 989/1000 elements differ"
+    rows = {r[0]: r[1:] for r in sweep_models.family_rows([rec], {"timm:resnet0": "timm/resnet"})}
+    assert rows["timm/resnet"] == [1, 1, 0, 0, 0, 0, 0, 0, 1]

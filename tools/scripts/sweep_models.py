@@ -224,7 +224,7 @@ def _ok(rec: dict, target: str) -> bool:
 
 
 def family_rows(records: list[dict], families: dict[str, str]) -> list[list]:
-    rows = collections.defaultdict(lambda: [0] * 8)
+    rows = collections.defaultdict(lambda: [0] * 9)
     for rec in records:
         fam = families.get(rec["spec"], rec["spec"].split(":")[0])
         r = rows[fam]
@@ -236,12 +236,13 @@ def family_rows(records: list[dict], families: dict[str, str]) -> list[list]:
         r[5] += any(rec.get(t, {}).get("outcome") == "mismatch" for t in ("onnx", "tflite"))
         r[6] += _ok(rec, "torch_onnx") and not _ok(rec, "onnx")
         r[7] += rec.get("anchor") == ANCHOR_NOT_RUN
+        r[8] += str(rec.get("reference", "")).startswith("ill-conditioned")
     return [[fam] + r for fam, r in sorted(rows.items())]
 
 
 def table(records: list[dict], families: dict[str, str]) -> str:
     head = ["family", "models", "exported", "pt2x ONNX", "pt2x TFLite", "torch.onnx", "silently wrong",
-            "torch.onnx only", "torch.onnx not run (pt2x matched)"]
+            "torch.onnx only", "torch.onnx not run (pt2x matched)", "ill-conditioned reference"]
     rows = family_rows(records, families)
     total = ["all"] + [sum(r[i] for r in rows) for i in range(1, len(head))]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
