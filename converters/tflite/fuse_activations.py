@@ -27,12 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .model import Op, Subgraph, Tensor, TensorType
+from .model import ACTIVATION_CODE, Op, Subgraph, Tensor, TensorType
 
-__all__ = ["fuse_float_ops", "ACTIVATION_CODE"]
+__all__ = ["fuse_float_ops"]
 
-# TFLite's ActivationFunctionType values (a fact of LiteRT's schema)
-ACTIVATION_CODE = {"RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 # the operators with a fused_activation_function field that XNNPACK also takes with one
 _FUSES = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL"})
 _BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
@@ -41,15 +39,6 @@ _BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
 def fuse_float_ops(sub: Subgraph) -> None:
     fold_biases(sub)
     fuse_activations(sub)
-
-
-def _readers(sub: Subgraph) -> dict[int, int]:
-    """How many input slots read each tensor."""
-    n: dict[int, int] = {}
-    for op in sub.ops:
-        for i in op.inputs:
-            n[i] = n.get(i, 0) + 1
-    return n
 
 
 def _sole_float_output(sub: Subgraph, op: Op, readers: dict[int, int]) -> int | None:
@@ -107,7 +96,7 @@ def _out_channels(sub: Subgraph, op: Op) -> int | None:
 
 
 def fold_biases(sub: Subgraph) -> None:
-    readers = _readers(sub)
+    readers = sub.reader_counts()
     producer = {o: op for op in sub.ops for o in op.outputs}
     for add in list(sub.ops):
         if add.code != "ADD" or len(add.inputs) != 2 or not _unfused(add):
@@ -140,7 +129,7 @@ def _bias_tensor(sub: Subgraph, c: int, bias: np.ndarray) -> Tensor:
 
 
 def fuse_activations(sub: Subgraph) -> None:
-    readers = _readers(sub)
+    readers = sub.reader_counts()
     producer = {o: op for op in sub.ops for o in op.outputs}
     for act in list(sub.ops):
         code = ACTIVATION_CODE.get(act.code)

@@ -31,14 +31,6 @@ def fuse_matmuls(sub: Subgraph) -> None:
     fold_scalar_scales(sub)
 
 
-def _readers(sub: Subgraph) -> dict[int, int]:
-    n: dict[int, int] = {}
-    for op in sub.ops:
-        for i in op.inputs:
-            n[i] = n.get(i, 0) + 1
-    return n
-
-
 def _float(sub: Subgraph, idx: int) -> bool:
     t = sub.tensors[idx]
     return t.dtype == TensorType.FLOAT32 and t.quant is None
@@ -61,7 +53,7 @@ def _last_two_swapped(sub: Subgraph, op: Op) -> bool:
 
 
 def transposes_into_adj_y(sub: Subgraph) -> None:
-    readers = _readers(sub)
+    readers = sub.reader_counts()
     producer = {o: op for op in sub.ops for o in op.outputs}
     for mm in list(sub.ops):
         if mm.code != "BATCH_MATMUL" or mm.options is None or mm.options[1].get("adj_y"):
@@ -126,7 +118,7 @@ def _scale_source(sub: Subgraph, x: int, producer: dict, readers: dict) -> tuple
 
 
 def fold_scalar_scales(sub: Subgraph) -> None:
-    readers = _readers(sub)
+    readers = sub.reader_counts()
     producer = {o: op for op in sub.ops for o in op.outputs}
     for mul in list(sub.ops):
         if mul.code != "MUL" or len(mul.inputs) != 2 or mul.options is None:

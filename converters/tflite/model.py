@@ -66,6 +66,11 @@ class Op:
     version: int = 1  # its operator code's version, where its tensor types need more (LiteRT's op_version rules)
 
 
+# TFLite's ActivationFunctionType values (a fact of LiteRT's schema), by the name of the operator
+# a fused activation stands for; NONE: no activation
+ACTIVATION_CODE = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
+
+
 class Uses:
     """The producer of each tensor of a subgraph and its readers (an op once per input slot
     reading it, in no set order), for a pass that rewrites the op list (``layout.py``)."""
@@ -105,6 +110,14 @@ class Subgraph:
     def add(self, t: Tensor) -> int:
         self.tensors.append(t)
         return len(self.tensors) - 1
+
+    def reader_counts(self) -> dict[int, int]:
+        """How many input slots of the ops read each tensor (for a pass that needs no ``Uses``)."""
+        n: dict[int, int] = {}
+        for op in self.ops:
+            for i in op.inputs:
+                n[i] = n.get(i, 0) + 1
+        return n
 
     def index_uses(self) -> Uses:
         self.uses = Uses(self.ops)

@@ -21,16 +21,13 @@ import numpy as np
 import onnx
 
 from .emit import Emitter
-from .model import Op, Quantization, Tensor
+from .model import ACTIVATION_CODE, Op, Quantization, Tensor
 from .model import TensorType as T
 from .qdq_params import QParams, storage_quant
 from .op_versions import int8_version
 
 __all__ = ["Pattern", "Int8Op", "INT8_OPS", "int8_op", "append", "qtensor", "q_input", "q_output",
            "transpose_q", "ACTIVATION_CODE", "requant_scale_ok"]
-
-# fused_activation_function values (a fact of LiteRT's schema)
-ACTIVATION_CODE = {"NONE": 0, "RELU": 1, "RELU6": 3}
 
 
 @dataclass
