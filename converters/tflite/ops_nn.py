@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import Unsupported
+from . import depthwise_split
 from .emit import Emitter, attrs, to_compute_array
 from .mappers import maps
 from .model import TensorType as T
@@ -117,13 +118,41 @@ def conv(em: Emitter, node) -> None:
                 "dilation_h_factor": axes[0].dilation, "dilation_w_factor": axes[1].dilation,
                 "fused_activation_function": 0}
     if group > 1 and group == c and m % c == 0:
-        filt = _filter(em, node, w, [1, 2, 3, 0])  # [1, kh, kw, C*mult]
-        em.op("DEPTHWISE_CONV_2D", [x, filt, bias], [y],
-              ("DepthwiseConv2DOptions", {**geometry, "depth_multiplier": m // c}))
+        _depthwise(em, node, w, [x, bias], y, {**geometry, "depth_multiplier": m // c})
     else:
         filt = _filter(em, node, w, [0, 2, 3, 1])  # OHWI (I = C/group)
         em.op("CONV_2D", [x, filt, bias], [y], ("Conv2DOptions", geometry))
     _from_4d(em, y, rank)
+
+
+def _depthwise(em: Emitter, node, w: np.ndarray | None, x_bias: list[int], y: int, options: dict) -> None:
+    """DEPTHWISE_CONV_2D, or a sum of smaller ones where XNNPACK runs the kernel slowly
+    (``depthwise_split.py``): a constant float kernel of over 25 taps, stride 1, SAME."""
+    x, bias = x_bias
+    split = None
+    if w is not None and options["padding"] == _SAME and options["stride_h"] == options["stride_w"] == 1 \
+            and options["dilation_h_factor"] == options["dilation_w_factor"] == 1:
+        split = depthwise_split.plan(int(w.shape[2]) if w.ndim == 4 else 1, int(w.shape[-1]))
+    if split is None:
+        filt = _filter(em, node, w, [1, 2, 3, 0])  # [1, kh, kw, C*mult]
+        em.op("DEPTHWISE_CONV_2D", [x, filt, bias], [y], ("DepthwiseConv2DOptions", options))
+        return
+    whole = to_compute_array(w, "the weight")
+    whole = (whole[:, :, None, :] if whole.ndim == 3 else whole).transpose([1, 2, 3, 0])  # [1, kh, kw, C*mult]
+    axis, parts = split
+    zeros = em.const(np.zeros(whole.shape[-1], np.float32))
+    acc = None
+    for k, (index, dilation) in enumerate(parts):
+        part = em.tmp(T.FLOAT32, None, "dw_part")
+        dil = {"dilation_h_factor": dilation} if axis == "rows" else {"dilation_w_factor": dilation}
+        em.op("DEPTHWISE_CONV_2D", [x, em.const(depthwise_split.part_filter(whole, axis, index)),
+                                    bias if k == 0 else zeros],
+              [part], ("DepthwiseConv2DOptions", {**options, **dil}))
+        if acc is not None:
+            total = y if k == len(parts) - 1 else em.tmp(T.FLOAT32, None, "dw_sum")
+            em.op("ADD", [acc, part], [total], ("AddOptions", {"fused_activation_function": 0}))
+            part = total
+        acc = part
 
 
 def _live_taps(axes: list[Axis], w: np.ndarray) -> tuple[list[Axis], np.ndarray]:
