@@ -1,9 +1,9 @@
 """A large depthwise kernel as a sum of small ones, the tap counts XNNPACK runs fast.
 
 XNNPACK runs a depthwise convolution of up to 25 taps in one pass; more taps go through its
-multipass kernels, which in LiteRT's build (ai-edge-litert 2.1, x86-64 AVX2) are 10-25x slower:
-a 7x7 depthwise over 64x64x32 takes 5.6 ms there, where a 5x5 takes 0.39 ms and ONNX Runtime
-the 7x7 in 0.4 ms (``tools/scripts/bench_depthwise.py``). ConvNeXt, ConvNeXtV2, MixNet and
+multipass kernels, which in LiteRT's build (ai-edge-litert 2.3.0, x86-64 AVX2) are 10-25x
+slower per tap: over 64x64x32 at 1 thread a 7x7 depthwise takes 6.5 ms there, a 5x5 0.39 ms,
+and ONNX Runtime the 7x7 0.6 ms (``tools/scripts/bench_depthwise.py``, 2026-11-26). ConvNeXt, ConvNeXtV2, MixNet and
 RepLKNet-style blocks are built on such kernels.
 
 A stride-1, undilated depthwise kernel of odd size kh x kw with TFLite's SAME padding is split
