@@ -101,6 +101,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     for s_ in em.subgraphs:
         optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
         merge_and_prune(s_)
+        infer_shapes(s_)  # the folds below read the shapes
         fuse_float_ops(s_)
         fuse_matmuls(s_)
         hoist_input_only(s_)

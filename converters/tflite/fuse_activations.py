@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fold_affine import channel_constant, fold_affine
 from .model import ACTIVATION_CODE, Op, Subgraph, Tensor, TensorType
 
 __all__ = ["fuse_float_ops"]
@@ -38,6 +39,7 @@ _BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
 
 def fuse_float_ops(sub: Subgraph) -> None:
     fold_biases(sub)
+    fold_affine(sub)  # after the biases: a layer's ADD of its bias sits between it and a scale
     fuse_activations(sub)
 
 
@@ -60,20 +62,6 @@ def _absorb(sub: Subgraph, producer: Op, follower: Op) -> None:
     """``follower`` goes; ``producer`` writes its output."""
     producer.outputs = list(follower.outputs)
     sub.ops.remove(follower)
-
-
-def _channel_constant(sub: Subgraph, idx: int, channels: int, rank: int) -> np.ndarray | None:
-    """A float32 constant of one value per output channel, or a scalar (leading 1s allowed, up to
-    the output's ``rank``, so the ADD broadcasts to the output's own shape), as ``[channels]``."""
-    t = sub.tensors[idx]
-    if t.data is None or t.dtype != TensorType.FLOAT32 or t.quant is not None:
-        return None
-    d = t.data
-    if d.ndim > rank or any(s != 1 for s in d.shape[:-1]):
-        return None
-    if d.size == 1:  # a scalar: the same for every channel
-        return np.full(channels, d.reshape(()), np.float32)
-    return np.ascontiguousarray(d.reshape(channels), np.float32) if d.shape[-1] == channels else None
 
 
 def _constant_bias(sub: Subgraph, op: Op, channels: int) -> np.ndarray | None:
@@ -108,7 +96,7 @@ def fold_biases(sub: Subgraph) -> None:
                 continue
             m = _out_channels(sub, op)
             rank = 2 if op.code == "FULLY_CONNECTED" else 4  # a fully connected output has at least 2 dims
-            shift = _channel_constant(sub, c, m, rank) if m is not None else None
+            shift = channel_constant(sub, c, m, rank) if m is not None else None
             old = _constant_bias(sub, op, m) if shift is not None else None
             if old is None or _sole_float_output(sub, op, readers) is None:
                 continue

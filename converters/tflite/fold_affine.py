@@ -1,0 +1,225 @@
+"""Per-channel scales and shifts folded into the weights of the layers next to them: a float
+pass between the bias folding and the activation fusion of ``fuse_activations.py``.
+
+- **Scale after a layer.** A MUL of a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED output by a
+  constant s that holds one finite, non-zero value per output channel or one for all (ConvNeXt's
+  and CaiT's layer scale, a BatchNorm after a linear layer) becomes the layer's weights and
+  bias times s: ``x·(W·s) + b·s`` instead of ``(x·W + b)·s``.
+- **Scale and shift before fully connected layers.** ``u = x·γ + β`` (a MUL and/or an ADD of
+  finite constants along the last axis: a LayerNorm's weight and bias) read only by
+  FULLY_CONNECTED layers of constant weights W [N, C] becomes each layer's weights
+  ``W·diag(γ)`` and bias ``b + W·β``: ``x·(W·diag(γ))ᵀ + (b + W·β)`` instead of ``(x·γ + β)·Wᵀ + b``
+  (GPT-2's and ViT's pre-norm attention and MLP, ConvNeXt's pointwise MLP).
+
+The same products summed in another order: equal up to float32 rounding, the reassociation
+the bias folding of ``fuse_activations.py`` makes. The new constants are computed once when
+converting (in float64, then rounded), and a fold whose constants are not all finite is not
+made. Only float32, unquantized values whose intermediate tensors are read by nothing else and
+are not subgraph outputs; the ops folded away carry no fused activation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .model import Op, Subgraph, Tensor, TensorType
+
+__all__ = ["fold_affine"]
+
+_LAYERS = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
+
+
+def fold_affine(sub: Subgraph) -> None:
+    scales_into_layers(sub)
+    affine_into_fully_connected(sub)
+
+
+def channel_constant(sub: Subgraph, idx: int, channels: int, rank: int) -> np.ndarray | None:
+    """A float32 constant of one value per output channel, or a scalar (leading 1s allowed, up to
+    the output's ``rank``, so the ADD broadcasts to the output's own shape), as ``[channels]``."""
+    t = sub.tensors[idx]
+    if t.data is None or t.dtype != TensorType.FLOAT32 or t.quant is not None:
+        return None
+    d = t.data
+    if d.ndim > rank or any(s != 1 for s in d.shape[:-1]):
+        return None
+    if d.size == 1:  # a scalar: the same for every channel
+        return np.full(channels, d.reshape(()), np.float32)
+    return np.ascontiguousarray(d.reshape(channels), np.float32) if d.shape[-1] == channels else None
+
+
+def _float(sub: Subgraph, idx: int) -> bool:
+    t = sub.tensors[idx]
+    return idx >= 0 and t.dtype == TensorType.FLOAT32 and t.quant is None
+
+
+def _unfused(op: Op) -> bool:
+    return op.options is not None and op.options[1].get("fused_activation_function", 0) == 0
+
+
+def _weights(sub: Subgraph, op: Op) -> tuple[np.ndarray, np.ndarray] | None:
+    """The layer's constant float32 weights and bias (zeros where it has none)."""
+    w = sub.tensors[op.inputs[1]]
+    if w.data is None or not _float(sub, op.inputs[1]):
+        return None
+    m = int(w.data.shape[-1] if op.code == "DEPTHWISE_CONV_2D" else w.data.shape[0])
+    b = op.inputs[2] if len(op.inputs) > 2 else -1
+    if b < 0:
+        return w.data, np.zeros(m, np.float32)
+    bt = sub.tensors[b]
+    if bt.data is None or not _float(sub, b) or bt.data.size != m:
+        return None
+    return w.data, bt.data.reshape(m)
+
+
+def _set_weights(sub: Subgraph, op: Op, w: np.ndarray, b: np.ndarray) -> None:
+    """The layer's weights and bias become w and b: in place where nothing else reads them (so
+    the old values do not stay in the file), else as new tensors."""
+    wi, bi = _replaced(sub, op, 1, w, "/folded"), _replaced(sub, op, 2, b, "/folded_bias")
+    sub.rewire(op, inputs=[op.inputs[0], wi, bi] + op.inputs[3:])
+
+
+def _replaced(sub: Subgraph, op: Op, slot: int, data: np.ndarray, suffix: str) -> int:
+    idx = op.inputs[slot] if slot < len(op.inputs) else -1
+    if idx >= 0 and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1:
+        sub.tensors[idx].data = data
+        sub.tensors[idx].shape = list(data.shape)
+        return idx
+    name = sub.tensors[op.inputs[1]].name + suffix
+    return sub.add(Tensor(name, TensorType.FLOAT32, list(data.shape), data))
+
+
+def _finite32(a: np.ndarray) -> np.ndarray | None:
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = a.astype(np.float32)
+    return out if np.all(np.isfinite(out)) else None
+
+
+def _private(sub: Subgraph, idx: int) -> bool:
+    return _float(sub, idx) and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1
+
+
+def scales_into_layers(sub: Subgraph) -> None:
+    uses = sub.index_uses()
+    for mul in list(sub.ops):
+        if mul.code != "MUL" or len(mul.inputs) != 2 or not _unfused(mul) or not _float(sub, mul.outputs[0]):
+            continue
+        for k in (0, 1):
+            y, c = mul.inputs[k], mul.inputs[1 - k]
+            layer = uses.producer.get(y)
+            if layer is None or layer.code not in _LAYERS or not _unfused(layer) or len(layer.outputs) != 1 \
+                    or not _private(sub, y):
+                continue
+            wb = _weights(sub, layer)
+            rank = len(sub.tensors[y].shape or [])
+            s = channel_constant(sub, c, wb[1].size, rank) if wb is not None and rank else None
+            if s is None or not np.all(np.isfinite(s)) or np.any(s == 0):
+                continue
+            w, b = wb
+            s64 = s.astype(np.float64)
+            axis_shape = [1] * (w.ndim - 1) + [-1] if layer.code == "DEPTHWISE_CONV_2D" else [-1] + [1] * (w.ndim - 1)
+            new_w, new_b = _finite32(w * s64.reshape(axis_shape)), _finite32(b * s64)
+            if new_w is None or new_b is None:
+                continue
+            _set_weights(sub, layer, new_w, new_b)
+            outputs = list(mul.outputs)
+            sub.remove_op(mul)
+            sub.rewire(layer, outputs=outputs)
+            break
+    sub.uses = None
+
+
+def _affine_step(sub: Subgraph, op: Op | None, channels: int) -> tuple[int, str, np.ndarray] | None:
+    """(the other input, "MUL" or "ADD", the constant as [channels]) of an unfused MUL/ADD of a
+    value computed at run time, of ``channels`` along its last axis, by a finite float32
+    constant along that axis (or a scalar); None otherwise."""
+    if op is None or op.code not in ("MUL", "ADD") or len(op.inputs) != 2 or not _unfused(op) \
+            or not _float(sub, op.outputs[0]):
+        return None
+    for k in (0, 1):
+        x, c = op.inputs[k], op.inputs[1 - k]
+        shape = sub.tensors[x].shape or []
+        if sub.tensors[x].data is not None or not _float(sub, x) or not shape or shape[-1] != channels:
+            continue
+        v = channel_constant(sub, c, channels, len(shape))
+        if v is not None and np.all(np.isfinite(v)):
+            return x, op.code, v.astype(np.float64)
+    return None
+
+
+def _fc_readers(sub: Subgraph, u: int) -> list[Op] | None:
+    """The readers of u when each is a FULLY_CONNECTED reading it as its input, with constant
+    float32 weights [N, C] of one C; None otherwise."""
+    readers = sub.uses.readers.get(u, [])
+    if not readers or u in sub.outputs or not _float(sub, u):
+        return None
+    for r in readers:
+        if r.code != "FULLY_CONNECTED" or r.inputs[0] != u or u in r.inputs[1:] or _weights(sub, r) is None \
+                or sub.tensors[r.inputs[1]].data.ndim != 2:
+            return None
+    return readers if len({sub.tensors[r.inputs[1]].data.shape[1] for r in readers}) == 1 else None
+
+
+def _through_reshape(sub: Subgraph, u: int) -> tuple[Op | None, int]:
+    """(the RESHAPE, its output) where u's one reader is a RESHAPE that keeps the last axis and
+    only merges or splits the ones before it (GPT-2's ``x.view(-1, C)`` before its linear
+    layers), so that a constant along the last axis can cross it; else (None, u)."""
+    readers = sub.uses.readers.get(u, [])
+    if len(readers) != 1 or readers[0].code != "RESHAPE" or readers[0].inputs[0] != u or u in sub.outputs:
+        return None, u
+    op = readers[0]
+    a, b = sub.tensors[u].shape, sub.tensors[op.outputs[0]].shape
+    if not a or not b or a[-1] != b[-1] or a[-1] < 0 or len(op.outputs) != 1:
+        return None, u
+    return op, op.outputs[0]
+
+
+def affine_into_fully_connected(sub: Subgraph) -> None:
+    uses = sub.index_uses()
+    for last in list(sub.ops):
+        if last.code not in ("MUL", "ADD") or len(last.outputs) != 1:
+            continue
+        reshape, read = _through_reshape(sub, last.outputs[0])
+        readers = _fc_readers(sub, read)
+        if readers is None:
+            continue
+        channels = int(sub.tensors[readers[0].inputs[1]].data.shape[1])
+        step = _affine_step(sub, last, channels)
+        if step is None:
+            continue
+        x, code, v = step
+        gamma, beta = (v, np.zeros(channels)) if code == "MUL" else (np.ones(channels), v)
+        steps = [last]
+        first = uses.producer.get(x) if _private(sub, x) else None
+        second = _affine_step(sub, first, channels)
+        if second is not None and second[1] != code:
+            x, code2, v2 = second
+            if code2 == "MUL":  # y = (x·γ) + β
+                gamma = v2
+            else:  # y = (x + β)·γ
+                beta = v2 * gamma
+            steps.append(first)
+        if not _fold_into(sub, readers, x if reshape is None else read, gamma, beta):
+            continue
+        if reshape is not None:
+            sub.rewire(reshape, inputs=[x] + reshape.inputs[1:])
+        for op in steps:
+            sub.remove_op(op)
+    sub.uses = None
+
+
+def _fold_into(sub: Subgraph, readers: list[Op], x: int, gamma: np.ndarray, beta: np.ndarray) -> bool:
+    """Each fully connected layer reads x with W·diag(γ) and b + W·β; False (nothing changed)
+    where a new constant is not finite."""
+    new = []
+    for fc in readers:
+        w, b = _weights(sub, fc)
+        w64 = w.astype(np.float64)
+        nw, nb = _finite32(w64 * gamma[None, :]), _finite32(b + w64 @ beta)
+        if nw is None or nb is None:
+            return False
+        new.append((fc, nw, nb))
+    for fc, nw, nb in new:
+        _set_weights(sub, fc, nw, nb)
+        sub.rewire(fc, inputs=[x] + fc.inputs[1:])
+    return True

@@ -1,0 +1,142 @@
+"""Per-channel scales and shifts folded into the neighbouring layers' weights (``fold_affine.py``):
+programs torch exports (a pre-norm MLP, GPT-2's ``view(-1, C)`` + ``addmm``, ConvNeXt's layer
+scale, a conv's channel scale), run in LiteRT (XNNPACK on and off) against torch eager after a
+resize of the dynamic batch, with the operator counts saying what was folded and what had to
+stay (a LayerNorm output that a residual also reads, a scale with a zero).
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+
+from litert_child import run_in_child
+from pt2x.converters import to_tflite
+from pt2x.converters.tflite import schema_generated as fb
+
+
+def _ops(data: bytes) -> collections.Counter:
+    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
+    m = fb.Model.GetRootAs(data, 0)
+    g = m.Subgraphs(0)
+    return collections.Counter(names[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()]
+                               for i in range(g.OperatorsLength()))
+
+
+def _randomize(module: torch.nn.Module) -> torch.nn.Module:
+    """LayerNorm weights and biases away from 1 and 0 (so a fold that drops them is seen)."""
+    with torch.no_grad():
+        for m in module.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.5, 0.5)
+    return module.eval()
+
+
+class PreNormMlp(torch.nn.Module):
+    """LayerNorm -> Linear -> GELU -> Linear: the norm's weight and bias go into the first layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.fc1, self.fc2 = torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x))))
+
+
+class Gpt2Style(torch.nn.Module):
+    """LayerNorm -> view(-1, C) -> addmm into two projections (the RESHAPE keeps the last axis)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.w1, self.w2 = torch.nn.Parameter(torch.randn(16, 24)), torch.nn.Parameter(torch.randn(16, 8))
+        self.b1, self.b2 = torch.nn.Parameter(torch.randn(24)), torch.nn.Parameter(torch.randn(8))
+
+    def forward(self, x):
+        h = self.norm(x).view(-1, 16)
+        return torch.addmm(self.b1, h, self.w1).sum(-1) + torch.addmm(self.b2, h, self.w2).sum(-1)
+
+
+class LayerScale(torch.nn.Module):
+    """ConvNeXt's block tail: Linear, then a learned per-channel scale, then the residual."""
+
+    def __init__(self, zero: bool = False):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        scale = torch.rand(16) + 0.5
+        if zero:
+            scale[3] = 0.0
+        self.gamma = torch.nn.Parameter(scale)
+
+    def forward(self, x):
+        return x + self.gamma * self.fc(x)
+
+
+class ConvScale(torch.nn.Module):
+    """A conv (NCHW) times a per-channel constant."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 6, 3, padding=1)
+        self.s = torch.nn.Parameter(torch.rand(1, 6, 1, 1) + 0.5)
+
+    def forward(self, x):
+        return self.conv(x) * self.s
+
+
+class ResidualNorm(torch.nn.Module):
+    """Post-norm: the LayerNorm output goes to a Linear and to the residual: nothing to fold."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(16)
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return h + self.fc(h)
+
+
+# (module, input shape without the batch, MUL count, ADD count in the file)
+CASES = {
+    "pre-norm mlp": (PreNormMlp, (5, 16), 2, 1),  # the norm's d·d and d·rsqrt; its eps ADD
+    "gpt2 view+addmm": (Gpt2Style, (5, 16), 2, 2),  # + the final sum's ADD
+    "layer scale": (LayerScale, (5, 16), 0, 1),  # the residual
+    "layer scale with a 0 (kept)": (lambda: LayerScale(zero=True), (5, 16), 1, 1),
+    "conv channel scale": (ConvScale, (4, 7, 7), 0, 0),
+    "post-norm residual (kept)": (ResidualNorm, (5, 16), 3, 3),  # + the norm's scale and shift
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def converted(request, tmp_path_factory):
+    make, shape, n_mul, n_add = CASES[request.param]
+    torch.manual_seed(0)
+    model = _randomize(make())
+    x2, x3 = torch.randn(2, *shape), torch.randn(3, *shape)
+    ep = torch.export.export(model, (x2,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
+    path = tmp_path_factory.mktemp("affine") / "m.pt2"
+    torch.export.save(ep, str(path))
+    with torch.no_grad():
+        want = [model(x2).numpy(), model(x3).numpy()]
+    return to_tflite(str(path)), [x2.numpy(), x3.numpy()], want, (n_mul, n_add)
+
+
+def test_folded_operators(converted):
+    data, _, _, (n_mul, n_add) = converted
+    ops = _ops(data)
+    assert (ops["MUL"], ops["ADD"]) == (n_mul, n_add), ops
+
+
+@pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack", "builtin"])
+def test_folded_files_match_eager(converted, xnnpack):
+    data, xs, want, _ = converted
+    got = run_in_child([(data, [x]) for x in xs], xnnpack=xnnpack)
+    for g, w in zip(got, want):
+        assert not isinstance(g, str), g
+        np.testing.assert_allclose(g[0], w, rtol=2e-5, atol=2e-5)
