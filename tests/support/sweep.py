@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -270,17 +271,30 @@ def _judge_mismatches(result: dict, model, refs: dict, scale: float) -> None:
     missed = [t for t in TARGET_NAMES if result.get(t, {}).get("outcome") == "mismatch"]
     if not missed:
         return
-    x, ref = refs[min(refs)]
+    # the batch each miss names ("batch 3: ..."), else the first: float32 eager judged where it was missed
+    batches = {int(m.group(1)) for t in missed
+               if (m := re.match(r"batch (\d+):", result[t].get("error", ""))) and int(m.group(1)) in refs}
+    for b in sorted(batches or {min(refs)}):
+        if not _eager_stable(result, missed, model, refs[b], scale):
+            return
+
+
+def _eager_stable(result: dict, missed: list[str], model, x_ref, scale: float) -> bool:
+    """False (and the misses marked) where float32 eager is off float64 eager on this batch."""
+    x, ref = x_ref
     try:
         with torch.no_grad():
             exact = model.double()(x.double()).double()
         assert_close(ref.numpy(), exact.numpy(), ref.dtype, what="float32 eager vs float64 eager", scale=scale)
     except AssertionError as e:
-        result["reference"] = "ill-conditioned: " + str(e)[:200]
+        result["reference"] = f"ill-conditioned at batch {x.shape[0]}: " + str(e)[:200]
         for t in missed:
             result[t]["outcome"] = "ill_conditioned"
+        return False
     except Exception as e:  # noqa: BLE001 - no float64 forward: the mismatch stands
         result["reference"] = f"float64 eager failed: {type(e).__name__}: {str(e)[:160]}"
+        return False
+    return True
 
 
 TARGET_NAMES = ("onnx", "tflite", "torch_onnx")

@@ -101,3 +101,30 @@ def test_an_ill_conditioned_reference_is_counted_apart_from_silently_wrong():
     rec["reference"] = "ill-conditioned: float32 eager vs float64 eager: 989/1000 elements differ"
     rows = {r[0]: r[1:] for r in sweep_models.family_rows([rec], {"timm:resnet0": "timm/resnet"})}
     assert rows["timm/resnet"] == [1, 1, 0, 0, 0, 0, 0, 0, 1]
+
+
+def test_a_miss_is_judged_on_the_batch_it_names():
+    """A conversion's miss at batch 3 is judged against float32 vs float64 eager at batch 3: an
+    unstable reference there makes it ``ill_conditioned`` (saying the batch); a stable one leaves
+    the mismatch standing."""
+    import torch
+
+    import sweep
+
+    class Cancelling(torch.nn.Module):  # float32 loses x in (1e8·x + x) - 1e8·x; float64 keeps it
+        def forward(self, x):
+            return (x * 1e8 + x) - x * 1e8
+
+    class Stable(torch.nn.Module):
+        def forward(self, x):
+            return x * 2.0
+
+    g = torch.Generator().manual_seed(0)
+    for model, want in ((Cancelling(), "ill_conditioned"), (Stable(), "mismatch")):
+        refs = {b: (x, model(x)) for b in (1, 3) for x in [torch.randn(b, 8, generator=g)]}
+        result = {"onnx": {"outcome": "mismatch", "error": "batch 3: 2/24 elements differ"},
+                  "tflite": {"outcome": "match"}}
+        sweep._judge_mismatches(result, model, refs, 1.0)
+        assert result["onnx"]["outcome"] == want and result["tflite"]["outcome"] == "match", result
+        if want == "ill_conditioned":
+            assert result["reference"].startswith("ill-conditioned at batch 3"), result
