@@ -2,6 +2,9 @@
 
 Not a test. The programs are exported by the test venv's torch with a dynamic batch and saved
 with ``torch.export.save``, together with inputs of two batch sizes and torch eager's outputs.
+Their weights are re-drawn as the model zoo's are (``model_zoo.redraw``: since 2026-11-26 for
+convbn, bert and gpt2 too), so no side can drop a LayerNorm of exact 1s and 0s or a zero bias
+that random init leaves and a trained model does not have.
 Then every side runs in its own process (the sources are in ``tools/scripts/bench_tflite_workers.py``):
 
   * pt2x: ``python -m pt2x convert X.pt2 --to tflite -o Y.tflite`` as a whole cold process with
