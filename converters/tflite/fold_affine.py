@@ -57,10 +57,29 @@ def _unfused(op: Op) -> bool:
     return op.options is not None and op.options[1].get("fused_activation_function", 0) == 0
 
 
-def _weights(sub: Subgraph, op: Op) -> tuple[np.ndarray, np.ndarray] | None:
-    """The layer's constant float32 weights and bias (zeros where it has none)."""
+def shared_buffers(sub: Subgraph) -> set[int]:
+    """The constants whose bytes another constant of the subgraph holds too: the writer stores
+    such tensors in one buffer, which a fold of one of them would split in two."""
+    groups: dict[tuple, list[int]] = {}
+    for i, t in enumerate(sub.tensors):
+        if t.data is not None and t.data.size >= 64:
+            groups.setdefault((t.data.dtype.str, t.data.shape), []).append(i)
+    out: set[int] = set()
+    for members in groups.values():
+        by_bytes: dict[bytes, list[int]] = {}
+        for i in members if len(members) > 1 else ():
+            by_bytes.setdefault(sub.tensors[i].data.tobytes(), []).append(i)
+        out.update(i for same in by_bytes.values() if len(same) > 1 for i in same)
+    return out
+
+
+def _weights(sub: Subgraph, op: Op, shared: set[int]) -> tuple[np.ndarray, np.ndarray] | None:
+    """The layer's constant float32 weights and bias (zeros where it has none), where nothing
+    else reads the weights or shares their buffer: a fold never copies them (GPT-2's LM head
+    has the token embedding's bytes; a second copy would be the model's largest tensor again)."""
     w = sub.tensors[op.inputs[1]]
-    if w.data is None or not _float(sub, op.inputs[1]):
+    if w.data is None or not _float(sub, op.inputs[1]) or len(sub.uses.readers.get(op.inputs[1], [])) != 1 \
+            or op.inputs[1] in shared:
         return None
     m = int(w.data.shape[-1] if op.code == "DEPTHWISE_CONV_2D" else w.data.shape[0])
     b = op.inputs[2] if len(op.inputs) > 2 else -1
@@ -74,7 +93,7 @@ def _weights(sub: Subgraph, op: Op) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _set_weights(sub: Subgraph, op: Op, w: np.ndarray, b: np.ndarray) -> None:
     """The layer's weights and bias become w and b: in place where nothing else reads them (so
-    the old values do not stay in the file), else as new tensors."""
+    the old values do not stay in the file; always so for the weights), else as new tensors."""
     wi, bi = _replaced(sub, op, 1, w, "/folded"), _replaced(sub, op, 2, b, "/folded_bias")
     sub.rewire(op, inputs=[op.inputs[0], wi, bi] + op.inputs[3:])
 
@@ -101,6 +120,7 @@ def _private(sub: Subgraph, idx: int) -> bool:
 
 def scales_into_layers(sub: Subgraph) -> None:
     uses = sub.index_uses()
+    shared = shared_buffers(sub)
     for mul in list(sub.ops):
         if mul.code != "MUL" or len(mul.inputs) != 2 or not _unfused(mul) or not _float(sub, mul.outputs[0]):
             continue
@@ -110,7 +130,7 @@ def scales_into_layers(sub: Subgraph) -> None:
             if layer is None or layer.code not in _LAYERS or not _unfused(layer) or len(layer.outputs) != 1 \
                     or not _private(sub, y):
                 continue
-            wb = _weights(sub, layer)
+            wb = _weights(sub, layer, shared)
             rank = len(sub.tensors[y].shape or [])
             s = channel_constant(sub, c, wb[1].size, rank) if wb is not None and rank else None
             if s is None or not np.all(np.isfinite(s)) or np.any(s == 0):
@@ -147,14 +167,14 @@ def _affine_step(sub: Subgraph, op: Op | None, channels: int) -> tuple[int, str,
     return None
 
 
-def _fc_readers(sub: Subgraph, u: int) -> list[Op] | None:
+def _fc_readers(sub: Subgraph, u: int, shared: set[int]) -> list[Op] | None:
     """The readers of u when each is a FULLY_CONNECTED reading it as its input, with constant
     float32 weights [N, C] of one C; None otherwise."""
     readers = sub.uses.readers.get(u, [])
     if not readers or u in sub.outputs or not _float(sub, u):
         return None
     for r in readers:
-        if r.code != "FULLY_CONNECTED" or r.inputs[0] != u or u in r.inputs[1:] or _weights(sub, r) is None \
+        if r.code != "FULLY_CONNECTED" or r.inputs[0] != u or u in r.inputs[1:] or _weights(sub, r, shared) is None \
                 or sub.tensors[r.inputs[1]].data.ndim != 2:
             return None
     return readers if len({sub.tensors[r.inputs[1]].data.shape[1] for r in readers}) == 1 else None
@@ -176,11 +196,12 @@ def _through_reshape(sub: Subgraph, u: int) -> tuple[Op | None, int]:
 
 def affine_into_fully_connected(sub: Subgraph) -> None:
     uses = sub.index_uses()
+    shared = shared_buffers(sub)
     for last in list(sub.ops):
         if last.code not in ("MUL", "ADD") or len(last.outputs) != 1:
             continue
         reshape, read = _through_reshape(sub, last.outputs[0])
-        readers = _fc_readers(sub, read)
+        readers = _fc_readers(sub, read, shared)
         if readers is None:
             continue
         channels = int(sub.tensors[readers[0].inputs[1]].data.shape[1])
@@ -199,7 +220,7 @@ def affine_into_fully_connected(sub: Subgraph) -> None:
             else:  # y = (x + β)·γ
                 beta = v2 * gamma
             steps.append(first)
-        if not _fold_into(sub, readers, x if reshape is None else read, gamma, beta):
+        if not _fold_into(sub, readers, x if reshape is None else read, gamma, beta, shared):
             continue
         if reshape is not None:
             sub.rewire(reshape, inputs=[x] + reshape.inputs[1:])
@@ -208,12 +229,13 @@ def affine_into_fully_connected(sub: Subgraph) -> None:
     sub.uses = None
 
 
-def _fold_into(sub: Subgraph, readers: list[Op], x: int, gamma: np.ndarray, beta: np.ndarray) -> bool:
+def _fold_into(sub: Subgraph, readers: list[Op], x: int, gamma: np.ndarray, beta: np.ndarray,
+               shared: set[int]) -> bool:
     """Each fully connected layer reads x with W·diag(γ) and b + W·β; False (nothing changed)
     where a new constant is not finite."""
     new = []
     for fc in readers:
-        w, b = _weights(sub, fc)
+        w, b = _weights(sub, fc, shared)
         w64 = w.astype(np.float64)
         nw, nb = _finite32(w64 * gamma[None, :]), _finite32(b + w64 @ beta)
         if nw is None or nb is None:

@@ -140,3 +140,34 @@ def test_folded_files_match_eager(converted, xnnpack):
     for g, w in zip(got, want):
         assert not isinstance(g, str), g
         np.testing.assert_allclose(g[0], w, rtol=2e-5, atol=2e-5)
+
+
+class TiedHead(torch.nn.Module):
+    """A token embedding whose weights the LM head after a final LayerNorm shares (GPT-2): the
+    norm's scale and shift stay, so the file holds the weights once."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(300, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.head = torch.nn.Linear(16, 300, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids):
+        return self.head(self.norm(self.emb(ids)))
+
+
+def test_shared_weights_are_not_copied_by_a_fold(tmp_path):
+    torch.manual_seed(0)
+    model = _randomize(TiedHead())
+    ids = torch.randint(0, 300, (2, 5))
+    ep = torch.export.export(model, (ids,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
+    torch.export.save(ep, str(tmp_path / "tied.pt2"))
+    data = to_tflite(str(tmp_path / "tied.pt2"))
+    ops = _ops(data)
+    assert ops["MUL"] == 3 and ops["FULLY_CONNECTED"] == 1, ops  # d·d, d·rsqrt and the norm's weight
+    assert len(data) < 2 * 300 * 16 * 4, len(data)  # one copy of the 19.2 KB weights
+    got = run_in_child([(data, [ids.numpy().astype(np.int64)])], xnnpack=True)[0]
+    assert not isinstance(got, str), got
+    with torch.no_grad():
+        np.testing.assert_allclose(got[0], model(ids).numpy(), rtol=2e-5, atol=2e-5)
