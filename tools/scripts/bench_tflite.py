@@ -25,7 +25,7 @@ Then every side runs in its own process (the sources are in ``tools/scripts/benc
 Ratios: pt2x / litert-torch for cold conversion time and file size (< 1: pt2x is faster,
 smaller); pt2x LiteRT / pt2x ORT for latency (< 1: LiteRT is faster).
 
-    python tools/scripts/bench_tflite.py [--models convbn,mobilenet_v3_small,resnet18,bert,gpt2|zoo]
+    python tools/scripts/bench_tflite.py [--models convbn,mobilenet_v3_small,resnet18,bert,gpt2|zoo|timm:NAME,...]
         [--threads 1,2] [--out bench-out/tflite] [--json results.json] [--litert-torch-venv PATH] [--skip-litert-torch]
         [--onnx2tf] [--onnx2tf-venv PATH]
 """
@@ -360,7 +360,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS),
                     help="comma-separated, from: " + ", ".join(MODELS + OTHER_MODELS + ZOO_MODELS)
-                    + "; 'zoo' stands for the model zoo's 12")
+                    + "; 'zoo' stands for the model zoo's 12; a model sweep spec (timm:NAME, tv:NAME, "
+                    "hf:NAME; tests/support/sweep.py) builds that model at the sweep's small size")
     ap.add_argument("--out", default="bench-out/tflite", help="folder for the .pt2, inputs and converted files")
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--litert-torch-venv", default=DEFAULT_VENV,
@@ -377,7 +378,7 @@ def main(argv=None):
     ap.add_argument("--threads", default=THREADS, help="thread counts to time, comma-separated (default 1,2)")
     a = ap.parse_args(argv)
     a.models = ",".join(",".join(ZOO_MODELS) if m == "zoo" else m for m in a.models.split(","))
-    unknown = sorted(set(a.models.split(",")) - set(MODELS + OTHER_MODELS + ZOO_MODELS))
+    unknown = sorted(m for m in set(a.models.split(",")) - set(MODELS + OTHER_MODELS + ZOO_MODELS) if ":" not in m)
     if unknown:
         ap.error(f"unknown model(s): {', '.join(unknown)}")
     out = os.path.abspath(a.out)

@@ -4,8 +4,8 @@ Each side of the benchmark runs in its own process, and this module imports noth
 torch export, the two runtimes and litert-torch (in its own venv) are imported only by the
 children. Every child prints one JSON line last.
 
-  * ``EXPORT``: (the test venv's torch) builds the programs (``bench_onnx``'s, or the model
-    zoo's by name), ``torch.export.save``s them with a dynamic batch, and writes the inputs of two batch sizes with torch eager's outputs (npz).
+  * ``EXPORT``: (the test venv's torch) builds the programs (``bench_onnx``'s, the model
+    zoo's by name, or the model sweep's by spec, ``timm:convnext_atto``), ``torch.export.save``s them with a dynamic batch, and writes the inputs of two batch sizes with torch eager's outputs (npz).
   * ``PT2X_COLD``: ``python -m pt2x convert X.pt2 --to tflite|onnx -o Y`` with ``import torch``
     made to fail first, so a timed conversion is also a proof that it is torch-free.
   * ``LITERT``: one .tflite in ``ai_edge_litert.interpreter.Interpreter`` (op resolver AUTO: the
@@ -41,6 +41,12 @@ def program(name):
     bias, which a trained model does not have and a converter could drop). A model zoo name is
     that model."""
     torch.manual_seed(0)
+    if ":" in name:  # a sweep spec (tests/support/sweep.py): timm:NAME, tv:NAME or hf:NAME at its small size
+        import sweep
+        m, shape = sweep.build(name, sweep.DEFAULT_SIZE)
+        x = sweep.make_input(shape, 2)
+        m = model_zoo.redraw(m.eval(), seed=0, calibrate=x if x.is_floating_point() else None)
+        return m, (x,), (sweep.make_input(shape, second_batch),)
     if name in ZOO or name in model_zoo.MODELS:
         zm = model_zoo.MODELS[ZOO.get(name, name)]
         m = model_zoo.redraw(zm.build(), seed=0, calibrate=zm.make_input(8))
