@@ -19,7 +19,7 @@ import tempfile
 
 import numpy as np
 
-__all__ = ["run_in_child"]
+__all__ = ["assert_each_matches", "run_in_child"]
 
 
 def run_in_child(cases: list[tuple[bytes, list[np.ndarray]]], *, xnnpack: bool = False, timeout: float = 120) -> list:
@@ -37,6 +37,16 @@ def run_in_child(cases: list[tuple[bytes, list[np.ndarray]]], *, xnnpack: bool =
                 tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
                 results.append(f"abort: exit {proc.returncode} {tail[0][:200]}")
     return results
+
+
+def assert_each_matches(model: bytes, inputs: list[np.ndarray], want: list[np.ndarray], *, xnnpack: bool,
+                        tol: float) -> None:
+    """The one-input, one-output model run on each input (in a child) gives ``want``'s entry
+    within ``tol`` (relative and absolute)."""
+    got = run_in_child([(model, [x]) for x in inputs], xnnpack=xnnpack)
+    for g, w in zip(got, want):
+        assert not isinstance(g, str), g
+        np.testing.assert_allclose(g[0], w, rtol=tol, atol=tol)
 
 
 def _run(model: bytes, inputs: list[np.ndarray], xnnpack: bool) -> list[np.ndarray]:

@@ -74,3 +74,26 @@ def check_parity(name: str, decomposed: bool = False, *, xnnpack: bool = True, s
             want = _feed(e)
             assert_close(g, want, dtype, what=f"{name}{' (decomposed)' if decomposed else ''} {label} output {i}",
                          scale=scale * TFLITE_SCALE.get(str(dtype).replace("torch.", ""), 1.0))
+
+
+def op_names(data: bytes) -> list[str]:
+    """The builtin operators of a .tflite's main subgraph, in order, read from the flatbuffer."""
+    from pt2x.converters.tflite import schema_generated as fb
+
+    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
+    m = fb.Model.GetRootAs(data, 0)
+    g = m.Subgraphs(0)
+    return [names[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()] for i in range(g.OperatorsLength())]
+
+
+def converted_with_batches(model: torch.nn.Module, x2: torch.Tensor, x3: torch.Tensor, folder) -> tuple:
+    """``model`` exported at x2 with a dynamic batch, saved under ``folder`` and converted:
+    (the .tflite, [x2, x3] as arrays, torch eager's outputs on each)."""
+    from pt2x.converters import to_tflite
+
+    ep = torch.export.export(model, (x2,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
+    path = str(folder / "model.pt2")
+    torch.export.save(ep, path)
+    with torch.no_grad():
+        want = [model(x2).numpy(), model(x3).numpy()]
+    return to_tflite(path), [x2.numpy(), x3.numpy()], want

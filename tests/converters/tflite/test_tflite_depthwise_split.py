@@ -8,22 +8,16 @@ from __future__ import annotations
 
 import collections
 
-import numpy as np
 import pytest
 import torch
 
-from litert_child import run_in_child
-from pt2x.converters import to_tflite
+from litert_child import assert_each_matches
+from tflite_zoo import converted_with_batches, op_names
 from pt2x.converters.tflite import depthwise_split
-from pt2x.converters.tflite import schema_generated as fb
 
 
 def _ops(data: bytes) -> collections.Counter:
-    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
-    m = fb.Model.GetRootAs(data, 0)
-    g = m.Subgraphs(0)
-    return collections.Counter(names[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()]
-                               for i in range(g.OperatorsLength()))
+    return collections.Counter(op_names(data))
 
 
 @pytest.mark.parametrize("kh,kw", [(7, 7), (9, 9), (3, 11), (11, 3), (1, 31), (5, 7), (7, 9)])
@@ -76,12 +70,8 @@ def converted(request, tmp_path_factory):
     torch.manual_seed(0)
     model = make().eval()
     x2, x3 = torch.randn(2, *shape), torch.randn(3, *shape)
-    ep = torch.export.export(model, (x2,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
-    path = tmp_path_factory.mktemp("dw") / "dw.pt2"
-    torch.export.save(ep, str(path))
-    with torch.no_grad():
-        want = [model(x2).numpy(), model(x3).numpy()]
-    return to_tflite(str(path)), [x2.numpy(), x3.numpy()], want, n_dw
+    data, xs, want = converted_with_batches(model, x2, x3, tmp_path_factory.mktemp("dw"))
+    return data, xs, want, n_dw
 
 
 def test_depthwise_parts_in_the_file(converted):
@@ -96,7 +86,4 @@ def test_depthwise_parts_in_the_file(converted):
 @pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack", "builtin"])
 def test_depthwise_parts_match_eager(converted, xnnpack):
     data, xs, want, _ = converted
-    got = run_in_child([(data, [x]) for x in xs], xnnpack=xnnpack)
-    for g, w in zip(got, want):
-        assert not isinstance(g, str), g
-        np.testing.assert_allclose(g[0], w, rtol=1e-5, atol=1e-5)
+    assert_each_matches(data, xs, want, xnnpack=xnnpack, tol=1e-5)

@@ -13,17 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from litert_child import run_in_child
+from litert_child import assert_each_matches, run_in_child
+from tflite_zoo import converted_with_batches, op_names
 from pt2x.converters import to_tflite
-from pt2x.converters.tflite import schema_generated as fb
 
 
 def _ops(data: bytes) -> collections.Counter:
-    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
-    m = fb.Model.GetRootAs(data, 0)
-    g = m.Subgraphs(0)
-    return collections.Counter(names[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()]
-                               for i in range(g.OperatorsLength()))
+    return collections.Counter(op_names(data))
 
 
 def _randomize(module: torch.nn.Module) -> torch.nn.Module:
@@ -119,12 +115,8 @@ def converted(request, tmp_path_factory):
     torch.manual_seed(0)
     model = _randomize(make())
     x2, x3 = torch.randn(2, *shape), torch.randn(3, *shape)
-    ep = torch.export.export(model, (x2,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=8)},))
-    path = tmp_path_factory.mktemp("affine") / "m.pt2"
-    torch.export.save(ep, str(path))
-    with torch.no_grad():
-        want = [model(x2).numpy(), model(x3).numpy()]
-    return to_tflite(str(path)), [x2.numpy(), x3.numpy()], want, (n_mul, n_add)
+    data, xs, want = converted_with_batches(model, x2, x3, tmp_path_factory.mktemp("affine"))
+    return data, xs, want, (n_mul, n_add)
 
 
 def test_folded_operators(converted):
@@ -136,10 +128,7 @@ def test_folded_operators(converted):
 @pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack", "builtin"])
 def test_folded_files_match_eager(converted, xnnpack):
     data, xs, want, _ = converted
-    got = run_in_child([(data, [x]) for x in xs], xnnpack=xnnpack)
-    for g, w in zip(got, want):
-        assert not isinstance(g, str), g
-        np.testing.assert_allclose(g[0], w, rtol=2e-5, atol=2e-5)
+    assert_each_matches(data, xs, want, xnnpack=xnnpack, tol=2e-5)
 
 
 class TiedHead(torch.nn.Module):

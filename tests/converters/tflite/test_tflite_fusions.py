@@ -17,6 +17,7 @@ from onnx import TensorProto as TP
 from onnx import helper
 
 from litert_child import run_in_child
+from tflite_zoo import op_names
 from pt2x.converters import to_tflite
 from pt2x.converters.tflite import converter as tflite_converter
 from pt2x.converters.tflite import fuse_activations
@@ -27,10 +28,7 @@ _F32 = np.finfo(np.float32)
 
 
 def _ops(data: bytes) -> list[str]:
-    names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
-    m = fb.Model.GetRootAs(data, 0)
-    g = m.Subgraphs(0)
-    return [names[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()] for i in range(g.OperatorsLength())]
+    return op_names(data)
 
 
 def _fused_activations(data: bytes) -> collections.Counter:

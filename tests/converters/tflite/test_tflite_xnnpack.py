@@ -16,10 +16,8 @@ from onnx import TensorProto, helper
 
 import tflite_zoo
 from pt2x.converters import to_tflite
-from pt2x.converters.tflite import schema_generated as fb
 from torchfree import convert_torch_free
 
-_NAMES = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
 BATCH = torch.export.Dim("batch", min=1, max=8)
 
 
@@ -32,9 +30,7 @@ def _tflite(module: torch.nn.Module, args: tuple, tmp_path) -> bytes:
 
 
 def _ops(data: bytes) -> list[str]:
-    m = fb.Model.GetRootAs(data, 0)
-    g = m.Subgraphs(0)
-    return [_NAMES[m.OperatorCodes(g.Operators(i).OpcodeIndex()).BuiltinCode()] for i in range(g.OperatorsLength())]
+    return tflite_zoo.op_names(data)
 
 
 def _partitions(it) -> int:
