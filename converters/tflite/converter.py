@@ -26,7 +26,7 @@ from ..weight_quant import check_weight_option
 from .dedupe import merge_and_prune
 from .emit import Emitter, compute_type
 from .fuse_activations import fuse_float_ops
-from .fuse_gelu import fuse_erf_gelu
+from .fuse_gelu import fuse_gelu
 from .fuse_matmul import fuse_matmuls
 from .layout import optimize_layout
 from .mappers import MAPPERS
@@ -88,7 +88,7 @@ def load_mappers() -> dict:
 
 def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     g = p.model.graph
-    fuse_erf_gelu(g)
+    fuse_gelu(g)
     sub = Subgraph("main")
     em = Emitter(g, sub)
     problems = Problems("tflite", p.member)

@@ -1,18 +1,24 @@
-"""The exact GELU written out with Erf, found in the ONNX graph and mapped as one ``Gelu``.
+"""GELU written out with Erf or Tanh, found in the ONNX graph and mapped as one ``Gelu``.
 
 Below opset 20 ONNX has no Gelu: pt2x's own ONNX at the TFLite target's opset and other
-exporters write ``0.5 * x * (1 + erf(x / sqrt(2)))`` with Mul/Div, Erf, Add and Mul nodes. TFLite
-has no ERF, so Erf alone is a ten-operator polynomial (``ops_elementwise.erf``); TFLite's GELU
-(``approximate=False``) computes this very function in one kernel, which XNNPACK takes. A chain is
-rewritten only when it is that function of one value ``x``:
+exporters write ``0.5 * x * (1 + erf(x / sqrt(2)))`` with Mul/Div, Erf, Add and Mul nodes, and
+the tanh approximation ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`` (torch's
+``gelu(approximate="tanh")``, and the ``NewGELUActivation`` GPT-2 and others write in Python).
+TFLite has no ERF, so Erf alone is a ten-operator polynomial (``ops_elementwise.erf``), and the
+tanh form is nine elementwise operators; TFLite's GELU (``approximate`` false or true) computes
+each function in one kernel, which XNNPACK takes. A chain is rewritten only when it is that
+function of one value ``x``:
 
 - ``e = Erf(Mul(x, c))`` with c = 1/sqrt(2) as float32 rounds it, or ``Erf(Div(x, sqrt(2)))``;
+- or ``e = Tanh(Mul(Add(x, Mul(x³, 0.044715)), sqrt(2/pi)))`` (any operand order), x³ being
+  ``Pow(x, 3)``, ``Mul(x, Mul(x, x))`` or ``Mul(Mul(x, x), x)``, each constant as float32 rounds it;
 - ``a = Add(e, 1)`` (either order), and then either ``Mul(Mul(x, 0.5), a)`` or
   ``Mul(Mul(x, a), 0.5)`` (any operand order), the output of the last Mul being the GELU;
 - every intermediate value is read only inside the chain and is not a graph output.
 
-The chain's nodes are replaced by one ``Gelu`` node writing the last Mul's output (same name,
-so the shape information ``prepare`` computed stays). Everything else is left as it is.
+The chain's nodes are replaced by one ``Gelu`` node (``approximate="tanh"`` for the Tanh chain)
+writing the last Mul's output (same name, so the shape information ``prepare`` computed stays).
+Everything else is left as it is.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ from onnx import helper, numpy_helper
 
 from ..onnx.graph_tools import copy_stamp
 
-__all__ = ["fuse_erf_gelu"]
+__all__ = ["fuse_gelu"]
 
 _F32 = np.float32
 _INV_SQRT2 = _F32(1 / math.sqrt(2))
 _SQRT2 = _F32(math.sqrt(2))
+_SQRT_2_OVER_PI = _F32(math.sqrt(2 / math.pi))
+_KAPPA = _F32(0.044715)
 
 
 class _Graph:
@@ -117,19 +125,79 @@ def _chain(gr: _Graph, erf) -> tuple[str, list, str] | None:
     return x, [pre, erf, add] + tail[0], tail[1]
 
 
-def fuse_erf_gelu(g: onnx.GraphProto) -> int:
-    """Rewrite every exact-GELU chain of ``g`` (its top level) as one Gelu; the count."""
+def _scaled_by(gr: _Graph, node, value: np.float32) -> str | None:
+    """The other operand of a Mul by the float32 scalar ``value``."""
+    if node is None or node.op_type != "Mul":
+        return None
+    for a, c in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+        if gr.scalar(c) is not None and _F32(gr.scalar(c)) == value and gr.scalar(a) is None:
+            return a
+    return None
+
+
+def _cube(gr: _Graph, name: str) -> tuple[str, list] | None:
+    """(x, the nodes) where ``name`` is Pow(x, 3), Mul(x, Mul(x, x)) or Mul(Mul(x, x), x)."""
+    node = gr.producer.get(name)
+    if node is None:
+        return None
+    if node.op_type == "Pow" and _is(gr, node.input[1], 3.0) and gr.scalar(node.input[0]) is None:
+        return node.input[0], [node]
+    if node.op_type != "Mul":
+        return None
+    for x, sq in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+        inner = gr.producer.get(sq)
+        if (inner is not None and inner.op_type == "Mul" and list(inner.input) == [x, x]
+                and gr.only_reader(sq, "Mul") is node):
+            return x, [inner, node]
+    return None
+
+
+def _tanh_input(gr: _Graph, tanh) -> tuple[str, list] | None:
+    """(x, the nodes before the Tanh) for Tanh(sqrt(2/pi) * (x + 0.044715 * x³))."""
+    pre = gr.producer.get(tanh.input[0])
+    a = _scaled_by(gr, pre, _SQRT_2_OVER_PI)
+    if a is None or gr.only_reader(pre.output[0], "Tanh") is not tanh:
+        return None
+    add = gr.producer.get(a)
+    if add is None or add.op_type != "Add" or gr.only_reader(a, "Mul") is not pre:
+        return None
+    for x, m in ((add.input[0], add.input[1]), (add.input[1], add.input[0])):
+        mul = gr.producer.get(m)
+        c = _scaled_by(gr, mul, _KAPPA)
+        cube = _cube(gr, c) if c is not None and gr.only_reader(m, "Add") is add else None
+        if cube is not None and cube[0] == x and gr.only_reader(c, "Mul") is mul:
+            return x, cube[1] + [mul, add, pre]
+    return None
+
+
+def _tanh_chain(gr: _Graph, tanh) -> tuple[str, list, str] | None:
+    found = _tanh_input(gr, tanh)
+    if found is None:
+        return None
+    x, before = found
+    add = gr.only_reader(tanh.output[0], "Add")
+    if add is None or not _is(gr, gr.other(add, tanh.output[0]), 1.0):
+        return None
+    tail = _tail(gr, x, add)
+    if tail is None:
+        return None
+    return x, before + [tanh, add] + tail[0], tail[1]
+
+
+def fuse_gelu(g: onnx.GraphProto) -> int:
+    """Rewrite every GELU chain of ``g`` (its top level) as one Gelu; the count."""
     gr = _Graph(g)
     replace: dict[int, onnx.NodeProto] = {}  # id of the chain's last node -> the Gelu
     drop: set[int] = set()
-    for erf in [n for n in g.node if n.op_type == "Erf"]:
-        found = _chain(gr, erf)
+    for node in [n for n in g.node if n.op_type in ("Erf", "Tanh")]:
+        found = _chain(gr, node) if node.op_type == "Erf" else _tanh_chain(gr, node)
         if found is None or any(id(n) in drop for n in found[1]):
             continue
         x, nodes, out = found
         drop.update(id(n) for n in nodes)
-        gelu = helper.make_node("Gelu", [x], [out], name=(erf.name or out) + "/gelu")
-        copy_stamp(erf, gelu)  # the ATen node it came from, for messages
+        extra = {"approximate": "tanh"} if node.op_type == "Tanh" else {}
+        gelu = helper.make_node("Gelu", [x], [out], name=(node.name or out) + "/gelu", **extra)
+        copy_stamp(node, gelu)  # the ATen node it came from, for messages
         replace[id(nodes[-1])] = gelu
     if not replace:
         return 0

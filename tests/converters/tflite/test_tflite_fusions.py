@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import io
+import math
 
 import numpy as np
 import onnx
@@ -318,6 +319,74 @@ def test_gelu_from_a_pt2_is_one_gelu(tmp_path):
     data = to_tflite(load(buf.getvalue()))
     ops = collections.Counter(_ops(data))
     assert ops["GELU"] == 2 and ops["EXP"] == 0, ops
+    with torch.no_grad():
+        want = model(x).numpy()
+    for xnnpack in (True, False):
+        (got,) = run_in_child([(data, [x.numpy()])], xnnpack=xnnpack)
+        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
+
+
+# --- the tanh-approximate GELU written out: one GELU(approximate) ---
+
+def _tanh_gelu(form: str) -> onnx.ModelProto:
+    """0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) with x^3 as Pow ("pow", GPT-2's
+    NewGELUActivation) or as x * (x * x) ("mul", pt2x's ONNX of torch's gelu(approximate="tanh")
+    below opset 20); "other" has 0.05 for 0.044715 (not a GELU)."""
+    inits = {"half": np.float32(0.5), "one": np.float32(1.0), "three": np.float32(3.0),
+             "k": np.float32(0.05 if form == "other" else 0.044715), "s": np.float32(np.sqrt(2 / np.pi))}
+    if form == "pow":
+        cube = [helper.make_node("Pow", ["x", "three"], ["x3"])]
+    else:
+        cube = [helper.make_node("Mul", ["x", "x"], ["x2"]), helper.make_node("Mul", ["x", "x2"], ["x3"])]
+    nodes = cube + [helper.make_node("Mul", ["k", "x3"], ["kx3"]), helper.make_node("Add", ["x", "kx3"], ["in"]),
+                    helper.make_node("Mul", ["in", "s"], ["si"]), helper.make_node("Tanh", ["si"], ["t"]),
+                    helper.make_node("Add", ["t", "one"], ["p"]), helper.make_node("Mul", ["half", "x"], ["h"]),
+                    helper.make_node("Mul", ["h", "p"], ["y"])]
+    return _model(nodes, [("x", X2)], inits)
+
+
+@pytest.mark.parametrize("form", ["pow", "mul", "other"])
+def test_tanh_gelu_is_one_gelu(form):
+    import onnxruntime as ort
+
+    m = _tanh_gelu(form)
+    ops = _ops(to_tflite(m))
+    if form == "other":
+        assert "GELU" not in ops and "TANH" in ops, ops
+    else:
+        assert ops == ["GELU"], ops
+    x = np.linspace(-6, 6, 40, dtype=np.float32).reshape(2, 20)
+    if form != "other":  # the specials too (LiteRT's separate kernels saturate ±inf: "NaN and infinity")
+        x = np.concatenate([X2, x])
+    m2 = _model(list(m.graph.node), [("x", x)], {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer})
+    data = to_tflite(m2)
+    (want,) = ort.InferenceSession(m2.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for xnnpack in (True, False):
+        (got,) = run_in_child([(data, [x])], xnnpack=xnnpack)
+        assert not isinstance(got, str), got
+        np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want))
+        ok = np.isfinite(want)
+        np.testing.assert_allclose(got[0][ok], want[ok], rtol=1e-5, atol=1e-6)
+
+
+class NewGelu(torch.nn.Module):
+    """GPT-2's activation as transformers writes it (``NewGELUActivation``)."""
+
+    def forward(self, x):
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
+def test_tanh_gelu_from_a_pt2_is_one_gelu(tmp_path):
+    """torch's gelu(approximate="tanh") and GPT-2's written-out form in a .pt2: one GELU each."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(16, 4),
+                                NewGelu())
+    x = torch.randn(3, 8) * 3
+    buf = io.BytesIO()
+    torch.export.save(torch.export.export(model, (x,)), buf)
+    data = to_tflite(load(buf.getvalue()))
+    ops = collections.Counter(_ops(data))
+    assert ops["GELU"] == 2 and ops["TANH"] == 0, ops
     with torch.no_grad():
         want = model(x).numpy()
     for xnnpack in (True, False):
