@@ -10,7 +10,8 @@ folded node's work bounded by ``fold_cost``),
 rule that keeps 8/16-bit integers out of LiteRT's quantized kernels), ``mappers`` (the ONNX op -> mapper table, each mapper behind ``op_attributes``' declared attributes)
 filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape`` (and the shape helpers),
 ``ops_slice`` (Slice, Concat, Split), ``ops_pad`` (Pad, Tile, Expand), ``ops_generate``, ``ops_index``,
-``ops_gridsample``, ``ops_reduce``, ``ops_nn`` (convolutions) and ``ops_pool``, both on ``window``
+``ops_gridsample``, ``ops_reduce``, ``ops_nn`` (convolutions; ``depthwise_split`` for depthwise kernels
+over 25 taps) and ``ops_pool``, both on ``window``
 (the pads, auto_pad and ceil_mode geometry), ``ops_activation``, ``ops_aliases`` (CastLike,
 Dropout, Mean), ``ops_loss``, ``ops_cumprod``, ``ops_crop``, ``ops_affine_grid``, ``ops_compress``,
 ``ops_eye_like``, ``ops_bitshift``, ``ops_resize`` (on
@@ -23,7 +24,9 @@ FlexAttention), ``ops_linear_attention``, ``ops_rotary``, ``ops_causal_conv``, `
 int8 weights stay int8 through folding), ``ops_rnn``
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``builtins`` (the one table of builtins
-the next two read), ``layout`` (the NCHW -> NHWC pass), ``shapes``
+the next two read), ``layout`` (the NCHW -> NHWC pass), the float passes over the written operators
+(``dedupe``, ``fuse_activations`` with ``fold_affine``, ``fuse_matmul``; ``fuse_gelu`` runs on the ONNX
+graph before mapping), ``shapes``
 (static shapes for XNNPACK), ``weight_storage`` (the weight-only options: float16 or int8
 weights, ``to_tflite(weights=)``), ``op_versions`` (the operator versions LiteRT gives int8 and
 stored-weight operators, for both of those), ``model`` (the TFLite model as plain data), ``writer``
