@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fold_affine import shared_buffers
 from .model import Op, Subgraph, Tensor, TensorType
 
 __all__ = ["fuse_matmuls"]
@@ -120,6 +121,7 @@ def _scale_source(sub: Subgraph, x: int, producer: dict, readers: dict) -> tuple
 def fold_scalar_scales(sub: Subgraph) -> None:
     readers = sub.reader_counts()
     producer = {o: op for op in sub.ops for o in op.outputs}
+    shared = shared_buffers(sub)
     for mul in list(sub.ops):
         if mul.code != "MUL" or len(mul.inputs) != 2 or mul.options is None:
             continue
@@ -129,7 +131,7 @@ def fold_scalar_scales(sub: Subgraph) -> None:
             x, c_idx = mul.inputs[k], mul.inputs[1 - k]
             c = _scalar(sub, c_idx, sub.tensors[x].rank)
             src = _scale_source(sub, x, producer, readers) if c is not None and _private(sub, x, readers) else None
-            if src is None or not _fold(sub, src, c, readers):
+            if src is None or not _fold(sub, src, c, readers, shared):
                 continue
             fc, reshape = src
             last = reshape or fc
@@ -141,9 +143,12 @@ def fold_scalar_scales(sub: Subgraph) -> None:
             break
 
 
-def _fold(sub: Subgraph, src: tuple[Op, Op | None], c: np.float32, readers: dict) -> bool:
-    """Scale the layer's weights and bias by c; False (nothing changed) where one is not finite."""
+def _fold(sub: Subgraph, src: tuple[Op, Op | None], c: np.float32, readers: dict, shared: set[int]) -> bool:
+    """Scale the layer's weights and bias by c; False (nothing changed) where one is not finite,
+    or where the weights are read elsewhere or share their bytes' buffer (never copied)."""
     fc = src[0]
+    if readers.get(fc.inputs[1]) != 1 or fc.inputs[1] in shared:
+        return False
     w_data = sub.tensors[fc.inputs[1]].data
     with np.errstate(over="ignore", under="ignore"):
         if not np.all(np.isfinite(w_data * c)):
