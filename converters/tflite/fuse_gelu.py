@@ -74,17 +74,16 @@ class _Graph:
         return node.input[1] if node.input[0] == name else node.input[0]
 
 
-def _erf_input(gr: _Graph, erf) -> tuple[str, object] | None:
+def _erf_input(gr: _Graph, erf) -> tuple[str, list] | None:
     """(x, the scaling node) for Erf(x * 1/sqrt2) or Erf(x / sqrt2)."""
     pre = gr.producer.get(erf.input[0])
     if pre is None or gr.only_reader(pre.output[0], "Erf") is not erf:
         return None
-    if pre.op_type == "Mul":
-        for x, c in ((pre.input[0], pre.input[1]), (pre.input[1], pre.input[0])):
-            if gr.scalar(c) is not None and _F32(gr.scalar(c)) == _INV_SQRT2 and gr.scalar(x) is None:
-                return x, pre
-    if pre.op_type == "Div" and gr.scalar(pre.input[1]) is not None and _F32(gr.scalar(pre.input[1])) == _SQRT2:
-        return pre.input[0], pre
+    x = _scaled_by(gr, pre, _INV_SQRT2)
+    if x is not None:
+        return x, [pre]
+    if pre.op_type == "Div" and _is(gr, pre.input[1], _SQRT2):
+        return pre.input[0], [pre]
     return None
 
 
@@ -109,20 +108,6 @@ def _tail(gr: _Graph, x: str, add) -> tuple[list, str] | None:
             and gr.only_reader(half.output[0], "Mul") is m1):
         return [half, m1], m1.output[0]
     return None
-
-
-def _chain(gr: _Graph, erf) -> tuple[str, list, str] | None:
-    found = _erf_input(gr, erf)
-    if found is None:
-        return None
-    x, pre = found
-    add = gr.only_reader(erf.output[0], "Add")
-    if add is None or not _is(gr, gr.other(add, erf.output[0]), 1.0):
-        return None
-    tail = _tail(gr, x, add)
-    if tail is None:
-        return None
-    return x, [pre, erf, add] + tail[0], tail[1]
 
 
 def _scaled_by(gr: _Graph, node, value: np.float32) -> str | None:
@@ -170,18 +155,23 @@ def _tanh_input(gr: _Graph, tanh) -> tuple[str, list] | None:
     return None
 
 
-def _tanh_chain(gr: _Graph, tanh) -> tuple[str, list, str] | None:
-    found = _tanh_input(gr, tanh)
+# the nodes before the Erf or Tanh, by its op type: (x, those nodes) or None
+_INPUTS = {"Erf": _erf_input, "Tanh": _tanh_input}
+
+
+def _chain(gr: _Graph, node) -> tuple[str, list, str] | None:
+    """(x, the chain's nodes, the GELU's output) for 0.5 * x * (1 + node(...)), node an Erf or Tanh."""
+    found = _INPUTS[node.op_type](gr, node)
     if found is None:
         return None
     x, before = found
-    add = gr.only_reader(tanh.output[0], "Add")
-    if add is None or not _is(gr, gr.other(add, tanh.output[0]), 1.0):
+    add = gr.only_reader(node.output[0], "Add")
+    if add is None or not _is(gr, gr.other(add, node.output[0]), 1.0):
         return None
     tail = _tail(gr, x, add)
     if tail is None:
         return None
-    return x, before + [tanh, add] + tail[0], tail[1]
+    return x, before + [node, add] + tail[0], tail[1]
 
 
 def fuse_gelu(g: onnx.GraphProto) -> int:
@@ -189,8 +179,8 @@ def fuse_gelu(g: onnx.GraphProto) -> int:
     gr = _Graph(g)
     replace: dict[int, onnx.NodeProto] = {}  # id of the chain's last node -> the Gelu
     drop: set[int] = set()
-    for node in [n for n in g.node if n.op_type in ("Erf", "Tanh")]:
-        found = _chain(gr, node) if node.op_type == "Erf" else _tanh_chain(gr, node)
+    for node in [n for n in g.node if n.op_type in _INPUTS]:
+        found = _chain(gr, node)
         if found is None or any(id(n) in drop for n in found[1]):
             continue
         x, nodes, out = found

@@ -283,19 +283,13 @@ def _erf_gelu(form: str) -> onnx.ModelProto:
     return _model(nodes, [("x", X2)], inits)
 
 
-@pytest.mark.parametrize("form", ["mul", "div", "other"])
-def test_erf_gelu_is_one_gelu(form):
+def _matches_ort(m: onnx.ModelProto, specials: bool) -> None:
+    """``m`` (one input x) again over -6..6, and X2's NaN, ±inf and float32 limits when
+    ``specials``: LiteRT (XNNPACK on and off) gives ONNX Runtime's values, NaN where it has NaN."""
     import onnxruntime as ort
 
-    m = _erf_gelu(form)
-    data = to_tflite(m)
-    ops = _ops(data)
-    if form == "other":
-        assert "GELU" not in ops and "EXP" in ops, ops
-    else:
-        assert ops == ["GELU"], ops
     x = np.linspace(-6, 6, 40, dtype=np.float32).reshape(2, 20)
-    if form != "other":  # the specials too (the Erf polynomial's tail is not exact at ±inf)
+    if specials:
         x = np.concatenate([X2, x])
     m2 = _model(list(m.graph.node), [("x", x)], {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer})
     data = to_tflite(m2)
@@ -308,22 +302,41 @@ def test_erf_gelu_is_one_gelu(form):
         np.testing.assert_allclose(got[0][ok], want[ok], rtol=1e-5, atol=1e-6)
 
 
-def test_gelu_from_a_pt2_is_one_gelu(tmp_path):
-    """torch's exact GELU in a .pt2 (pt2x's ONNX at the TFLite target's opset 18 writes it with
-    Erf) is one GELU per use, matching eager."""
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4), torch.nn.GELU())
+def _pt2_gelus_match_eager(model: torch.nn.Module, unfused: str) -> None:
+    """``model`` exported and saved by torch: its two GELUs are two GELU operators (no
+    ``unfused`` operator of the written-out form is left), matching eager with XNNPACK on and off."""
     x = torch.randn(3, 8) * 3
     buf = io.BytesIO()
     torch.export.save(torch.export.export(model, (x,)), buf)
     data = to_tflite(load(buf.getvalue()))
     ops = collections.Counter(_ops(data))
-    assert ops["GELU"] == 2 and ops["EXP"] == 0, ops
+    assert ops["GELU"] == 2 and ops[unfused] == 0, ops
     with torch.no_grad():
         want = model(x).numpy()
     for xnnpack in (True, False):
         (got,) = run_in_child([(data, [x.numpy()])], xnnpack=xnnpack)
         np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("form", ["mul", "div", "other"])
+def test_erf_gelu_is_one_gelu(form):
+    m = _erf_gelu(form)
+    data = to_tflite(m)
+    ops = _ops(data)
+    if form == "other":
+        assert "GELU" not in ops and "EXP" in ops, ops
+    else:
+        assert ops == ["GELU"], ops
+    # the specials only for a GELU (the Erf polynomial's tail is not exact at ±inf)
+    _matches_ort(m, specials=form != "other")
+
+
+def test_gelu_from_a_pt2_is_one_gelu(tmp_path):
+    """torch's exact GELU in a .pt2 (pt2x's ONNX at the TFLite target's opset 18 writes it with
+    Erf) is one GELU per use, matching eager."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4), torch.nn.GELU())
+    _pt2_gelus_match_eager(model, unfused="EXP")
 
 
 # --- the tanh-approximate GELU written out: one GELU(approximate) ---
@@ -347,26 +360,14 @@ def _tanh_gelu(form: str) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("form", ["pow", "mul", "other"])
 def test_tanh_gelu_is_one_gelu(form):
-    import onnxruntime as ort
-
     m = _tanh_gelu(form)
     ops = _ops(to_tflite(m))
     if form == "other":
         assert "GELU" not in ops and "TANH" in ops, ops
     else:
         assert ops == ["GELU"], ops
-    x = np.linspace(-6, 6, 40, dtype=np.float32).reshape(2, 20)
-    if form != "other":  # the specials too (LiteRT's separate kernels saturate ±inf: "NaN and infinity")
-        x = np.concatenate([X2, x])
-    m2 = _model(list(m.graph.node), [("x", x)], {t.name: onnx.numpy_helper.to_array(t) for t in m.graph.initializer})
-    data = to_tflite(m2)
-    (want,) = ort.InferenceSession(m2.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    for xnnpack in (True, False):
-        (got,) = run_in_child([(data, [x])], xnnpack=xnnpack)
-        assert not isinstance(got, str), got
-        np.testing.assert_array_equal(np.isnan(got[0]), np.isnan(want))
-        ok = np.isfinite(want)
-        np.testing.assert_allclose(got[0][ok], want[ok], rtol=1e-5, atol=1e-6)
+    # the specials only for a GELU (LiteRT's separate kernels saturate ±inf: "NaN and infinity")
+    _matches_ort(m, specials=form != "other")
 
 
 class NewGelu(torch.nn.Module):
@@ -381,17 +382,7 @@ def test_tanh_gelu_from_a_pt2_is_one_gelu(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(approximate="tanh"), torch.nn.Linear(16, 4),
                                 NewGelu())
-    x = torch.randn(3, 8) * 3
-    buf = io.BytesIO()
-    torch.export.save(torch.export.export(model, (x,)), buf)
-    data = to_tflite(load(buf.getvalue()))
-    ops = collections.Counter(_ops(data))
-    assert ops["GELU"] == 2 and ops["TANH"] == 0, ops
-    with torch.no_grad():
-        want = model(x).numpy()
-    for xnnpack in (True, False):
-        (got,) = run_in_child([(data, [x.numpy()])], xnnpack=xnnpack)
-        np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
+    _pt2_gelus_match_eager(model, unfused="TANH")
 
 
 # --- reductions and concatenations of NHWC values: every axis, kept or dropped ---
