@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .layer_constants import channel_constant, constant_bias, is_float32, out_channels, shared_buffers, unfused
 from .model import Op, Subgraph, Tensor, TensorType
 
 __all__ = ["fold_affine"]
@@ -34,61 +35,15 @@ def fold_affine(sub: Subgraph) -> None:
     affine_into_fully_connected(sub)
 
 
-def channel_constant(sub: Subgraph, idx: int, channels: int, rank: int) -> np.ndarray | None:
-    """A float32 constant of one value per output channel, or a scalar (leading 1s allowed, up to
-    the output's ``rank``, so the ADD broadcasts to the output's own shape), as ``[channels]``."""
-    t = sub.tensors[idx]
-    if t.data is None or t.dtype != TensorType.FLOAT32 or t.quant is not None:
-        return None
-    d = t.data
-    if d.ndim > rank or any(s != 1 for s in d.shape[:-1]):
-        return None
-    if d.size == 1:  # a scalar: the same for every channel
-        return np.full(channels, d.reshape(()), np.float32)
-    return np.ascontiguousarray(d.reshape(channels), np.float32) if d.shape[-1] == channels else None
-
-
-def _float(sub: Subgraph, idx: int) -> bool:
-    t = sub.tensors[idx]
-    return idx >= 0 and t.dtype == TensorType.FLOAT32 and t.quant is None
-
-
-def _unfused(op: Op) -> bool:
-    return op.options is not None and op.options[1].get("fused_activation_function", 0) == 0
-
-
-def shared_buffers(sub: Subgraph) -> set[int]:
-    """The constants whose bytes another constant of the subgraph holds too: the writer stores
-    such tensors in one buffer, which a fold of one of them would split in two."""
-    groups: dict[tuple, list[int]] = {}
-    for i, t in enumerate(sub.tensors):
-        if t.data is not None and t.data.size >= 64:
-            groups.setdefault((t.data.dtype.str, t.data.shape), []).append(i)
-    out: set[int] = set()
-    for members in groups.values():
-        by_bytes: dict[bytes, list[int]] = {}
-        for i in members if len(members) > 1 else ():
-            by_bytes.setdefault(sub.tensors[i].data.tobytes(), []).append(i)
-        out.update(i for same in by_bytes.values() if len(same) > 1 for i in same)
-    return out
-
-
 def _weights(sub: Subgraph, op: Op, shared: set[int]) -> tuple[np.ndarray, np.ndarray] | None:
     """The layer's constant float32 weights and bias (zeros where it has none), where nothing
     else reads the weights or shares their buffer: a fold never copies them (GPT-2's LM head
     has the token embedding's bytes; a second copy would be the model's largest tensor again)."""
-    w = sub.tensors[op.inputs[1]]
-    if w.data is None or not _float(sub, op.inputs[1]) or len(sub.uses.readers.get(op.inputs[1], [])) != 1 \
-            or op.inputs[1] in shared:
+    m = out_channels(sub, op)
+    if m is None or len(sub.uses.readers.get(op.inputs[1], [])) != 1 or op.inputs[1] in shared:
         return None
-    m = int(w.data.shape[-1] if op.code == "DEPTHWISE_CONV_2D" else w.data.shape[0])
-    b = op.inputs[2] if len(op.inputs) > 2 else -1
-    if b < 0:
-        return w.data, np.zeros(m, np.float32)
-    bt = sub.tensors[b]
-    if bt.data is None or not _float(sub, b) or bt.data.size != m:
-        return None
-    return w.data, bt.data.reshape(m)
+    b = constant_bias(sub, op, m)
+    return None if b is None else (sub.tensors[op.inputs[1]].data, b)
 
 
 def _set_weights(sub: Subgraph, op: Op, w: np.ndarray, b: np.ndarray) -> None:
@@ -115,19 +70,19 @@ def _finite32(a: np.ndarray) -> np.ndarray | None:
 
 
 def _private(sub: Subgraph, idx: int) -> bool:
-    return _float(sub, idx) and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1
+    return is_float32(sub, idx) and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1
 
 
 def scales_into_layers(sub: Subgraph) -> None:
     uses = sub.index_uses()
     shared = shared_buffers(sub)
     for mul in list(sub.ops):
-        if mul.code != "MUL" or len(mul.inputs) != 2 or not _unfused(mul) or not _float(sub, mul.outputs[0]):
+        if mul.code != "MUL" or len(mul.inputs) != 2 or not unfused(mul) or not is_float32(sub, mul.outputs[0]):
             continue
         for k in (0, 1):
             y, c = mul.inputs[k], mul.inputs[1 - k]
             layer = uses.producer.get(y)
-            if layer is None or layer.code not in _LAYERS or not _unfused(layer) or len(layer.outputs) != 1 \
+            if layer is None or layer.code not in _LAYERS or not unfused(layer) or len(layer.outputs) != 1 \
                     or not _private(sub, y):
                 continue
             wb = _weights(sub, layer, shared)
@@ -153,13 +108,13 @@ def _affine_step(sub: Subgraph, op: Op | None, channels: int) -> tuple[int, str,
     """(the other input, "MUL" or "ADD", the constant as [channels]) of an unfused MUL/ADD of a
     value computed at run time, of ``channels`` along its last axis, by a finite float32
     constant along that axis (or a scalar); None otherwise."""
-    if op is None or op.code not in ("MUL", "ADD") or len(op.inputs) != 2 or not _unfused(op) \
-            or not _float(sub, op.outputs[0]):
+    if op is None or op.code not in ("MUL", "ADD") or len(op.inputs) != 2 or not unfused(op) \
+            or not is_float32(sub, op.outputs[0]):
         return None
     for k in (0, 1):
         x, c = op.inputs[k], op.inputs[1 - k]
         shape = sub.tensors[x].shape or []
-        if sub.tensors[x].data is not None or not _float(sub, x) or not shape or shape[-1] != channels:
+        if sub.tensors[x].data is not None or not is_float32(sub, x) or not shape or shape[-1] != channels:
             continue
         v = channel_constant(sub, c, channels, len(shape))
         if v is not None and np.all(np.isfinite(v)):
@@ -171,7 +126,7 @@ def _fc_readers(sub: Subgraph, u: int, shared: set[int]) -> list[Op] | None:
     """The readers of u when each is a FULLY_CONNECTED reading it as its input, with constant
     float32 weights [N, C] of one C; None otherwise."""
     readers = sub.uses.readers.get(u, [])
-    if not readers or u in sub.outputs or not _float(sub, u):
+    if not readers or u in sub.outputs or not is_float32(sub, u):
         return None
     for r in readers:
         if r.code != "FULLY_CONNECTED" or r.inputs[0] != u or u in r.inputs[1:] or _weights(sub, r, shared) is None \

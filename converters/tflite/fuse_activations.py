@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fold_affine import channel_constant, fold_affine
+from .fold_affine import fold_affine
+from .layer_constants import channel_constant, constant_bias, is_float32, out_channels, unfused
 from .model import ACTIVATION_CODE, Op, Subgraph, Tensor, TensorType
 
 __all__ = ["fuse_float_ops"]
@@ -48,14 +49,9 @@ def _sole_float_output(sub: Subgraph, op: Op, readers: dict[int, int]) -> int | 
     if len(op.outputs) != 1:
         return None
     y = op.outputs[0]
-    t = sub.tensors[y]
-    if t.dtype != TensorType.FLOAT32 or t.quant is not None or y in sub.outputs or readers.get(y) != 1:
+    if not is_float32(sub, y) or y in sub.outputs or readers.get(y) != 1:
         return None
     return y
-
-
-def _unfused(op: Op) -> bool:
-    return op.options is not None and op.options[1].get("fused_activation_function", 0) == 0
 
 
 def _absorb(sub: Subgraph, producer: Op, follower: Op) -> None:
@@ -64,40 +60,21 @@ def _absorb(sub: Subgraph, producer: Op, follower: Op) -> None:
     sub.ops.remove(follower)
 
 
-def _constant_bias(sub: Subgraph, op: Op, channels: int) -> np.ndarray | None:
-    """The op's float32 bias (zeros where it has none); None where it is computed at run time."""
-    b = op.inputs[2] if len(op.inputs) > 2 else -1
-    if b < 0:
-        return np.zeros(channels, np.float32)
-    t = sub.tensors[b]
-    if t.data is None or t.quant is not None or t.dtype != TensorType.FLOAT32 or t.data.size != channels:
-        return None
-    return t.data.reshape(channels)
-
-
-def _out_channels(sub: Subgraph, op: Op) -> int | None:
-    """M of a conv's OHWI / depthwise [1, kh, kw, M] / fully connected [M, K] constant weight."""
-    w = sub.tensors[op.inputs[1]]
-    if w.data is None or w.dtype != TensorType.FLOAT32 or w.quant is not None:
-        return None
-    return int(w.data.shape[-1] if op.code == "DEPTHWISE_CONV_2D" else w.data.shape[0])
-
-
 def fold_biases(sub: Subgraph) -> None:
     readers = sub.reader_counts()
     producer = {o: op for op in sub.ops for o in op.outputs}
     for add in list(sub.ops):
-        if add.code != "ADD" or len(add.inputs) != 2 or not _unfused(add):
+        if add.code != "ADD" or len(add.inputs) != 2 or not unfused(add):
             continue
         for k in (0, 1):
             x, c = add.inputs[k], add.inputs[1 - k]
             op = producer.get(x)
-            if op is None or op.code not in _BIASED or not _unfused(op):
+            if op is None or op.code not in _BIASED or not unfused(op):
                 continue
-            m = _out_channels(sub, op)
+            m = out_channels(sub, op)
             rank = 2 if op.code == "FULLY_CONNECTED" else 4  # a fully connected output has at least 2 dims
             shift = channel_constant(sub, c, m, rank) if m is not None else None
-            old = _constant_bias(sub, op, m) if shift is not None else None
+            old = constant_bias(sub, op, m) if shift is not None else None
             if old is None or _sole_float_output(sub, op, readers) is None:
                 continue
             with np.errstate(over="ignore"):
@@ -124,7 +101,7 @@ def fuse_activations(sub: Subgraph) -> None:
         if code is None or len(act.inputs) != 1:
             continue
         op = producer.get(act.inputs[0])
-        if op is None or op.code not in _FUSES or not _unfused(op) or _sole_float_output(sub, op, readers) is None:
+        if op is None or op.code not in _FUSES or not unfused(op) or _sole_float_output(sub, op, readers) is None:
             continue
         if any(i >= 0 and sub.tensors[i].quant is not None for i in op.inputs):
             continue

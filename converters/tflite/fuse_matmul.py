@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fold_affine import shared_buffers
+from .layer_constants import is_float32, shared_buffers, unfused
 from .model import Op, Subgraph, Tensor, TensorType
 
 __all__ = ["fuse_matmuls"]
@@ -32,14 +32,9 @@ def fuse_matmuls(sub: Subgraph) -> None:
     fold_scalar_scales(sub)
 
 
-def _float(sub: Subgraph, idx: int) -> bool:
-    t = sub.tensors[idx]
-    return t.dtype == TensorType.FLOAT32 and t.quant is None
-
-
 def _private(sub: Subgraph, idx: int, readers: dict[int, int]) -> bool:
     """A float32 value read by one op slot and not a subgraph output."""
-    return _float(sub, idx) and readers.get(idx) == 1 and idx not in sub.outputs
+    return is_float32(sub, idx) and readers.get(idx) == 1 and idx not in sub.outputs
 
 
 def _last_two_swapped(sub: Subgraph, op: Op) -> bool:
@@ -61,7 +56,7 @@ def transposes_into_adj_y(sub: Subgraph) -> None:
             continue
         b = mm.inputs[1]
         tr = producer.get(b)
-        if tr is None or not _last_two_swapped(sub, tr) or not _float(sub, b) or not _float(sub, tr.inputs[0]):
+        if tr is None or not _last_two_swapped(sub, tr) or not is_float32(sub, b) or not is_float32(sub, tr.inputs[0]):
             continue
         mm.inputs = [mm.inputs[0], tr.inputs[0]] + mm.inputs[2:]
         mm.options = (mm.options[0], {**mm.options[1], "adj_y": True})
@@ -77,7 +72,7 @@ def _scalar(sub: Subgraph, idx: int, rank: int | None) -> np.float32 | None:
     """A finite, non-zero float32 constant of one element and of rank <= ``rank`` (so that
     multiplying by it changes no shape)."""
     t = sub.tensors[idx]
-    if t.data is None or not _float(sub, idx) or t.data.size != 1 or rank is None or t.data.ndim > rank:
+    if t.data is None or not is_float32(sub, idx) or t.data.size != 1 or rank is None or t.data.ndim > rank:
         return None
     c = np.float32(t.data.reshape(()))
     return c if np.isfinite(c) and c != 0 else None
@@ -85,15 +80,13 @@ def _scalar(sub: Subgraph, idx: int, rank: int | None) -> np.float32 | None:
 
 def _fc_with_constants(sub: Subgraph, op: Op | None) -> bool:
     """An unfused float FULLY_CONNECTED with constant float32 weights and bias (or none)."""
-    if op is None or op.code != "FULLY_CONNECTED" or op.options is None:
-        return False
-    if op.options[1].get("fused_activation_function", 0) != 0:
+    if op is None or op.code != "FULLY_CONNECTED" or not unfused(op):
         return False
     w = sub.tensors[op.inputs[1]]
-    if w.data is None or not _float(sub, op.inputs[1]):
+    if w.data is None or not is_float32(sub, op.inputs[1]):
         return False
     b = op.inputs[2] if len(op.inputs) > 2 else -1
-    return b < 0 or (sub.tensors[b].data is not None and _float(sub, b))
+    return b < 0 or (sub.tensors[b].data is not None and is_float32(sub, b))
 
 
 def _scaled(sub: Subgraph, idx: int, c: np.float32, readers: dict[int, int]) -> int | None:
@@ -123,9 +116,7 @@ def fold_scalar_scales(sub: Subgraph) -> None:
     producer = {o: op for op in sub.ops for o in op.outputs}
     shared = shared_buffers(sub)
     for mul in list(sub.ops):
-        if mul.code != "MUL" or len(mul.inputs) != 2 or mul.options is None:
-            continue
-        if mul.options[1].get("fused_activation_function", 0) != 0 or not _float(sub, mul.outputs[0]):
+        if mul.code != "MUL" or len(mul.inputs) != 2 or not unfused(mul) or not is_float32(sub, mul.outputs[0]):
             continue
         for k in (0, 1):
             x, c_idx = mul.inputs[k], mul.inputs[1 - k]
