@@ -4,7 +4,9 @@ pass between the bias folding and the activation fusion of ``fuse_activations.py
 - **Scale after a layer.** A MUL of a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED output by a
   constant s that holds one finite, non-zero value per output channel or one for all (ConvNeXt's
   and CaiT's layer scale, a BatchNorm after a linear layer) becomes the layer's weights and
-  bias times s: ``x·(W·s) + b·s`` instead of ``(x·W + b)·s``.
+  bias times s: ``x·(W·s) + b·s`` instead of ``(x·W + b)·s``. One value for all also crosses
+  the RESHAPE after a fully connected layer that splits heads (attention's √scale on q and k,
+  written as torch's math path: ``q·√s @ (k·√s)ᵀ``).
 - **Scale and shift before fully connected layers.** ``u = x·γ + β`` (a MUL and/or an ADD of
   finite constants along the last axis: a LayerNorm's weight and bias) read only by
   FULLY_CONNECTED layers of constant weights W [N, C] becomes each layer's weights
@@ -48,8 +50,11 @@ def _weights(sub: Subgraph, op: Op, shared: set[int]) -> tuple[np.ndarray, np.nd
 
 def _set_weights(sub: Subgraph, op: Op, w: np.ndarray, b: np.ndarray) -> None:
     """The layer's weights and bias become w and b: in place where nothing else reads them (so
-    the old values do not stay in the file; always so for the weights), else as new tensors."""
-    wi, bi = _replaced(sub, op, 1, w, "/folded"), _replaced(sub, op, 2, b, "/folded_bias")
+    the old values do not stay in the file; always so for the weights), else as new tensors. A
+    layer without a bias keeps none (b is then its zeros, scaled)."""
+    had_bias = len(op.inputs) > 2 and op.inputs[2] >= 0
+    wi = _replaced(sub, op, 1, w, "/folded")
+    bi = _replaced(sub, op, 2, b, "/folded_bias") if had_bias or np.any(b != 0) else -1
     sub.rewire(op, inputs=[op.inputs[0], wi, bi] + op.inputs[3:])
 
 
@@ -73,23 +78,40 @@ def _private(sub: Subgraph, idx: int) -> bool:
     return is_float32(sub, idx) and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1
 
 
+def _scaled_layer(sub: Subgraph, y: int) -> tuple[Op, Op | None] | None:
+    """(the layer, None) whose output y is, or (the FULLY_CONNECTED, the RESHAPE) for y a
+    RESHAPE of a fully connected layer's output (the split into heads of attention's q and k):
+    unfused layers of one output, y and the layer's output read by nothing else."""
+    op = sub.uses.producer.get(y)
+    if not _private(sub, y) or op is None:
+        return None
+    reshape = None
+    if op.code == "RESHAPE" and _private(sub, op.inputs[0]):
+        reshape, op = op, sub.uses.producer.get(op.inputs[0])
+        if op is None or op.code != "FULLY_CONNECTED":
+            return None
+    if op.code not in _LAYERS or not unfused(op) or len(op.outputs) != 1:
+        return None
+    return op, reshape
+
+
 def scales_into_layers(sub: Subgraph) -> None:
-    uses = sub.index_uses()
+    sub.index_uses()
     shared = shared_buffers(sub)
     for mul in list(sub.ops):
         if mul.code != "MUL" or len(mul.inputs) != 2 or not unfused(mul) or not is_float32(sub, mul.outputs[0]):
             continue
         for k in (0, 1):
             y, c = mul.inputs[k], mul.inputs[1 - k]
-            layer = uses.producer.get(y)
-            if layer is None or layer.code not in _LAYERS or not unfused(layer) or len(layer.outputs) != 1 \
-                    or not _private(sub, y):
-                continue
-            wb = _weights(sub, layer, shared)
+            found = _scaled_layer(sub, y)
+            wb = _weights(sub, found[0], shared) if found is not None else None
             rank = len(sub.tensors[y].shape or [])
             s = channel_constant(sub, c, wb[1].size, rank) if wb is not None and rank else None
             if s is None or not np.all(np.isfinite(s)) or np.any(s == 0):
                 continue
+            layer, reshape = found
+            if reshape is not None and sub.tensors[c].data.size != 1:
+                continue  # only one scale for all crosses the RESHAPE
             w, b = wb
             s64 = s.astype(np.float64)
             axis_shape = [1] * (w.ndim - 1) + [-1] if layer.code == "DEPTHWISE_CONV_2D" else [-1] + [1] * (w.ndim - 1)
@@ -99,7 +121,7 @@ def scales_into_layers(sub: Subgraph) -> None:
             _set_weights(sub, layer, new_w, new_b)
             outputs = list(mul.outputs)
             sub.remove_op(mul)
-            sub.rewire(layer, outputs=outputs)
+            sub.rewire(reshape or layer, outputs=outputs)
             break
     sub.uses = None
 
