@@ -8,7 +8,8 @@ import numpy as np
 from ..aten import layouts
 from ..aten.args import TensorRef, bind
 from ..aten.dtypes import ST
-from ..aten.registry import lowering
+from ..aten.graph import input_names
+from ..aten.registry import canonical, lowering
 from ..errors import Unsupported
 from .ops_nn import _ct
 from .ops_shape import _transpose
@@ -62,9 +63,68 @@ def index(ctx, node):
             nz = ctx.op("Squeeze", ctx.op("NonZero", ctx.t(ix)), axes_const(ctx, [0]))
             return ctx.op("Gather", ctx.t(a.self), nz, axis=k)
         return ctx.op("Gather", ctx.t(a.self), ctx.t(ix, ST.LONG), axis=k)
+    if present == [0, 1] and _full_arange_first(ctx, idx[0], a.self, idx[1]):
+        return _gather_per_row(ctx, a.self, idx[0], idx[1])
     xt, stacked, perm = _index_plan(ctx, a.self, idx)
     g = ctx.op("GatherND", xt, stacked)
     return ctx.op("Transpose", g, perm=perm) if perm else g
+
+
+# views that keep a tensor's elements in row-major order (a chain of them over a [n, 1, ..., 1]
+# tensor keeps the values along its first axis)
+_ORDER_KEEPING_VIEWS = ("aten.unsqueeze.default", "aten.view.default", "aten.reshape.default",
+                        "aten._unsafe_view.default", "aten.squeeze.dim", "aten.squeeze.dims", "aten.clone.default")
+_ARANGES = ("aten.arange.default", "aten.arange.start", "aten.arange.start_step")
+
+
+def _full_arange_first(ctx, first, x, second) -> bool:
+    """Whether ``x[first, second]`` is ``x[b, second[0, ...]]`` row by row: ``first`` is an
+    integer ``[n, 1, ..., 1]`` view of ``arange(n)`` (start 0, step 1) where ``n`` is the size
+    of ``x``'s first axis (equal as symbols), at least as high in rank as ``second``, and
+    ``second`` (an integer tensor) has size 1 on the broadcast's first axis. Proven from the
+    program's nodes and shapes; anything else is False and the general GatherND path runs."""
+    if not isinstance(first, TensorRef) or not isinstance(second, TensorRef):
+        return False
+    fi, si, xi = ctx.info(first), ctx.info(second), ctx.info(x)
+    if xi.rank < 2 or fi.rank < si.rank or si.rank == 0 or ctx.dtype(second) not in (ST.LONG, ST.INT):
+        return False
+    if si.rank == fi.rank and si.shape[0] != 1:
+        return False
+    n = xi.shape[0]
+    name = first.name
+    while True:
+        info = ctx.view.tensor(name)
+        if info.dtype not in (ST.LONG, ST.INT) or not info.shape or info.shape[0] != n \
+                or any(s != 1 for s in info.shape[1:]):
+            return False
+        node = ctx.view.producer.get(name)
+        if node is None:
+            return False
+        target = canonical(node.target)
+        if target in _ORDER_KEEPING_VIEWS:
+            ins = input_names(node)
+            if not ins:
+                return False
+            name = ins[0]
+            continue
+        if target not in _ARANGES or info.rank != 1:
+            return False
+        a = bind(node, start=0, step=1)
+        start = a.start if target != "aten.arange.default" else 0
+        step = a.step if target == "aten.arange.start_step" else 1
+        return all(type(v) is int for v in (start, step)) and (start, step) == (0, 1)
+
+
+def _gather_per_row(ctx, x, first, second):
+    """``x[arange(n)[:, None...], second]`` as a Gather along axis 1 by ``second`` with its
+    broadcast's first axis (size 1) dropped: ``[n] + second.shape[1:] + x.shape[2:]``."""
+    r, sr = ctx.rank(first), ctx.rank(second)
+    ix = ctx.t(second, ST.LONG)
+    if sr == r:
+        ix = ctx.op("Squeeze", ix, axes_const(ctx, [0]))
+    elif r - 1 > sr:
+        ix = ctx.op("Unsqueeze", ix, axes_const(ctx, list(range(r - 1 - sr))))
+    return ctx.op("Gather", ctx.t(x), ix, axis=1)
 
 
 @lowering("onnx", "aten.index_select.default")
