@@ -154,9 +154,12 @@ def _value_info(name, st, shape, dim_names):
     return helper.make_tensor_value_info(name, onnx_type(st), _dims(shape, dim_names))
 
 
-def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=None) -> onnx.ModelProto:
+def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=None,
+                 shapes: dict | None = None) -> onnx.ModelProto:
     """``view`` as an ONNX model. Any failure leaves as a ``Pt2Error`` naming the member:
-    lowerings' with their node (``lower_graph``), the other steps' with the step."""
+    lowerings' with their node (``lower_graph``), the other steps' with the step. ``shapes``,
+    when given, receives torch's shape of every main-graph value (ONNX name -> dims, symbols
+    as the graph inputs spell them), which ONNX shape inference cannot always recover."""
     _load_lowerings()
     member = getattr(view, "member", None)
     with stage(member, "converting to ONNX"):
@@ -170,8 +173,19 @@ def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=Non
         with stage(member, "declaring the model's outputs"):
             outputs, out_nodes, mutated = _declare_outputs(view, ctx, dim_names)
         state.problems.raise_if_any()
+        if shapes is not None:
+            shapes.update(_torch_shapes(view, ctx, dim_names))
         with stage(member, "assembling the ONNX model"):
             return _assemble(view, ctx, opset, inputs, outputs, out_nodes, mutated, dim_names)
+
+
+def _torch_shapes(view: ProgramView, ctx: Ctx, dim_names) -> dict[str, list]:
+    """ONNX name -> torch's dims, for each program tensor of the main graph ``ctx`` bound."""
+    out = {}
+    for prog_name, onnx_name in ctx.env.items():
+        if view.has_tensor(prog_name):
+            out.setdefault(onnx_name, _dims(view.tensor(prog_name).shape, dim_names))
+    return out
 
 
 _SYM_INPUT_TYPE = {"sym_int": ST.LONG, "sym_float": ST.DOUBLE, "sym_bool": ST.BOOL}

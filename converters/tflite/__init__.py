@@ -4,8 +4,9 @@ TFLite builtins, written as a TFL3 flatbuffer with the ``flatbuffers`` package.
 Modules, in the order a conversion uses them: ``external_data`` (weights beside an ONNX file,
 checked, then read), ``onnx_check`` (an ONNX model from outside pt2x checked before it is read),
 ``normalise`` (its opset brought to the mappers' by onnx's version converter, onnx's strict
-shape inference and checker), ``prepare`` (the ONNX model, shape-inferred and folded, each
-folded node's work bounded by ``fold_cost``),
+shape inference and checker), ``prepare`` (the ONNX model, shape-inferred (torch's shapes
+filling what inference leaves unknown) and folded, each folded node's work bounded by
+``fold_cost``; ``expand_sinking`` folds what a constant broadcast over the batch feeds),
 ``emit`` (the mapping state and the node loop; every operator through ``int_compute``, the
 rule that keeps 8/16-bit integers out of LiteRT's quantized kernels), ``mappers`` (the ONNX op -> mapper table, each mapper behind ``op_attributes``' declared attributes)
 filled by ``ops_elementwise``, ``ops_linalg``, ``ops_einsum``, ``ops_shape`` (and the shape helpers),

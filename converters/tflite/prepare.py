@@ -21,6 +21,7 @@ from onnx import helper, numpy_helper, shape_inference
 from .. import limits
 from ..errors import ConversionError, UnsupportedOpsError
 from ..onnx.graph_tools import prune_unused
+from .expand_sinking import sink_expands
 from .external_data import load_external_data
 from .fold_cost import fold_work
 from .normalise import normalise
@@ -48,6 +49,7 @@ class Prepared:
     source: str  # "pt2" or "onnx"
     ranges: dict = field(default_factory=dict)  # shape symbol -> [min, max] (None: unbounded)
     member: str | None = None  # the archive member holding the program (pt2 only), named in reports
+    shapes: dict = field(default_factory=dict)  # ONNX name -> torch's dims (pt2 only; apply_torch_shapes)
 
 
 def _is_onnx_path(src) -> bool:
@@ -84,12 +86,13 @@ def load_onnx(src, model: str = "model") -> Prepared:
 
     view, keep = open_program(src, model)
     try:
+        shapes: dict = {}
         try:
-            m = convert_view(view, opset=ONNX_OPSET)
+            m = convert_view(view, opset=ONNX_OPSET, shapes=shapes)
         except UnsupportedOpsError as e:
             raise _as_tflite_report(e) from None
         ranges = {k: [lo, hi] for k, (lo, hi) in view.ranges.items()}
-        return Prepared(m, "pt2", ranges=ranges, member=getattr(view, "member", None))
+        return Prepared(m, "pt2", ranges=ranges, member=getattr(view, "member", None), shapes=shapes)
     finally:
         del keep
 
@@ -120,8 +123,32 @@ def _static_shape(vi) -> list[int] | None:
     return dims
 
 
+def _gather_elements(node: onnx.NodeProto, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+    """GatherElements in numpy (onnx 1.22's reference evaluator fails on an index shorter than
+    the data along the axis); None for an index out of range, which the spec leaves undefined."""
+    data, index = inputs
+    axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
+    if data.ndim == 0 or index.ndim != data.ndim or not -data.ndim <= axis < data.ndim:
+        return None
+    axis %= data.ndim
+    n = data.shape[axis]
+    if index.size and (index.min() < -n or index.max() >= n):
+        return None
+    if any(i > d for k, (i, d) in enumerate(zip(index.shape, data.shape)) if k != axis):
+        return None
+    idx = np.where(index < 0, index + n, index)
+    sliced = data[tuple(slice(0, i) if k != axis else slice(None) for k, i in enumerate(index.shape))]
+    return [np.take_along_axis(sliced, idx, axis=axis)]
+
+
+_NUMPY_EVAL = {"GatherElements": _gather_elements}
+
+
 def _eval(node: onnx.NodeProto, inputs: list[np.ndarray], opset_imports) -> list[np.ndarray] | None:
     from onnx.reference import ReferenceEvaluator
+
+    if node.op_type in _NUMPY_EVAL and node.domain in ("", "ai.onnx"):
+        return _NUMPY_EVAL[node.op_type](node, inputs)
 
     names = [f"in{i}" for i in range(len(node.input))]
     ins = [n if n else "" for n in node.input]
@@ -202,14 +229,14 @@ def _fold_one(node: onnx.NodeProto, consts: dict, infos: dict, opset_imports,
     return None
 
 
-def fold(m: onnx.ModelProto) -> onnx.ModelProto:
+def fold(m: onnx.ModelProto, budget: "_Budget | None" = None) -> onnx.ModelProto:
     """Evaluate nodes of the main graph whose inputs are all constants; ``Shape`` of a value
     whose shape inference found fully static becomes a constant too. A node stays a run-time op
     when its output would be over ``_FOLD_MAX_ELEMENTS``, or past what ``_Budget`` has left:
     the work (estimated by ``fold_cost.py`` before it runs) and the bytes folded so far."""
     g = m.graph
     consts = _constants(g)
-    budget = _Budget(consts)
+    budget = budget if budget is not None else _Budget(consts)
     infos = {vi.name: vi for vi in list(g.value_info) + list(g.input) + list(g.output)}
     kept, new_inits = [], []
     for node in g.node:
@@ -230,10 +257,50 @@ def fold(m: onnx.ModelProto) -> onnx.ModelProto:
     return m
 
 
+def _dim_known(d) -> bool:
+    return d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
+
+
+def apply_torch_shapes(m: onnx.ModelProto, shapes: dict) -> onnx.ModelProto:
+    """Fill the dims ONNX shape inference left unknown (a ``Reshape`` to ``-1``) from torch's
+    shapes of the same values (``convert_view(shapes=...)``), where the rank agrees and every
+    dim inference did find equals torch's; then infer again from them, its own ``unk__``
+    names cleared, so the values lowerings made in between get them too. ``m`` as it was when
+    that inference fails."""
+    before = [onnx.ValueInfoProto.FromString(vi.SerializeToString()) for vi in m.graph.value_info]
+    for vi in m.graph.value_info:
+        dims = shapes.get(vi.name)
+        t = vi.type.tensor_type
+        if dims is None or not t.HasField("shape") or len(t.shape.dim) != len(dims):
+            continue
+        known = [(d, h) for d, h in zip(t.shape.dim, dims) if _dim_known(d)]
+        if any((d.dim_value if d.HasField("dim_value") else d.dim_param) != h for d, h in known):
+            continue
+        for d, h in zip(t.shape.dim, dims):
+            if not _dim_known(d):
+                d.Clear()
+                if isinstance(h, int):
+                    d.dim_value = h
+                else:
+                    d.dim_param = h
+    for vi in m.graph.value_info:
+        for d in vi.type.tensor_type.shape.dim:
+            if not _dim_known(d):
+                d.Clear()
+    try:
+        return shape_inference.infer_shapes(m, data_prop=True)
+    except onnx.shape_inference.InferenceError:
+        del m.graph.value_info[:]
+        m.graph.value_info.extend(before)
+        return m
+
+
 def prepare(p: Prepared) -> Prepared:
     """An ONNX model from outside pt2x checked and normalised (``onnx_check.py``, then
     ``normalise.py``: its opset brought to the mappers', strict shape inference, onnx's checker);
-    pt2x's own shape-inferred. Then constant folding and shape inference again."""
+    pt2x's own shape-inferred. Then constant folding (and, where an ``Expand`` of a constant
+    feeds ops that act on each broadcast copy alike, ``expand_sinking``, and folding again) and
+    shape inference again."""
     m = onnx.ModelProto()
     m.CopyFrom(p.model)
     if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
@@ -245,8 +312,12 @@ def prepare(p: Prepared) -> Prepared:
     try:
         if p.source != "onnx":
             m = shape_inference.infer_shapes(m, data_prop=True)
+            m = apply_torch_shapes(m, p.shapes)
         transpose_into_weights(m)
-        m = fold(m)
+        budget = _Budget(_constants(m.graph))
+        m = fold(m, budget)
+        if sink_expands(m, lambda node, inputs: _eval(node, inputs, m.opset_import), budget):
+            m = fold(m, budget)
         prune_unused(m)
         m = shape_inference.infer_shapes(m, data_prop=True)
     except onnx.shape_inference.InferenceError as e:
