@@ -6,7 +6,8 @@ pass between the bias folding and the activation fusion of ``fuse_activations.py
   and CaiT's layer scale, a BatchNorm after a linear layer) becomes the layer's weights and
   bias times s: ``x·(W·s) + b·s`` instead of ``(x·W + b)·s``. One value for all also crosses
   the RESHAPE after a fully connected layer that splits heads (attention's √scale on q and k,
-  written as torch's math path: ``q·√s @ (k·√s)ᵀ``).
+  written as torch's math path: ``q·√s @ (k·√s)ᵀ``), and the SPLIT of a fused q/k/v projection
+  along its last axis (GPT-2's ``c_attn``: only that part's rows of W and b are scaled).
 - **Scale and shift before fully connected layers.** ``u = x·γ + β`` (a MUL and/or an ADD of
   finite constants along the last axis: a LayerNorm's weight and bias) read only by
   FULLY_CONNECTED layers of constant weights W [N, C] becomes each layer's weights
@@ -78,21 +79,49 @@ def _private(sub: Subgraph, idx: int) -> bool:
     return is_float32(sub, idx) and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1
 
 
-def _scaled_layer(sub: Subgraph, y: int) -> tuple[Op, Op | None] | None:
-    """(the layer, None) whose output y is, or (the FULLY_CONNECTED, the RESHAPE) for y a
-    RESHAPE of a fully connected layer's output (the split into heads of attention's q and k):
-    unfused layers of one output, y and the layer's output read by nothing else."""
+def _scaled_layer(sub: Subgraph, y: int) -> tuple[Op, Op, slice | None] | None:
+    """(the layer, the op making y, the layer's output channels y holds: None for all) where y
+    is the output of an unfused layer, a RESHAPE of a fully connected layer's output (the split
+    into heads of attention's q and k), or one part of a SPLIT along the last axis of it (GPT-2's
+    fused q/k/v projection), then maybe that RESHAPE: one output each, every intermediate read by
+    nothing else."""
     op = sub.uses.producer.get(y)
     if not _private(sub, y) or op is None:
         return None
-    reshape = None
+    maker, part = op, None
     if op.code == "RESHAPE" and _private(sub, op.inputs[0]):
-        reshape, op = op, sub.uses.producer.get(op.inputs[0])
-        if op is None or op.code != "FULLY_CONNECTED":
+        op = sub.uses.producer.get(op.inputs[0])
+        if op is None or op.code not in ("FULLY_CONNECTED", "SPLIT"):
             return None
-    if op.code not in _LAYERS or not unfused(op) or len(op.outputs) != 1:
+    if op.code == "SPLIT":
+        found = _split_part(sub, op, y if maker is op else maker.inputs[0])
+        if found is None:
+            return None
+        op, part = found
+    if op.code not in _LAYERS or not unfused(op) or len(op.outputs) != 1 or (maker is not op and op.code != "FULLY_CONNECTED"):
         return None
-    return op, reshape
+    return op, maker, part
+
+
+def _split_part(sub: Subgraph, split: Op, u: int) -> tuple[Op, slice] | None:
+    """(the FULLY_CONNECTED, the channels of SPLIT output u) for a SPLIT into equal parts along
+    the last axis of a fully connected layer's output, or of a RESHAPE of it that keeps that axis."""
+    axis, x = sub.tensors[split.inputs[0]].data, split.inputs[1]
+    shape = sub.tensors[x].shape
+    if axis is None or axis.size != 1 or not shape or int(axis.reshape(())) % len(shape) != len(shape) - 1 \
+            or not _private(sub, x):
+        return None
+    fc = sub.uses.producer.get(x)
+    if fc is not None and fc.code == "RESHAPE":
+        src = sub.tensors[fc.inputs[0]].shape
+        if not _private(sub, fc.inputs[0]) or not src or src[-1] != shape[-1]:
+            return None
+        fc = sub.uses.producer.get(fc.inputs[0])
+    n, k = shape[-1], len(split.outputs)
+    if fc is None or fc.code != "FULLY_CONNECTED" or n <= 0 or n % k:
+        return None
+    i = split.outputs.index(u)
+    return fc, slice(i * n // k, (i + 1) * n // k)
 
 
 def scales_into_layers(sub: Subgraph) -> None:
@@ -105,13 +134,17 @@ def scales_into_layers(sub: Subgraph) -> None:
             y, c = mul.inputs[k], mul.inputs[1 - k]
             found = _scaled_layer(sub, y)
             wb = _weights(sub, found[0], shared) if found is not None else None
+            if wb is None:
+                continue
+            layer, maker, part = found
             rank = len(sub.tensors[y].shape or [])
-            s = channel_constant(sub, c, wb[1].size, rank) if wb is not None and rank else None
+            if maker is not layer and sub.tensors[c].data is not None and sub.tensors[c].data.size != 1:
+                continue  # only one scale for all crosses a RESHAPE or SPLIT
+            s = channel_constant(sub, c, wb[1].size if part is None else part.stop - part.start, rank) if rank else None
             if s is None or not np.all(np.isfinite(s)) or np.any(s == 0):
                 continue
-            layer, reshape = found
-            if reshape is not None and sub.tensors[c].data.size != 1:
-                continue  # only one scale for all crosses the RESHAPE
+            if part is not None:
+                s = np.concatenate([np.ones(part.start, np.float32), s, np.ones(wb[1].size - part.stop, np.float32)])
             w, b = wb
             s64 = s.astype(np.float64)
             axis_shape = [1] * (w.ndim - 1) + [-1] if layer.code == "DEPTHWISE_CONV_2D" else [-1] + [1] * (w.ndim - 1)
@@ -119,9 +152,9 @@ def scales_into_layers(sub: Subgraph) -> None:
             if new_w is None or new_b is None:
                 continue
             _set_weights(sub, layer, new_w, new_b)
-            outputs = list(mul.outputs)
+            out = mul.outputs[0]
             sub.remove_op(mul)
-            sub.rewire(reshape or layer, outputs=outputs)
+            sub.rewire(maker, outputs=[out if o == y else o for o in maker.outputs])
             break
     sub.uses = None
 

@@ -1,6 +1,6 @@
 """Per-channel scales and shifts folded into the neighbouring layers' weights (``fold_affine.py``):
 programs torch exports (a pre-norm MLP, GPT-2's ``view(-1, C)`` + ``addmm``, ConvNeXt's layer
-scale, a conv's channel scale), run in LiteRT (XNNPACK on and off) against torch eager after a
+scale, a conv's channel scale, GPT-2's fused q/k/v projection), run in LiteRT (XNNPACK on and off) against torch eager after a
 resize of the dynamic batch, with the operator counts saying what was folded and what had to
 stay (a LayerNorm output that a residual also reads, a scale with a zero).
 """
@@ -85,6 +85,20 @@ class ConvScale(torch.nn.Module):
         return self.conv(x) * self.s
 
 
+class FusedQkv(torch.nn.Module):
+    """GPT-2's fused projection: one Linear, SPLIT into q, k, v along the last axis; q scaled
+    after its split into heads, k right after the SPLIT: both fold into their rows only."""
+
+    def __init__(self):
+        super().__init__()
+        self.c_attn = torch.nn.Linear(16, 48)
+
+    def forward(self, x):
+        q, k, v = self.c_attn(x).split(16, dim=2)
+        q = q.view(q.shape[0], 5, 2, 8) * 0.5
+        return torch.cat([q.flatten(2), k * 0.7, v], -1)
+
+
 class ResidualNorm(torch.nn.Module):
     """Post-norm: the LayerNorm output goes to a Linear and to the residual: nothing to fold."""
 
@@ -106,6 +120,7 @@ CASES = {
     "layer scale with a 0 (kept)": (lambda: LayerScale(zero=True), (5, 16), 1, 1),
     "conv channel scale": (ConvScale, (4, 7, 7), 0, 0),
     "post-norm residual (kept)": (ResidualNorm, (5, 16), 3, 3),  # + the norm's scale and shift
+    "fused q/k/v split": (FusedQkv, (5, 16), 0, 0),
 }
 
 
