@@ -28,6 +28,24 @@ def _require_gpu():
                     f"(has {ort.get_available_providers()}): install onnxruntime-gpu")
 
 
+def _converted(name: str) -> bytes:
+    """pt2x's ONNX of the case. A GPU machine's image may hold another torch than the pinned one
+    (2026-11-26: torch 2.11.0+cu130, whose export cannot prove the guard transformers' Llama puts
+    on a dynamic seq): that torch's export failure skips, naming it; under the pinned torch it fails."""
+    import pathlib
+    import tomllib
+
+    extras = tomllib.loads((pathlib.Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pinned = next(r.split("==")[1] for r in extras["test"] if r.replace(" ", "").startswith("torch=="))
+    try:
+        return onnx_zoo.converted(name)
+    except torch._dynamo.exc.UserError as e:
+        if torch.__version__.split("+")[0] == pinned:
+            raise
+        pytest.skip(f"torch {torch.__version__} (not the pinned {pinned}) cannot export {name}: "
+                    f"{str(e).splitlines()[0][:160]}")
+
+
 @pytest.mark.parametrize("name", GPU_CASES)
 def test_onnx_cuda_parity(name):
     _require_gpu()
@@ -37,7 +55,7 @@ def test_onnx_cuda_parity(name):
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    sess = onnx_zoo.ort_session(onnx_zoo.converted(name), "CUDAExecutionProvider", {"use_tf32": 0})
+    sess = onnx_zoo.ort_session(_converted(name), "CUDAExecutionProvider", {"use_tf32": 0})
     assert "CUDAExecutionProvider" in sess.get_providers()
     for label, args, kwargs in onnx_zoo.input_sets(name):
         torch.manual_seed(0)
