@@ -109,9 +109,9 @@ def _full_arange_first(ctx, first, x, second) -> bool:
             continue
         if target not in _ARANGES or info.rank != 1:
             return False
-        a = bind(node, start=0, step=1)
-        start = a.start if target != "aten.arange.default" else 0
-        step = a.step if target == "aten.arange.start_step" else 1
+        a = bind(node)  # the arange's own arguments (its signature's names), not the index's
+        start = a.get("start", 0) if target != "aten.arange.default" else 0
+        step = a.get("step", 1) if target == "aten.arange.start_step" else 1
         return all(type(v) is int for v in (start, step)) and (start, step) == (0, 1)
 
 
