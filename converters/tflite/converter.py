@@ -33,6 +33,7 @@ from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
 from .prepare import ONNX_OPSET, load_onnx, prepare
 from .qdq_pass import install as install_qdq
+from .reduce_squeeze import drop_squeezing_reshapes
 from .schedule import hoist_input_only
 from .shapes import infer_shapes
 from .weight_storage import onnx_weights, store_weights
@@ -104,6 +105,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
         infer_shapes(s_)  # the folds below read the shapes
         fuse_float_ops(s_)
         fuse_matmuls(s_)
+        drop_squeezing_reshapes(s_)
         hoist_input_only(s_)
         infer_shapes(s_)
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
