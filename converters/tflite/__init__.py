@@ -26,7 +26,7 @@ int8 weights stay int8 through folding), ``ops_rnn``
 (unrolled over a static length) and ``ops_rnn_while`` (a WHILE over a dynamic one), both on
 ``rnn_cells`` (the LSTM/GRU cell math), and ``ops_control`` (IF/WHILE subgraphs), ``builtins`` (the one table of builtins
 the next two read), ``layout`` (the NCHW -> NHWC pass), the float passes over the written operators
-(``dedupe``, ``fuse_activations`` with ``fold_affine``, ``fuse_matmul``, reading constants through
+(``dedupe``, ``fuse_activations`` with ``fold_affine``, ``fuse_matmul``, ``reduce_squeeze``, reading constants through
 ``layer_constants``; ``fuse_gelu`` runs on the ONNX graph before mapping), ``shapes``
 (static shapes for XNNPACK), ``weight_storage`` (the weight-only options: float16 or int8
 weights, ``to_tflite(weights=)``), ``op_versions`` (the operator versions LiteRT gives int8 and
