@@ -257,6 +257,11 @@ def fold(m: onnx.ModelProto, budget: "_Budget | None" = None) -> onnx.ModelProto
     return m
 
 
+def _expands_a_constant(g: onnx.GraphProto) -> bool:
+    consts = {t.name for t in g.initializer}
+    return any(n.op_type == "Expand" and n.input and n.input[0] in consts for n in g.node)
+
+
 def _dim_known(d) -> bool:
     return d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
 
@@ -312,10 +317,11 @@ def prepare(p: Prepared) -> Prepared:
     try:
         if p.source != "onnx":
             m = shape_inference.infer_shapes(m, data_prop=True)
-            m = apply_torch_shapes(m, p.shapes)
         transpose_into_weights(m)
         budget = _Budget(_constants(m.graph))
         m = fold(m, budget)
+        if p.shapes and _expands_a_constant(m.graph):  # what expand_sinking reads the dims for
+            m = apply_torch_shapes(m, p.shapes)
         if sink_expands(m, lambda node, inputs: _eval(node, inputs, m.opset_import), budget):
             m = fold(m, budget)
         prune_unused(m)
