@@ -32,14 +32,21 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..onnx.graph_tools import subgraph_reads
+from .emit import attrs
 
-__all__ = ["sink_expands"]
+__all__ = ["dim_known", "sink_expands"]
 
 _ELEMENTWISE = {"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Max", "Min", "Equal", "Less", "LessOrEqual",
                 "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Cast", "Where", "Identity",
                 "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "IsNaN", "IsInf"}
 _REDUCTIONS = {"ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "ReduceMean"}
 _MAX_ELEMENTS = 1 << 20  # a tracked constant larger than this ends the tracking
+
+
+def dim_known(d: onnx.TensorShapeProto.Dimension) -> bool:
+    """A size ONNX shape inference knows: a value, or a symbol it did not invent (``unk__N``
+    names a dim it could not infer, one per dim)."""
+    return d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
 
 
 @dataclass(frozen=True)
@@ -163,12 +170,6 @@ class _Sinker:
             return None
         return arr
 
-    def attr(self, node, name, default=None):
-        for a in node.attribute:
-            if a.name == name:
-                return helper.get_attribute_value(a)
-        return default
-
     # ------------------------------------------------------------------ the rules
 
     def sunk(self, node: onnx.NodeProto) -> _Broadcast | None:
@@ -192,7 +193,7 @@ class _Sinker:
         if op == "Gather" and ins[0] in self.consts and ins[1] in self.tracked:
             return self.lookup(node, ins)
         if op in ("CumSum", "Slice", "Gather") or (op in _REDUCTIONS and len(ins) > 1 and ins[1]
-                                                   and int(self.attr(node, "keepdims", 1)) == 1):
+                                                   and int(attrs(node).get("keepdims", 1)) == 1):
             return self.along_axis(node, ins)
         if op == "Concat":
             return self.concat(node, ins)
@@ -256,7 +257,7 @@ class _Sinker:
         elif node.op_type in _REDUCTIONS:
             axes = [int(v) for v in params[0].reshape(-1)]
         elif node.op_type == "Gather":
-            axes = [int(self.attr(node, "axis", 0))]
+            axes = [int(attrs(node).get("axis", 0))]
         else:
             axes = [int(v) for v in params[2]] if len(params) > 2 and params[2] is not None \
                 else list(range(len(params[0])))
@@ -278,7 +279,7 @@ class _Sinker:
         """``Gather`` from a constant table by tracked indices: the rows looked up once, then
         broadcast by each shape tensor with ones appended for the table's axes after ``axis``."""
         table, b = self.consts[ins[0]], self.tracked[ins[1]]
-        axis = int(self.attr(node, "axis", 0))
+        axis = int(attrs(node).get("axis", 0))
         if table.ndim == 0 or not -table.ndim <= axis < table.ndim:
             return None
         axis %= table.ndim
@@ -333,7 +334,7 @@ class _Sinker:
         if len(ranks) != 1 or None in ranks:
             return None
         r = ranks.pop()
-        axis = int(self.attr(node, "axis", 0))
+        axis = int(attrs(node).get("axis", 0))
         axis = axis + r if axis < 0 else axis
         if not 0 <= axis < r or not self.free(bs[0], r, axis):
             return None
@@ -345,10 +346,10 @@ class _Sinker:
 
     # ------------------------------------------------------------------ rewriting
 
-    def emit(self, op: str, inputs: list[str], hint: str, length: int, **attrs) -> str:
+    def emit(self, op: str, inputs: list[str], hint: str, length: int, **attributes) -> str:
         """A new 1-D int64 shape tensor of ``length`` entries, computed by ``op``."""
         out = self.fresh(hint)
-        node = helper.make_node(op, inputs, [out], **attrs)
+        node = helper.make_node(op, inputs, [out], **attributes)
         self.nodes.append(node)
         self.producer[out] = node
         self.lengths[out] = length
@@ -372,8 +373,7 @@ class _Sinker:
         t = vi.type.tensor_type if vi is not None else None
         if t is None or not t.HasField("shape"):
             return None
-        return [d.dim_value if d.HasField("dim_value") else
-                d.dim_param if d.HasField("dim_param") and not d.dim_param.startswith("unk__") else None
+        return [(d.dim_value if d.HasField("dim_value") else d.dim_param) if dim_known(d) else None
                 for d in t.shape.dim]
 
     def absorbed(self, node: onnx.NodeProto) -> onnx.NodeProto:

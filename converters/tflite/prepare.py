@@ -21,7 +21,8 @@ from onnx import helper, numpy_helper, shape_inference
 from .. import limits
 from ..errors import ConversionError, UnsupportedOpsError
 from ..onnx.graph_tools import prune_unused
-from .expand_sinking import sink_expands
+from .emit import attrs
+from .expand_sinking import dim_known, sink_expands
 from .external_data import load_external_data
 from .fold_cost import fold_work
 from .normalise import normalise
@@ -127,7 +128,7 @@ def _gather_elements(node: onnx.NodeProto, inputs: list[np.ndarray]) -> list[np.
     """GatherElements in numpy (onnx 1.22's reference evaluator fails on an index shorter than
     the data along the axis); None for an index out of range, which the spec leaves undefined."""
     data, index = inputs
-    axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
+    axis = attrs(node).get("axis", 0)
     if data.ndim == 0 or index.ndim != data.ndim or not -data.ndim <= axis < data.ndim:
         return None
     axis %= data.ndim
@@ -262,10 +263,6 @@ def _expands_a_constant(g: onnx.GraphProto) -> bool:
     return any(n.op_type == "Expand" and n.input and n.input[0] in consts for n in g.node)
 
 
-def _dim_known(d) -> bool:
-    return d.HasField("dim_value") or (d.HasField("dim_param") and not d.dim_param.startswith("unk__"))
-
-
 def apply_torch_shapes(m: onnx.ModelProto, shapes: dict) -> onnx.ModelProto:
     """Fill the dims ONNX shape inference left unknown (a ``Reshape`` to ``-1``) from torch's
     shapes of the same values (``convert_view(shapes=...)``), where the rank agrees and every
@@ -278,11 +275,11 @@ def apply_torch_shapes(m: onnx.ModelProto, shapes: dict) -> onnx.ModelProto:
         t = vi.type.tensor_type
         if dims is None or not t.HasField("shape") or len(t.shape.dim) != len(dims):
             continue
-        known = [(d, h) for d, h in zip(t.shape.dim, dims) if _dim_known(d)]
+        known = [(d, h) for d, h in zip(t.shape.dim, dims) if dim_known(d)]
         if any((d.dim_value if d.HasField("dim_value") else d.dim_param) != h for d, h in known):
             continue
         for d, h in zip(t.shape.dim, dims):
-            if not _dim_known(d):
+            if not dim_known(d):
                 d.Clear()
                 if isinstance(h, int):
                     d.dim_value = h
@@ -290,7 +287,7 @@ def apply_torch_shapes(m: onnx.ModelProto, shapes: dict) -> onnx.ModelProto:
                     d.dim_param = h
     for vi in m.graph.value_info:
         for d in vi.type.tensor_type.shape.dim:
-            if not _dim_known(d):
+            if not dim_known(d):
                 d.Clear()
     try:
         return shape_inference.infer_shapes(m, data_prop=True)
