@@ -40,22 +40,23 @@ def _target(sub: Subgraph, reshape) -> list[int] | None:
 
 
 def drop_squeezing_reshapes(sub: Subgraph) -> None:
-    readers = sub.reader_counts()
-    consumer = {i: op for op in sub.ops for i in op.inputs if i >= 0}
+    uses = sub.index_uses()
     for op in list(sub.ops):
         if op.code not in _REDUCTIONS or len(op.outputs) != 1:
             continue
         y = op.outputs[0]
-        reshape = consumer.get(y)
-        if reshape is None or reshape.code != "RESHAPE" or readers.get(y) != 1 or y in sub.outputs \
-                or reshape.inputs[0] != y:
+        readers = uses.readers.get(y, [])
+        if len(readers) != 1 or readers[0].code != "RESHAPE" or readers[0].inputs[0] != y or y in sub.outputs:
             continue
+        reshape = readers[0]
         kept, target = _kept_dims(sub, op), _target(sub, reshape)
         if kept is None or target is None or len(kept) != len(target):
             continue
         if target.count(-1) > 1 or any(t != k and t != -1 for t, k in zip(target, kept)) \
                 or (-1 in target and kept.count(-1) > 1):
             continue
+        outputs = list(reshape.outputs)
+        sub.remove_op(reshape)
         op.options = (op.options[0], {**op.options[1], "keep_dims": False})
-        op.outputs = list(reshape.outputs)
-        sub.ops.remove(reshape)
+        sub.rewire(op, outputs=outputs)
+    sub.uses = None
