@@ -11,7 +11,8 @@ sn)``, ``C`` a constant) while each op reading it keeps that form, which is exac
   constants broadcast by all their shape tensors: broadcasting is associative, and ``f`` is
   applied to the same operands at every position;
 * ``Slice``, ``CumSum``, ``Concat``, ``Gather`` and the reductions that keep their axes
-  (``ReduceMax`` and its peers, axes given as an input) along an axis that no shape tensor of ``S``
+  (``ReduceMax`` and its peers, axes given as an input; empty axes are every axis,
+  or none with ``noop_with_empty_axes``) along an axis that no shape tensor of ``S``
   broadcasts (its entry there is a known 1, or ``S`` does not reach it) act on ``C`` alone;
   ``Gather`` puts ones for the index's axes into each shape tensor (new run-time ``Slice`` and
   ``Concat`` nodes of the shape tensor, which is small);
@@ -255,7 +256,10 @@ class _Sinker:
         if node.op_type == "CumSum":
             axes = [int(params[0])]
         elif node.op_type in _REDUCTIONS:
-            axes = [int(v) for v in params[0].reshape(-1)]
+            axes = self.reduced_axes(node, params[0], r)
+            if axes is None:
+                return b
+            params[0] = np.asarray(axes, np.int64)
         elif node.op_type == "Gather":
             axes = [int(attrs(node).get("axis", 0))]
         else:
@@ -274,6 +278,15 @@ class _Sinker:
             return _Broadcast(out, b.shapes)
         shapes = tuple(self.gathered_shape(s, r, axes[0], params[0].ndim) for s in b.shapes)
         return None if None in shapes else _Broadcast(out, shapes)
+
+    @staticmethod
+    def reduced_axes(node, axes: np.ndarray, r: int) -> list[int] | None:
+        """The axes a reduction reduces, spelled out: empty ``axes`` reduce every axis (the
+        broadcast ones too, so ``along_axis`` refuses a batch axis), or none at all (None) with
+        ``noop_with_empty_axes``."""
+        if axes.size:
+            return [int(v) for v in axes.reshape(-1)]
+        return None if int(attrs(node).get("noop_with_empty_axes", 0)) else list(range(r))
 
     def lookup(self, node, ins) -> _Broadcast | None:
         """``Gather`` from a constant table by tracked indices: the rows looked up once, then

@@ -242,3 +242,49 @@ def test_gather_elements_folds_as_torch_gathers(shape, index_shape, axis):
     want = torch.gather(torch.from_numpy(data), axis, torch.from_numpy(np.where(index < 0, index + n, index))).numpy()
     np.testing.assert_array_equal(got, want)
     assert _eval(node, [data, np.full(index_shape, n)], [helper.make_opsetid("", 18)]) is None  # out of range
+
+
+# ------------------------------------------------------------------ review findings (issue 33)
+
+
+def _match_in_child(m, feeds_by_batch, *, xnnpack=False):
+    """``to_tflite(m)`` run in a LiteRT child (an abort fails the case) gives ONNX Runtime's
+    outputs, shapes included, for each feed list."""
+    import onnxruntime as ort
+    from litert_child import run_in_child
+
+    data = to_tflite(m)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    got = run_in_child([(data, feeds) for feeds in feeds_by_batch], xnnpack=xnnpack)
+    for feeds, g in zip(feeds_by_batch, got):
+        assert not isinstance(g, str), (feeds[0].shape, g)
+        for w, o in zip(sess.run(None, dict(zip(names, feeds))), g):
+            assert o.shape == w.shape, (feeds[0].shape, o.shape, w.shape)
+            np.testing.assert_allclose(o, w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["ReduceSum", "ReduceProd", "ReduceMax"])
+@pytest.mark.parametrize("axes", ["empty", "omitted"])
+def test_reduce_all_of_a_broadcast_counts_the_batch(op, axes):
+    """``Reduce(expand(k, [B, 4]))`` with no axes reduces every copy: the sum scales with B,
+    the product is raised to the power B (keepdims: the output is [1, 1])."""
+    shape_nodes, shape_inits = _batch_shape("x", [4], "s")
+    reduce_inputs = ["e", "none"] if axes == "empty" else ["e"]
+    nodes = shape_nodes + [helper.make_node("Expand", ["k", "s"], ["e"]),
+                           helper.make_node(op, reduce_inputs, ["r"], keepdims=1),
+                           helper.make_node("Mul", ["x", "r"], ["y"])]
+    k = numpy_helper.from_array(np.array([[1.5, 0.5, 2.0, 1.25]], np.float32), "k")
+    inits = shape_inits + [k, _i64("none", np.zeros(0, np.int64))]
+    m = _model(nodes, inits, [_x("x", ["batch", 4])], [_x("y", ["batch", 4])])
+    _match_in_child(m, [[_rows((b, 4), 20 + b)] for b in (1, 2, 3)])
+
+
+def test_reduce_noop_with_empty_axes_is_the_broadcast():
+    shape_nodes, shape_inits = _batch_shape("x", [4], "s")
+    nodes = shape_nodes + [helper.make_node("Expand", ["k", "s"], ["e"]),
+                           helper.make_node("ReduceSum", ["e", "none"], ["r"], keepdims=1, noop_with_empty_axes=1),
+                           helper.make_node("Mul", ["x", "r"], ["y"])]
+    inits = shape_inits + [numpy_helper.from_array(_rows((1, 4), 24), "k"), _i64("none", np.zeros(0, np.int64))]
+    m = _model(nodes, inits, [_x("x", ["batch", 4])], [_x("y", ["batch", 4])])
+    _match_in_child(m, [[_rows((b, 4), 25 + b)] for b in (1, 2, 3)])
