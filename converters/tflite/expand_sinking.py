@@ -292,13 +292,15 @@ class _Sinker:
         """``Gather`` from a constant table by tracked indices: the rows looked up once, then
         broadcast by each shape tensor with ones appended for the table's axes after ``axis``."""
         table, b = self.consts[ins[0]], self.tracked[ins[1]]
-        axis = int(attrs(node).get("axis", 0))
-        if table.ndim == 0 or not -table.ndim <= axis < table.ndim:
+        axis, r = int(attrs(node).get("axis", 0)), self.rank(b)
+        if table.ndim == 0 or not -table.ndim <= axis < table.ndim or r is None:
             return None
         axis %= table.ndim
         if b.const.size * table.size / max(table.shape[axis], 1) > _MAX_ELEMENTS:
             return None
-        out = self.eval(node, [table, b.const])
+        # the indices at the broadcast's full rank: the shape tensors then line up with the
+        # index's axes of the output (a lower-rank constant would leave them on the table's)
+        out = self.eval(node, [table, self.padded(b, r)])
         if out is None:
             return None
         trailing = table.ndim - axis - 1

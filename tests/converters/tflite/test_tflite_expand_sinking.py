@@ -288,3 +288,35 @@ def test_reduce_noop_with_empty_axes_is_the_broadcast():
     inits = shape_inits + [numpy_helper.from_array(_rows((1, 4), 24), "k"), _i64("none", np.zeros(0, np.int64))]
     m = _model(nodes, inits, [_x("x", ["batch", 4])], [_x("y", ["batch", 4])])
     _match_in_child(m, [[_rows((b, 4), 25 + b)] for b in (1, 2, 3)])
+
+
+class TableColumns(torch.nn.Module):
+    """``table[:, pos.expand(B, n)]``: a Gather along axis 1 by batch-broadcast indices whose
+    constant (``pos``) has a lower rank than the broadcast."""
+
+    def __init__(self, index_rank: int):
+        super().__init__()
+        self.register_buffer("table", torch.arange(60, dtype=torch.float32).reshape(3, 10, 2))
+        self.index_rank = index_rank
+
+    def forward(self, x):
+        pos = torch.tensor([1, -4]) if self.index_rank == 1 else torch.tensor([[1, -4]])
+        return self.table[:, pos.expand(x.shape[0], 2)] + x.sum()
+
+
+@pytest.mark.parametrize("index_rank", [1, 2])
+def test_gather_along_a_later_axis_by_broadcast_indices(index_rank, tmp_path):
+    from litert_child import run_in_child
+
+    model = TableColumns(index_rank)
+    ep = torch.export.export(model, (torch.ones(2, 5),),
+                             dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=16)},))
+    path = str(tmp_path / "columns.pt2")
+    torch.export.save(ep, path)
+    xs = [_rows((b, 5), 30 + b) for b in (1, 2, 3)]
+    got = run_in_child([(to_tflite(path), [x]) for x in xs])
+    for x, g in zip(xs, got):
+        want = model(torch.from_numpy(x)).numpy()
+        assert not isinstance(g, str), (x.shape, g)
+        assert g[0].shape == want.shape
+        np.testing.assert_allclose(g[0], want, rtol=1e-6)
