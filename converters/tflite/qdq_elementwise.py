@@ -4,12 +4,14 @@ HARD_SWISH, Sigmoid -> LOGISTIC (``qdq_registry``'s patterns).
 
 LiteRT's int8 LOGISTIC writes its output at scale 1/256, zero point -128 (``activations.cc``
 checks it): a Sigmoid quantized otherwise stays float. A dequantized constant operand of
-Add/Mul is written as an int8 constant with its parameters (per tensor only).
+Add/Mul is written as an int8 constant with its parameters (per tensor only), when its integers
+and zero point fit int8 (an int32 constant that does not keeps the op float: a cast would wrap).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from .emit import Emitter
 from .qdq_params import storage_quant
@@ -24,8 +26,8 @@ def _operand(em: Emitter, p: Pattern, slot: int) -> int:
     c = em.const_value(source)
     if c is None:
         return q_input(em, p, slot)
-    prm = p.params[slot]
-    stored = (c.astype(np.int32) + (prm.stored_zero_point() - prm.zero_point)).astype(np.int8)
+    prm = p.params[slot]  # _binary_check saw the integers fit int8
+    stored = (c.astype(np.int64) + (prm.stored_zero_point() - prm.zero_point)).astype(np.int8)
     return _int8_const(em, stored, storage_quant(prm))
 
 
@@ -35,10 +37,33 @@ def _int8_const(em: Emitter, data: np.ndarray, quant) -> int:
     return idx
 
 
+def _int8_storage(em: Emitter, p: Pattern, slot: int) -> np.ndarray | None:
+    """A dequantized constant operand's integers and zero point in int8 storage (the uint8
+    shift applied), as int64; None for a run-time value."""
+    c = em.const_value(p.dq[slot].input[0])
+    if c is None:
+        return None
+    prm = p.params[slot]
+    shift = prm.stored_zero_point() - prm.zero_point
+    return np.append(c.astype(np.int64).reshape(-1) + shift, prm.stored_zero_point())
+
+
+def _constant_reason(em: Emitter, p: Pattern, slot: int) -> str | None:
+    stored = _int8_storage(em, p, slot)
+    if stored is None or (stored.min(initial=0) >= -128 and stored.max(initial=0) <= 127):
+        return None
+    elem = TensorProto.DataType.Name(p.params[slot].elem)
+    return (f"input {slot} dequantizes a {elem} constant whose integers or zero point do not fit int8 "
+            f"(LiteRT's int8 {p.node.op_type} takes int8 operands)")
+
+
 def _binary_check(em: Emitter, p: Pattern) -> str | None:
     for s in (0, 1):
         if not p.params[s].per_tensor:
             return f"input {s} is quantized per channel (LiteRT's int8 {p.node.op_type} takes per-tensor values)"
+        reason = _constant_reason(em, p, s)
+        if reason:
+            return reason
     shapes = [em.shape(p.node.input[s]) for s in (0, 1)]
     if any(s is None for s in shapes) or max(len(s) for s in shapes) > 6:
         return "its operands' ranks are unknown or above 6"
