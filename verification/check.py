@@ -183,7 +183,7 @@ def _compare_outputs(sets, ref: Reference, got: RunResult, names: list, idx: lis
             w = want.astype(np.float32) if want.dtype.name == "bfloat16" else want
             diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g, w, tol)
             checks.append(OutputCheck(s.label, i, name, want.dtype.name, list(want.shape), diff.max_abs, diff.max_rel,
-                                      tol.text(), diff.mismatched, diff.total, diff.ok, diff.note))
+                                      diff.tolerance or tol.text(), diff.mismatched, diff.total, diff.ok, diff.note))
     return checks
 
 

@@ -2,7 +2,11 @@
 
 A float element passes when ``|got - want| <= atol * max(1, max|want|) + rtol * |want|``: the
 absolute part grows with the output's own magnitude (a logit of 300 is not held to 1e-4 in
-absolute terms). LiteRT (XNNPACK's fused kernels, float64 and low-precision floats computed in
+absolute terms). Mask fills (reference values at or beyond ``sentinel_floor``: ``-1e9``,
+``torch.finfo(float32).min``) are set apart: they do not count in ``max|want|`` (one fill would
+make the absolute part ~1e34 and pass anything) and are compared by the relative part alone; the
+tolerance text of each comparison (``Difference.tolerance``) says the magnitude used and how many
+fills were set apart. LiteRT (XNNPACK's fused kernels, float64 and low-precision floats computed in
 float32) gets ``RUNTIME_SCALE`` times the float tolerances. Integers and booleans must be equal.
 int8 and uint8 outputs are quantized values: they may differ by one quantization step (a rounding
 tie resolved the other way), never more. NaN equals NaN at the same place; an infinity must match.
@@ -14,7 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TOLERANCES", "QUANTIZED_STEPS", "RUNTIME_SCALE", "Tolerance", "Difference", "tolerance", "compare"]
+__all__ = ["TOLERANCES", "QUANTIZED_STEPS", "RUNTIME_SCALE", "SENTINEL_FLOOR", "Tolerance", "Difference", "tolerance",
+           "compare", "sentinel_floor"]
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     # dtype name -> (rtol, atol)
@@ -32,6 +37,10 @@ QUANTIZED_STEPS: dict[str, int] = {"int8": 1, "uint8": 1}
 RUNTIME_SCALE: dict[str, float] = {"onnxruntime": 1.0, "litert": 10.0}
 """The float tolerances are multiplied by the runtime's factor."""
 
+SENTINEL_FLOOR = 1e8
+"""A reference value this large (in magnitude) is a fill, not a result: a mask's -1e9 or
+``finfo.min``; for a dtype whose largest value is below twice this, half its largest value."""
+
 
 @dataclass(frozen=True)
 class Tolerance:
@@ -44,7 +53,7 @@ class Tolerance:
             return "exact"
         if self.rule == "steps":
             return f"{self.atol:g} step" if self.atol == 1 else f"1 step ({self.atol:.3g})"
-        return f"rtol {self.rtol:g}, atol {self.atol:g}"
+        return f"rtol {self.rtol:g}, atol {self.atol:g} x max(1, max|ref|)"
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class Difference:
     mismatched: int  # elements beyond the tolerance (all of them for a shape mismatch)
     total: int
     note: str = ""  # a shape or dtype problem, in words
+    tolerance: str = ""  # the tolerance as applied (float: the magnitude used, the fills set apart)
 
 
 def tolerance(dtype_name: str, runtime: str = "onnxruntime") -> Tolerance:
@@ -96,10 +106,33 @@ def compare(got, want, tol: Tolerance) -> Difference:
         scale = np.abs(w)
         rel = np.where(diff == 0, 0.0, diff / np.where(scale == 0, 1.0, scale))
         if tol.rule == "float":
-            finite = np.abs(w[np.isfinite(w)]) if w.dtype.kind == "f" else np.abs(w)
-            magnitude = max(1.0, float(finite.max())) if finite.size else 1.0
-            bad = diff > tol.atol * magnitude + tol.rtol * scale
+            bad, text = _float_bad(diff, w, scale, tol, sentinel_floor(want.dtype))
         else:
-            bad = diff > tol.atol
+            bad, text = diff > tol.atol, tol.text()
     mismatched = int(np.count_nonzero(bad))
-    return Difference(mismatched == 0, float(diff.max()), float(rel.max()), mismatched, int(want.size))
+    return Difference(mismatched == 0, float(diff.max()), float(rel.max()), mismatched, int(want.size), "", text)
+
+
+def sentinel_floor(dtype) -> float:
+    """The magnitude from which a reference value of ``dtype`` is a fill (``SENTINEL_FLOOR``)."""
+    try:
+        top = float(np.finfo(dtype).max)
+    except (TypeError, ValueError):
+        return SENTINEL_FLOOR
+    return min(SENTINEL_FLOOR, top / 2)
+
+
+def _float_bad(diff: np.ndarray, w: np.ndarray, scale: np.ndarray, tol: Tolerance, floor: float):
+    """The elements beyond the float tolerance, and the tolerance in words: the absolute part
+    scaled by the largest finite reference value that is no fill; fills by the relative part."""
+    finite = np.isfinite(w)
+    fills = finite & (scale >= floor)
+    kept = scale[finite & ~fills]
+    magnitude = float(kept.max()) if kept.size else 0.0
+    atol = tol.atol * max(1.0, magnitude)
+    bad = diff > np.where(fills, 0.0, atol) + tol.rtol * scale
+    text = f"rtol {tol.rtol:g}, atol {tol.atol:g} x max(1, max|ref| {magnitude:.3g}) = {atol:.3g}"
+    n = int(np.count_nonzero(fills))
+    if n:
+        text += f"; {n} mask fills (|ref| >= {floor:.3g}) set apart, by rtol only"
+    return bad, text

@@ -120,11 +120,13 @@ def _representations_differ(g: np.ndarray, w: np.ndarray) -> bool:
 
 
 def _difference(g: np.ndarray, w: np.ndarray, tol: Tolerance, step: float | None):
+    """The comparison of one value, and its tolerance in words."""
     if step:
-        return compare(g.astype(np.float64) / step, w.astype(np.float64) / step, Tolerance(0.0, 1.0 + 1e-6, "steps")), \
-            Tolerance(0.0, step, "steps")
-    return compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g,
-                   w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol), tol
+        diff = compare(g.astype(np.float64) / step, w.astype(np.float64) / step, Tolerance(0.0, 1.0 + 1e-6, "steps"))
+        return diff, Tolerance(0.0, step, "steps").text()
+    diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g,
+                   w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol)
+    return diff, diff.tolerance or tol.text()
 
 
 def first_divergence(order, got_values: list[dict], want_values: list[dict], runtime: str,
@@ -160,11 +162,11 @@ def first_divergence(order, got_values: list[dict], want_values: list[dict], run
                     continue
                 if steps and name in steps and steps[name] is None:
                     continue
-                diff, tol = _difference(g, w, tol_of(w), (steps or {}).get(name))  # a shape that differs too
+                diff, tol_text = _difference(g, w, tol_of(w), (steps or {}).get(name))  # a shape that differs too
                 compared += 1
                 if not diff.ok:
                     origin = stamps.get(name) or program.get(name) or (None, None, None)
                     return Divergence(origin[0], origin[1], origin[2], node, op, name, diff.max_abs, diff.max_rel,
-                                      tol.text(), compared, diff.note, _chain(order, at, good)), compared
+                                      tol_text, compared, diff.note, _chain(order, at, good)), compared
                 good.add(name)
     return None, compared

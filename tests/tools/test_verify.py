@@ -146,7 +146,7 @@ def test_json_schema(files, capsys):
                            "tolerances", "outputs", "divergence", "compared_values", "notes"}
     assert report["target"] == "tflite" and report["matched_by"] == "name" and report["divergence"] is None
     assert report["compared_values"] >= 3
-    assert report["tolerances"]["float32"] == "rtol 0.01, atol 0.001"  # LiteRT: 10x the float tolerances
+    assert report["tolerances"]["float32"] == "rtol 0.01, atol 0.001 x max(1, max|ref|)"  # LiteRT: 10x the float tolerances
     out = report["outputs"][0]
     assert set(out) == {"set", "index", "name", "dtype", "shape", "max_abs", "max_rel", "tolerance", "mismatched",
                         "total", "ok", "note"}
@@ -320,7 +320,8 @@ def test_tolerances_per_dtype():
     from pt2x.verification.compare import compare, tolerance
 
     f32 = tolerance("float32")
-    assert f32.text() == "rtol 0.001, atol 0.0001" and tolerance("float32", "litert").text() == "rtol 0.01, atol 0.001"
+    assert f32.text() == "rtol 0.001, atol 0.0001 x max(1, max|ref|)"
+    assert tolerance("float32", "litert").text() == "rtol 0.01, atol 0.001 x max(1, max|ref|)"
     want = np.array([300.0, -2.0, 0.0, np.nan], np.float32)
     # the absolute part grows with the output's magnitude: 300 * 1e-4 = 0.03
     assert compare(want + np.array([0.02, 0, 0, 0], np.float32), want, f32).ok
@@ -334,3 +335,60 @@ def test_tolerances_per_dtype():
     assert not compare(np.array([1, 2], np.int64), np.array([1, 3], np.int64), tolerance("int64")).ok
     shape = compare(np.zeros((2, 3)), np.zeros((3, 2)), f32)
     assert not shape.ok and "shape [2, 3], reference [3, 2]" in shape.note
+
+
+# ------------------------------------------------------------------------------ review findings (issue 33)
+
+class MaskedScores(torch.nn.Module):
+    """Attention-like scores with a causal mask filled with ``fill`` (torch.finfo(float32).min,
+    -1e9): the output holds the fill beside values of magnitude ~1."""
+
+    def __init__(self, fill: float):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 6)
+        self.register_buffer("mask", torch.triu(torch.ones(6, 6, dtype=torch.bool), 1))
+        self.fill = fill
+
+    def forward(self, x):
+        return self.proj(x).masked_fill(self.mask, self.fill)
+
+
+@pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -1e9], ids=["finfo_min", "minus_1e9"])
+def test_mask_fill_values_do_not_widen_the_tolerance(tmp_path, capsys, fill):
+    """A weight scaled by 1.5 in the converted file is found although the output also holds the
+    mask fill (the fills are compared apart, relatively); the report says how the tolerance
+    was computed and how many fill values were set apart."""
+    from pt2x.converters import to_onnx
+
+    torch.manual_seed(0)
+    ep = torch.export.export(MaskedScores(fill).eval(), (torch.randn(2, 6, 6),))
+    pt2, good, bad = str(tmp_path / "m.pt2"), str(tmp_path / "m.onnx"), str(tmp_path / "bad.onnx")
+    torch.export.save(ep, pt2)
+    m = to_onnx(pt2, good)
+    weight = next(i.name for i in m.graph.initializer if "proj" in i.name and len(i.dims) == 2)
+    onnx.save(pf.scale_onnx_weight(m, weight, 1.5), bad)
+    assert main(["verify", pt2, good, "--json"]) == 0
+    out = _json(capsys)["outputs"][0]
+    assert "30 mask fills" in out["tolerance"] and "max|ref|" in out["tolerance"], out
+    assert main(["verify", pt2, bad, "--json"]) == 1
+    out = _json(capsys)["outputs"][0]
+    assert not out["ok"] and out["mismatched"] > 0, out
+    assert main(["verify", pt2, bad]) == 1
+    text = capsys.readouterr().out
+    assert "mask fills" in text and "DIFFERENT" in text
+
+
+def test_the_magnitude_leaves_sentinels_out():
+    from pt2x.verification.compare import compare, tolerance
+
+    f32 = tolerance("float32")
+    fill = np.finfo(np.float32).min
+    want = np.array([fill, -1e9, 0.5, -2.0], np.float32)
+    assert compare(want, want, f32).ok
+    off = compare(want + np.array([0, 0, 0.5, 0], np.float32), want, f32)
+    assert not off.ok and off.mismatched == 1 and "2 mask fills" in off.tolerance
+    assert not compare(np.array([0.0, -1e9, 0.5, -2.0], np.float32), want, f32).ok  # a fill lost
+    assert not compare(np.array([fill, fill, 0.5, -2.0], np.float32), want, f32).ok  # a fill changed
+    f16 = tolerance("float16")
+    h = np.array([np.finfo(np.float16).min, 0.25], np.float16)
+    assert not compare(h + np.array([0, 0.1], np.float16), h, f16).ok
