@@ -11,13 +11,11 @@ fails in a phase leaves as a ``ConversionError`` naming the phase (``guard.stage
 from __future__ import annotations
 
 import json
-import os
 
 import onnx
 from onnx import TensorProto
 
-from ...serde.atomic_write import write_atomically
-from ...serde.errors import Pt2Error
+from ...serde.errors import Pt2Error, Pt2UsageError
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from ..onnx.graph_tools import origin_of
@@ -37,7 +35,7 @@ from .reduce_squeeze import drop_squeezing_reshapes
 from .schedule import hoist_input_only
 from .shapes import infer_shapes
 from .weight_storage import onnx_weights, store_weights
-from .writer import write
+from .writer import write, write_file
 
 __all__ = ["to_tflite", "MIN_RUNTIME"]
 
@@ -49,7 +47,7 @@ _IO_TYPE = {TensorProto.INT64: TensorType.INT64, TensorProto.FLOAT16: TensorType
 
 
 def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, weights: str | None = None) -> bytes:
-    """Convert ``src`` to a TFLite flatbuffer; returns its bytes and writes ``dst`` when given.
+    """Convert ``src`` to a TFLite file; returns its bytes and writes ``dst`` when given.
 
     ``src``: a .pt2 (path, binary file, ``Pt2Archive`` or ``Pt2Model``; ``model`` picks the
     program in a multi-model archive) or ONNX (an ``.onnx`` path or ``onnx.ModelProto``).
@@ -62,7 +60,14 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
     Dynamic dims become ``shape_signature`` -1 and shapes are computed at run time, so any
     size in the program's ranges works after ``Interpreter.resize_tensor_input``. Raises
     ``UnsupportedOpsError`` listing every op TFLite cannot take (for a .pt2, the ATen nodes
-    they came from), ``ConversionError`` for a model that cannot be read."""
+    they came from), ``ConversionError`` for a model that cannot be read.
+
+    Size: while the constants fit flatbuffers' 2 GiB they are inside the flatbuffer. Past that
+    they follow it in the same file, each addressed by ``Buffer.offset``/``size`` (the
+    single-file layout LiteRT reads past 2 GiB, ``writer.py``), and ``dst`` is written one
+    constant at a time; the return value is then the flatbuffer alone (graph and metadata,
+    which ``Interpreter(model_content=)`` cannot run: load ``dst`` with ``model_path=``).
+    Without ``dst`` such a model is returned whole, in memory."""
     check_weight_option(weights)
     with stage(None, "reading the ONNX model", passthrough=(Pt2Error,)):
         prepared = prepare(load_onnx(src, model))
@@ -70,11 +75,12 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
         program = convert_prepared(prepared, nhwc_io=nhwc_io)
         if weights is not None:
             store_weights(program, weights, onnx_weights(prepared.model))  # only the model's weights
-    with stage(prepared.member, "writing the TFLite flatbuffer"):
-        data = write(program)
-    if dst is not None:
-        write_atomically(os.fspath(dst), lambda f: f.write(data))  # a failed write leaves the old file
-    return data
+    if dst is None:
+        with stage(prepared.member, "writing the TFLite flatbuffer"):
+            return write(program)
+    # the output file's own errors (a full disk, a FIFO) leave as they are: not the input's fault
+    with stage(prepared.member, "writing the TFLite flatbuffer", passthrough=(OSError, Pt2UsageError)):
+        return write_file(program, dst)  # atomic: a failed write leaves the old file
 
 
 def load_mappers() -> dict:
