@@ -25,6 +25,7 @@ from ..aten.graph import GraphView, TensorInfo
 from ..aten.lower import LoweringState, Names
 from ..errors import ConversionError, NotConverted, Unsupported
 from .graph_tools import origin_entries, origin_of, stamp_entries, subgraphs
+from .lazy_initializers import MIN_LAZY_BYTES, LazyInitializers
 
 __all__ = ["Ctx", "ONNX_TYPE", "onnx_type"]
 
@@ -82,7 +83,8 @@ class Ctx:
     backend = "onnx"
 
     def __init__(self, view: GraphView, opset: int, names: Names, root: "Ctx | None" = None,
-                 weights: dict | None = None, state: LoweringState | None = None):
+                 weights: dict | None = None, state: LoweringState | None = None,
+                 lazy: LazyInitializers | None = None):
         self.view = view
         self.opset = opset
         self.names = names
@@ -97,6 +99,7 @@ class Ctx:
             self.consts: dict[str, np.ndarray] = {}  # ONNX name -> value, for folding
             self._const_cache: dict = {}
             self.weights = weights or {}
+            self.lazy = lazy  # where large constants stay as arrays (None: copied into the graph)
             self.materialised = 0  # bytes of constants made so far
             self.budget = limits.MAX_CONSTANT_BYTES + limits.WEIGHT_BYTES_FACTOR * sum(
                 stored_bytes(np.asarray(w.array)) for w in self.weights.values())
@@ -197,14 +200,20 @@ class Ctx:
         self.reserve(array_bytes(shape, itemsize), what, account=False)
 
     def const_array(self, arr: np.ndarray, name: str = "const") -> str:
+        """An initializer holding ``arr``. With a ``lazy`` store, an array of ``MIN_LAZY_BYTES``
+        and more is kept as it is (a view of the archive's map stays one) behind a skeleton
+        initializer, and the writer copies it into the file once; else its bytes are copied in."""
         r = self.root
         arr = np.asarray(arr)
         self.reserve(arr.nbytes, f"constant {name!r}")
-        if not arr.flags.c_contiguous:
-            arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
         st = dtypes.from_numpy(arr.dtype)
         onnx_name = r.names.fresh(name)
-        t = helper.make_tensor(onnx_name, onnx_type(st), arr.shape, arr.tobytes(), raw=True)
+        if r.lazy is not None and arr.nbytes >= MIN_LAZY_BYTES:
+            t = r.lazy.skeleton(onnx_name, arr, onnx_type(st))
+        else:
+            if not arr.flags.c_contiguous:
+                arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
+            t = helper.make_tensor(onnx_name, onnx_type(st), arr.shape, arr.tobytes(), raw=True)
         r.initializers.append(t)
         r.consts[onnx_name] = arr
         return onnx_name

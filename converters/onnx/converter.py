@@ -15,7 +15,6 @@ import os
 import onnx
 from onnx import helper
 
-from ...serde.atomic_write import write_atomically, write_files_atomically
 from ...serde.codec.symbolic import Symbol, to_infix
 from ...serde.errors import Pt2UsageError
 from ..aten import registry
@@ -30,7 +29,9 @@ from ..weight_quant import check_weight_option
 from .context import Ctx, onnx_type
 from .fold import fold_batch_norms
 from .graph_tools import copy_stamp, live_nodes, producers_of
+from .lazy_initializers import LazyInitializers
 from .weight_only import store_weights
+from .writer import EXTERNAL_THRESHOLD, write_model
 
 __all__ = ["to_onnx", "convert_view", "DEFAULT_OPSET", "MIN_OPSET", "MAX_OPSET", "IR_VERSION"]
 
@@ -38,8 +39,6 @@ DEFAULT_OPSET = 23
 MIN_OPSET = 18
 MAX_OPSET = 24
 IR_VERSION = 10  # onnxruntime 1.20+ reads it; onnx 1.23's make_model would write 14
-_EXTERNAL_DATA_THRESHOLD = 2**31 - 2**20  # protobuf's 2 GB limit, with room for the graph
-_EXTERNAL_MIN_BYTES = 1024  # smaller initializers stay in the model file (onnx.save_model's size_threshold)
 
 _loaded = False
 
@@ -72,15 +71,23 @@ def _load_lowerings() -> None:
 
 
 def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
-            dim_names: dict[str, str] | None = None, weights: str | None = None):
+            dim_names: dict[str, str] | None = None, weights: str | None = None,
+            external_data: bool | None = None, progress=None):
     """Convert one model of a .pt2 (path, file, ``Pt2Archive`` or ``Pt2Model``) to ONNX.
 
-    Returns the ``onnx.ModelProto``; writes it to ``dst`` when given (weights past 2 GB go to
-    ``<dst>.data`` beside it). ``dim_names`` renames shape symbols (``{"s17": "batch"}``):
-    .pt2 files do not carry torch ``Dim`` names. ``weights``: ``"int8"`` stores the conv/linear
-    weights as per-channel int8 behind ``DequantizeLinear``, ``"fp16"`` the large float32
-    initializers as float16 behind ``Cast`` (``weight_only.py``; another value is a
-    ``Pt2UsageError``). Raises ``UnsupportedOpsError`` listing every operator that has no lowering.
+    Without ``dst``: returns the ``onnx.ModelProto``, every weight copied into it. With ``dst``:
+    writes the model there, each weight streamed from the archive's memory map into the file
+    once (``writer.py``), and returns the model as written, its large initializers pointing at
+    their bytes in the file(s) (like ``onnx.load(dst, load_external_data=False)``). Weights go to
+    ``<dst>.data`` beside it when they pass protobuf's 2 GiB limit or when ``external_data`` is
+    True (False: one file, or a ``ConversionError`` past the limit). ``progress(done, total)``
+    is called as weight bytes are written.
+
+    ``dim_names`` renames shape symbols (``{"s17": "batch"}``): .pt2 files do not carry torch
+    ``Dim`` names. ``weights``: ``"int8"`` stores the conv/linear weights as per-channel int8
+    behind ``DequantizeLinear``, ``"fp16"`` the large float32 initializers as float16 behind
+    ``Cast`` (``weight_only.py``; another value is a ``Pt2UsageError``). Raises
+    ``UnsupportedOpsError`` listing every operator that has no lowering.
 
     The program is checked first (``precheck``: the validator's errors, node arities and
     argument kinds, subgraph signatures, sizes, dtypes, names); a program that fails is
@@ -90,52 +97,40 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
         raise ConversionError(f"opset {opset} not supported (pt2x emits opsets {MIN_OPSET}..{MAX_OPSET})")
     check_weight_option(weights)
     view, keep = open_program(src, model)
+    lazy = LazyInitializers() if dst is not None else None
     try:
-        m = convert_view(view, opset=opset, dim_names=dim_names)
+        m = convert_view(view, opset=opset, dim_names=dim_names, lazy=lazy)
         if weights is not None:
             with stage(view.member, f"storing the weights as {weights}"):
                 store_weights(m, weights)
         if dst is not None:
             with stage(view.member, "writing the ONNX model", passthrough=(OSError, Pt2UsageError)):  # the path's fault
-                save(m, os.fspath(dst))
+                save(m, os.fspath(dst), external=external_data, progress=progress)
         return m
     finally:
         del keep
 
 
-def save(m: onnx.ModelProto, path: str, *, external_threshold: int = _EXTERNAL_DATA_THRESHOLD) -> None:
+def save(m: onnx.ModelProto, path: str, *, external: bool | None = None,
+         external_threshold: int = EXTERNAL_THRESHOLD, progress=None) -> str:
     """Write ``m`` atomically (``serde.atomic_write``: a failed write leaves the old file); when
-    its weights pass ``external_threshold`` bytes (default: just under protobuf's 2 GB limit)
-    the initializers of 1 KiB and more go to ``<name>.data`` beside it, both files complete on
-    disk before either replaces the old one. ``m`` is left as it was."""
-    moved = [t for t in m.graph.initializer if len(t.raw_data) >= _EXTERNAL_MIN_BYTES]
-    if sum(len(t.raw_data) for t in m.graph.initializer) <= external_threshold or not moved:
-        write_atomically(path, lambda f: f.write(m.SerializeToString()))
-        return
-    location = os.path.basename(path) + ".data"
-    weights = [t.raw_data for t in moved]
-    try:
-        offset = 0
-        for t, raw in zip(moved, weights):
-            t.ClearField("raw_data")
-            t.data_location = onnx.TensorProto.EXTERNAL
-            for key, value in (("location", location), ("offset", str(offset)), ("length", str(len(raw)))):
-                entry = t.external_data.add()
-                entry.key, entry.value = key, value
-            offset += len(raw)
-        model_bytes = m.SerializeToString()
-    finally:
-        for t, raw in zip(moved, weights):  # restore ``m``: the caller still holds it
-            t.ClearField("external_data")
-            t.ClearField("data_location")
-            t.raw_data = raw
-    write_files_atomically([(path + ".data", lambda f: _write_all(f, weights)),
-                            (path, lambda f: f.write(model_bytes))])
+    its weights pass ``external_threshold`` bytes (default: just under protobuf's 2 GiB limit)
+    or ``external`` is True, the initializers of 1 KiB and more go to ``<name>.data`` beside it,
+    aligned for memory mapping, both files complete on disk before either replaces the old one.
+    Initializers that hold their bytes keep them; lazy ones (``lazy_initializers``) then point at
+    the file. Returns the layout written (``writer.write_model``)."""
+    if external is False:
+        size = sum(len(t.raw_data) for t in m.graph.initializer) + _lazy_bytes(m)
+        if size > external_threshold:
+            raise ConversionError(f"the model's initializers take {size} bytes, past protobuf's 2 GiB limit for "
+                                  "one ONNX file: write them as external data (--external-data)")
+    return write_model(m, path, external=external, threshold=external_threshold, progress=progress)
 
 
-def _write_all(f, chunks) -> None:
-    for chunk in chunks:
-        f.write(chunk)
+def _lazy_bytes(m: onnx.ModelProto) -> int:
+    from .lazy_initializers import is_lazy, store_of
+
+    return sum(int(store_of(t).array(t).nbytes) for t in m.graph.initializer if is_lazy(t))
 
 
 def _dims(shape, dim_names):
@@ -155,17 +150,18 @@ def _value_info(name, st, shape, dim_names):
 
 
 def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=None,
-                 shapes: dict | None = None) -> onnx.ModelProto:
+                 shapes: dict | None = None, lazy: LazyInitializers | None = None) -> onnx.ModelProto:
     """``view`` as an ONNX model. Any failure leaves as a ``Pt2Error`` naming the member:
     lowerings' with their node (``lower_graph``), the other steps' with the step. ``shapes``,
     when given, receives torch's shape of every main-graph value (ONNX name -> dims, symbols
-    as the graph inputs spell them), which ONNX shape inference cannot always recover."""
+    as the graph inputs spell them), which ONNX shape inference cannot always recover. ``lazy``:
+    where large constants stay as arrays behind skeleton initializers (``lazy_initializers``)."""
     _load_lowerings()
     member = getattr(view, "member", None)
     with stage(member, "converting to ONNX"):
         dim_names = dict(dim_names or {})
         state = LoweringState(missing_lowerings(view, "onnx"))
-        ctx = Ctx(view, opset, Names(program_names(view)), weights=view.weights, state=state)
+        ctx = Ctx(view, opset, Names(program_names(view)), weights=view.weights, state=state, lazy=lazy)
         with stage(member, "declaring the model's inputs"):
             inputs = _declare_inputs(view, ctx, dim_names)
         lower_graph(ctx)

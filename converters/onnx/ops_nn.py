@@ -31,7 +31,7 @@ def _transposed(ctx, w, cst):
     v = ctx.foldable(w)
     if v is not None:
         ctx.reserve_array(v.shape, v.itemsize + dtypes.to_numpy(cst).itemsize, f"{w.name!r} transposed")
-        return ctx.const_array(np.ascontiguousarray(v.T).astype(dtypes.to_numpy(cst)), name=f"{w.name}.T")
+        return ctx.const_array(v.T.astype(dtypes.to_numpy(cst), copy=False), name=f"{w.name}.T")  # a view when lazy
     return ctx.op("Transpose", ctx.t(w, cst), perm=[1, 0])
 
 

@@ -21,6 +21,7 @@ import json
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from .lazy_initializers import array_of
 from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, describe, quantize_symmetric, to_float16
 
 __all__ = ["INT8_AXIS", "METADATA_KEY", "store_weights", "describe_weights"]
@@ -113,7 +114,7 @@ def _int8_plan(g, inits: dict, report: dict) -> dict[str, tuple[int, str]]:
 def _store(t, axis: int | None, taken: set[str], report: dict, key: str):
     """(the node that makes ``t.name`` float32 again, the initializers it reads) for initializer
     ``t`` stored as float16 (``axis`` None) or int8 along ``axis``; None when it stays float32."""
-    w = numpy_helper.to_array(t)
+    w = array_of(t)
     try:
         if axis is None:
             stored = [numpy_helper.from_array(to_float16(w), _fresh(f"{t.name}.fp16", taken))]

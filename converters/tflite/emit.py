@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
+from ..onnx.lazy_initializers import MIN_LAZY_BYTES, array_of
 from ..errors import ConversionError, Unsupported
 from .builtins import broadcast
 from .int_compute import emit_with_integer_rule
@@ -62,7 +63,7 @@ def to_compute_array(arr: np.ndarray, what: str) -> np.ndarray:
             raise Unsupported(f"{what} holds integers outside int32, the type TFLite computes int64 in")
         return arr.astype(np.int32)
     if arr.dtype.kind == "f" or str(arr.dtype) == "bfloat16":
-        return arr.astype(np.float32)
+        return arr.astype(np.float32, copy=False)  # a float32 weight stays the archive's view
     return arr
 
 
@@ -76,7 +77,7 @@ class Emitter:
         # every subgraph of the model, the main one first (control-flow mappers append theirs)
         self.subgraphs: list[Subgraph] = parent.subgraphs if parent is not None else [sub]
         self.values: dict[str, int] = {}  # ONNX name -> tensor index
-        self.consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.consts: dict[str, np.ndarray] = {t.name: array_of(t) for t in graph.initializer}
         if parent is not None:  # outer constants are materialised where they are read
             self.consts = {**parent.consts, **self.consts}
         self.infos: dict[str, tuple[int, list | None]] = dict(parent.infos) if parent is not None else {}
@@ -147,7 +148,8 @@ class Emitter:
         if key is not None and key in self._const_cache:
             return self._const_cache[key]
         ttype = {np.dtype(v): k for k, v in NUMPY_OF.items()}[arr.dtype]
-        idx = self.sub.add(Tensor(name or self.fresh_name("const"), ttype, list(arr.shape), np.ascontiguousarray(arr)))
+        data = arr if arr.nbytes >= MIN_LAZY_BYTES else np.ascontiguousarray(arr)  # large: a view, made contiguous when written
+        idx = self.sub.add(Tensor(name or self.fresh_name("const"), ttype, list(arr.shape), data))
         if key is not None:
             self._const_cache[key] = idx
         return idx

@@ -32,6 +32,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ..onnx.lazy_initializers import array_of
 from ..onnx.graph_tools import subgraph_reads
 from .emit import attrs
 
@@ -62,7 +63,7 @@ class _Sinker:
     def __init__(self, m: onnx.ModelProto, evaluate, budget):
         self.m, self.evaluate, self.budget = m, evaluate, budget
         g = m.graph
-        self.consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.consts = {t.name: array_of(t) for t in g.initializer}
         self.infos = {vi.name: vi for vi in list(g.value_info) + list(g.input) + list(g.output)}
         self.producer = {o: n for n in g.node for o in n.output}
         self.tracked: dict[str, _Broadcast] = {}

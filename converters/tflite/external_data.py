@@ -11,13 +11,18 @@ For each tensor whose ``data_location`` is ``EXTERNAL``, before a byte of it is 
   ``offset + bytes`` lies inside the file (without ``length``, the rest of the file from
   ``offset`` must be exactly those bytes).
 
-Then exactly those bytes are read (one ``pread`` of that size). A 96-byte model naming a 3 GiB
-file for a four-element weight reads 16 bytes; onnx's own loader reads the whole file first.
+Then the main graph's tensors of whole-byte types are memory-mapped, not read: each becomes a
+view of its file behind a skeleton initializer (``onnx/lazy_initializers.py``), so a model of any
+size is converted without its weights in memory, and the TFLite writer copies each one once.
+Other tensors (in subgraphs, or of 4- and 2-bit types) are read: exactly those bytes, one
+``pread`` of that size. A 96-byte model naming a 3 GiB file for a four-element weight reads 16
+bytes; onnx's own loader reads the whole file first.
 Failures are ``ConversionError`` naming the initializer and the field.
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 
@@ -29,23 +34,55 @@ from ...serde.limits import MAX_TENSOR_RANK
 from ..errors import ConversionError
 from ..guard import safe_text
 from ..limits import MAX_ONNX_DIM
+from ..onnx.lazy_initializers import LazyInitializers
 
 __all__ = ["load_external_data"]
 
 _KEYS = ("location", "offset", "length", "checksum", "basepath")
 
 
-def load_external_data(m: onnx.ModelProto, folder: str) -> None:
-    """Read every external tensor of ``m`` (every subgraph counted) from ``folder``, in place."""
+def load_external_data(m: onnx.ModelProto, folder: str, lazy: LazyInitializers | None = None) -> None:
+    """Bring in every external tensor of ``m`` (every subgraph counted) from ``folder``, in place:
+    the main graph's mapped into ``lazy`` when given, the rest read."""
     from onnx import external_data_helper as ext
 
     root = os.path.realpath(folder)
     tensors = [t for t in ext._get_all_tensors(m) if t.data_location == TensorProto.EXTERNAL]
     plans = [(t, _plan(t, root)) for t in tensors]  # every check before any read
+    mains = {t.name for t in m.graph.initializer}
+    maps: dict[str, object] = {}
     for t, (path, offset, nbytes) in plans:
+        dtype = _whole_byte_dtype(t)
+        if lazy is not None and t.name in mains and dtype is not None:
+            arr = _mapped(maps, path, _name(t)).reshape(-1)[offset:offset + nbytes]
+            lazy.adopt(t, arr.view(dtype).reshape(tuple(t.dims)))
+            continue
         t.raw_data = _read(path, offset, nbytes, _name(t))
         t.data_location = TensorProto.DEFAULT
         del t.external_data[:]
+
+
+def _whole_byte_dtype(t: TensorProto):
+    """The numpy dtype of ``t``'s elements when each takes whole bytes (None for 4- and 2-bit types)."""
+    name = TensorProto.DataType.Name(t.data_type)
+    if name.startswith(("INT4", "UINT4", "FLOAT4", "INT2", "UINT2")):
+        return None
+    return np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+
+
+def _mapped(maps: dict, path: str, what: str) -> np.ndarray:
+    """The whole file at ``path`` as a read-only uint8 memory map (one map per file)."""
+    if path not in maps:
+        try:
+            with open(path, "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # replaced since it was checked
+                    raise ConversionError(f"{what}: its external data file is not a regular file")
+                size = os.fstat(f.fileno()).st_size
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        except OSError as e:
+            raise ConversionError(f"{what}: cannot map its external weights: {e.strerror or e}") from e
+        maps[path] = np.frombuffer(mm, np.uint8)
+    return maps[path]
 
 
 def _name(t: TensorProto) -> str:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..onnx.lazy_initializers import Deferred
 from .layer_constants import channel_constant, constant_bias, is_float32, out_channels, shared_buffers, unfused
 from .model import Op, Subgraph, Tensor, TensorType
 
@@ -73,6 +74,39 @@ def _finite32(a: np.ndarray) -> np.ndarray | None:
     with np.errstate(over="ignore", invalid="ignore"):
         out = a.astype(np.float32)
     return out if np.all(np.isfinite(out)) else None
+
+
+_DEFER_BYTES = 1 << 22  # a folded weight this large is checked now and computed again when written
+_BLOCK_ELEMENTS = 1 << 21  # rows of a large weight folded at a time
+
+
+def _row_blocks(w, scale64: np.ndarray):
+    """(float64 rows of w, the scale for them) a block at a time; ``scale64`` broadcasts against
+    w along axis 0 or the last axis. A deferred ``w`` (an earlier fold) is computed once here."""
+    src = w if isinstance(w, np.ndarray) else np.asarray(w)
+    rows = max(1, _BLOCK_ELEMENTS // max(1, int(np.prod(src.shape[1:], dtype=np.int64))))
+    per_row = scale64.ndim == src.ndim and scale64.shape[0] > 1
+    for i in range(0, src.shape[0], rows):
+        yield src[i:i + rows].astype(np.float64), scale64[i:i + rows] if per_row else scale64
+
+
+def _scaled32(w, scale64: np.ndarray):
+    """float32(w * scale64), or None where a value is not finite. A large result is not kept:
+    it is checked block by block now, and a ``Deferred`` computes it again, block by block,
+    when the file is written (a weight's fold never holds more than the weight itself)."""
+    if w.nbytes < _DEFER_BYTES:
+        return _finite32(np.asarray(w).astype(np.float64) * scale64)
+    for rows, s in _row_blocks(w, scale64):
+        if _finite32(rows * s) is None:
+            return None
+    return Deferred(w.shape, np.float32, lambda: np.concatenate([_finite32(r * s) for r, s in _row_blocks(w, scale64)]))
+
+
+def _matvec64(w, v64: np.ndarray) -> np.ndarray:
+    """w @ v in float64 (a block of rows at a time when w is large)."""
+    if w.nbytes < _DEFER_BYTES:
+        return np.asarray(w).astype(np.float64) @ v64
+    return np.concatenate([rows @ v64 for rows, _ in _row_blocks(w, v64)])
 
 
 def _private(sub: Subgraph, idx: int) -> bool:
@@ -148,7 +182,7 @@ def scales_into_layers(sub: Subgraph) -> None:
             w, b = wb
             s64 = s.astype(np.float64)
             axis_shape = [1] * (w.ndim - 1) + [-1] if layer.code == "DEPTHWISE_CONV_2D" else [-1] + [1] * (w.ndim - 1)
-            new_w, new_b = _finite32(w * s64.reshape(axis_shape)), _finite32(b * s64)
+            new_w, new_b = _scaled32(w, s64.reshape(axis_shape)), _finite32(b * s64)
             if new_w is None or new_b is None:
                 continue
             _set_weights(sub, layer, new_w, new_b)
@@ -246,8 +280,7 @@ def _fold_into(sub: Subgraph, readers: list[Op], x: int, gamma: np.ndarray, beta
     new = []
     for fc in readers:
         w, b = _weights(sub, fc, shared)
-        w64 = w.astype(np.float64)
-        nw, nb = _finite32(w64 * gamma[None, :]), _finite32(b + w64 @ beta)
+        nw, nb = _scaled32(w, gamma[None, :]), _finite32(b + _matvec64(w, beta))
         if nw is None or nb is None:
             return False
         new.append((fc, nw, nb))

@@ -27,9 +27,10 @@ import math
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ..onnx.graph_tools import copy_stamp
+from ..onnx.lazy_initializers import array_of
 
 __all__ = ["fuse_gelu"]
 
@@ -60,7 +61,7 @@ class _Graph:
         t = self.consts.get(name)
         if t is None or t.data_type != onnx.TensorProto.FLOAT:
             return None
-        v = numpy_helper.to_array(t)
+        v = array_of(t)
         return float(v.reshape(())) if v.size == 1 and v.ndim <= 1 else None
 
     def only_reader(self, name: str, op_type: str):

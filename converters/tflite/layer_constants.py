@@ -6,6 +6,8 @@ and ``fuse_matmul`` share these.
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from .model import Op, Subgraph, TensorType
@@ -59,15 +61,34 @@ def constant_bias(sub: Subgraph, op: Op, channels: int) -> np.ndarray | None:
 
 def shared_buffers(sub: Subgraph) -> set[int]:
     """The constants whose bytes another constant of the subgraph holds too: the writer stores
-    such tensors in one buffer, which a fold of one of them would split in two."""
+    such tensors in one buffer, which a fold of one of them would split in two. Compared by a
+    sample of their elements first, then by a digest of the whole bytes (one tensor at a time:
+    the weights are never held together)."""
     groups: dict[tuple, list[int]] = {}
     for i, t in enumerate(sub.tensors):
         if t.data is not None and t.data.size >= 64:
             groups.setdefault((t.data.dtype.str, t.data.shape), []).append(i)
     out: set[int] = set()
     for members in groups.values():
-        by_bytes: dict[bytes, list[int]] = {}
-        for i in members if len(members) > 1 else ():
-            by_bytes.setdefault(sub.tensors[i].data.tobytes(), []).append(i)
-        out.update(i for same in by_bytes.values() if len(same) > 1 for i in same)
+        for same_sample in _grouped(members if len(members) > 1 else (), lambda i: _sample(sub.tensors[i].data)):
+            for same in _grouped(same_sample, lambda i: _digest(sub.tensors[i].data)):
+                out.update(same)
     return out
+
+
+def _grouped(members, key) -> list[list[int]]:
+    """The groups of two or more ``members`` with equal ``key``."""
+    by: dict[bytes, list[int]] = {}
+    for i in members:
+        by.setdefault(key(i), []).append(i)
+    return [same for same in by.values() if len(same) > 1]
+
+
+def _sample(data) -> bytes:
+    arr = data if isinstance(data, np.ndarray) else np.asarray(data)
+    return arr.flat[np.linspace(0, arr.size - 1, 64).astype(np.int64)].tobytes()
+
+
+def _digest(data) -> bytes:
+    arr = np.ascontiguousarray(data if isinstance(data, np.ndarray) else np.asarray(data))
+    return hashlib.sha256(arr.reshape(-1).view(np.uint8)).digest()

@@ -38,6 +38,7 @@ from ..errors import ConversionError
 from ..guard import safe_text
 from ..limits import MAX_ONNX_DIM, MAX_ONNX_NODES, MAX_ONNX_SUBGRAPH_DEPTH
 from ..onnx.graph_tools import subgraphs
+from ..onnx.lazy_initializers import is_lazy
 
 __all__ = ["check_onnx_model"]
 
@@ -185,6 +186,8 @@ def _check_value_info(vi: onnx.ValueInfoProto, where: str) -> None:
 def _check_tensor(t: TensorProto, where: str) -> None:
     _check_dims(list(t.dims), f"{where} dims")
     if t.data_location == TensorProto.EXTERNAL:
+        if is_lazy(t):  # memory-mapped by external_data.py, after its checks of location, offset and size
+            return
         raise ConversionError(f"{where}: its data is still in an external file (not loaded)")
     if t.HasField("segment"):
         raise ConversionError(f"{where}: segmented tensors are not supported")

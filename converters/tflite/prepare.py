@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
+from ..onnx.lazy_initializers import MIN_LAZY_BYTES, LazyInitializers, array_of, is_lazy
 from .. import limits
 from ..errors import ConversionError, UnsupportedOpsError
 from ..onnx.graph_tools import prune_unused
@@ -51,6 +52,7 @@ class Prepared:
     ranges: dict = field(default_factory=dict)  # shape symbol -> [min, max] (None: unbounded)
     member: str | None = None  # the archive member holding the program (pt2 only), named in reports
     shapes: dict = field(default_factory=dict)  # ONNX name -> torch's dims (pt2 only; apply_torch_shapes)
+    lazy: LazyInitializers | None = None  # the arrays behind the model's skeleton initializers (held here)
 
 
 def _is_onnx_path(src) -> bool:
@@ -80,20 +82,22 @@ def load_onnx(src, model: str = "model") -> Prepared:
             raise Pt2UsageError(f"cannot open {os.fspath(src)}: {e.strerror or e}") from e
         except Exception as e:
             raise ConversionError(f"{os.fspath(src)}: not a readable ONNX model ({type(e).__name__}: {e})") from e
-        load_external_data(m, os.path.dirname(os.path.abspath(os.fspath(src))))
-        return Prepared(m, "onnx")
+        lazy = LazyInitializers()
+        load_external_data(m, os.path.dirname(os.path.abspath(os.fspath(src))), lazy)
+        return Prepared(m, "onnx", lazy=lazy)
     from ..aten.graph import open_program
     from ..onnx.converter import convert_view
 
     view, keep = open_program(src, model)
     try:
         shapes: dict = {}
+        lazy = LazyInitializers()  # the weights stay in the archive's map until the file is written
         try:
-            m = convert_view(view, opset=ONNX_OPSET, shapes=shapes)
+            m = convert_view(view, opset=ONNX_OPSET, shapes=shapes, lazy=lazy)
         except UnsupportedOpsError as e:
             raise _as_tflite_report(e) from None
         ranges = {k: [lo, hi] for k, (lo, hi) in view.ranges.items()}
-        return Prepared(m, "pt2", ranges=ranges, member=getattr(view, "member", None), shapes=shapes)
+        return Prepared(m, "pt2", ranges=ranges, member=getattr(view, "member", None), shapes=shapes, lazy=lazy)
     finally:
         del keep
 
@@ -109,7 +113,7 @@ def _as_tflite_report(e: UnsupportedOpsError) -> UnsupportedOpsError:
 
 
 def _constants(g: onnx.GraphProto) -> dict[str, np.ndarray]:
-    return {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    return {t.name: array_of(t) for t in g.initializer}
 
 
 def _static_shape(vi) -> list[int] | None:
@@ -230,11 +234,12 @@ def _fold_one(node: onnx.NodeProto, consts: dict, infos: dict, opset_imports,
     return None
 
 
-def fold(m: onnx.ModelProto, budget: "_Budget | None" = None) -> onnx.ModelProto:
+def fold(m: onnx.ModelProto, budget: "_Budget | None" = None, lazy: LazyInitializers | None = None) -> onnx.ModelProto:
     """Evaluate nodes of the main graph whose inputs are all constants; ``Shape`` of a value
     whose shape inference found fully static becomes a constant too. A node stays a run-time op
     when its output would be over ``_FOLD_MAX_ELEMENTS``, or past what ``_Budget`` has left:
-    the work (estimated by ``fold_cost.py`` before it runs) and the bytes folded so far."""
+    the work (estimated by ``fold_cost.py`` before it runs) and the bytes folded so far. With
+    ``lazy``, a large folded value is kept there as an array, not copied into the graph."""
     g = m.graph
     consts = _constants(g)
     budget = budget if budget is not None else _Budget(consts)
@@ -251,11 +256,17 @@ def fold(m: onnx.ModelProto, budget: "_Budget | None" = None) -> onnx.ModelProto
         for name, arr in zip(node.output, out):
             arr = np.asarray(arr)
             consts[name] = arr
-            new_inits.append(numpy_helper.from_array(arr, name))
+            new_inits.append(_initializer(arr, name, lazy))
     del g.node[:]
     g.node.extend(kept)
     g.initializer.extend(new_inits)
     return m
+
+
+def _initializer(arr: np.ndarray, name: str, lazy: LazyInitializers | None) -> onnx.TensorProto:
+    if lazy is not None and arr.nbytes >= MIN_LAZY_BYTES:
+        return lazy.skeleton(name, arr, helper.np_dtype_to_tensor_dtype(arr.dtype))
+    return numpy_helper.from_array(arr, name)
 
 
 def _expands_a_constant(g: onnx.GraphProto) -> bool:
@@ -305,7 +316,7 @@ def prepare(p: Prepared) -> Prepared:
     shape inference again."""
     m = onnx.ModelProto()
     m.CopyFrom(p.model)
-    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer):
+    if any(t.data_location == onnx.TensorProto.EXTERNAL and not is_lazy(t) for t in m.graph.initializer):
         raise ConversionError("the ONNX model keeps weights in external files: pass its path, or the "
                               "ModelProto with its weights loaded (onnx.load(path))")
     if p.source == "onnx":
@@ -316,11 +327,11 @@ def prepare(p: Prepared) -> Prepared:
             m = shape_inference.infer_shapes(m, data_prop=True)
         transpose_into_weights(m)
         budget = _Budget(_constants(m.graph))
-        m = fold(m, budget)
+        m = fold(m, budget, p.lazy)
         if p.shapes and _expands_a_constant(m.graph):  # what expand_sinking reads the dims for
             m = apply_torch_shapes(m, p.shapes)
         if sink_expands(m, lambda node, inputs: _eval(node, inputs, m.opset_import), budget):
-            m = fold(m, budget)
+            m = fold(m, budget, p.lazy)
         prune_unused(m)
         m = shape_inference.infer_shapes(m, data_prop=True)
     except onnx.shape_inference.InferenceError as e:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from ..onnx.lazy_initializers import array_of
 
 __all__ = ["transpose_into_weights"]
 
@@ -33,8 +34,8 @@ def _rewritten(node, producer, inits, added) -> onnx.NodeProto | None:
     dq = producer.get(node.input[0])
     if dq is None or dq.op_type != "DequantizeLinear" or dq.domain or any(i and i not in inits for i in dq.input):
         return None
-    x = numpy_helper.to_array(inits[dq.input[0]])
-    scale = numpy_helper.to_array(inits[dq.input[1]])
+    x = array_of(inits[dq.input[0]])
+    scale = array_of(inits[dq.input[1]])
     a = {at.name: helper.get_attribute_value(at) for at in dq.attribute}
     if x.dtype not in (np.int8, np.uint8) or set(a) - {"axis"} or scale.ndim > 1:
         return None

@@ -38,6 +38,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from ..errors import Unsupported
 from ..report import Problems
 from .op_attributes import ATTRIBUTES
+from ..onnx.lazy_initializers import array_of
 
 __all__ = ["INTEGER_OPS", "rewrite_integer_ops"]
 
@@ -52,7 +53,7 @@ class _Graph:
 
     def __init__(self, m: onnx.ModelProto):
         g = m.graph
-        self.consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        self.consts = {t.name: array_of(t) for t in g.initializer}
         for n in g.node:
             if n.op_type == "Constant" and n.output and n.attribute and n.attribute[0].name == "value":
                 self.consts[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)

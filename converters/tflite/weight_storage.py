@@ -34,6 +34,7 @@ import numpy as np
 from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, describe, quantize_symmetric, to_float16
 from .model import Op, Program, Quantization, Subgraph, Tensor, TensorType
 from .op_versions import dequantize_version, hybrid_version
+from ..onnx.lazy_initializers import array_of
 
 __all__ = ["INT8_WEIGHTS", "WeightReport", "store_weights", "METADATA_KEY", "describe_weights"]
 
@@ -109,13 +110,13 @@ def _record(program: Program, report: WeightReport) -> None:
 
 def onnx_weights(model) -> list[np.ndarray]:
     """The float initializers of an ONNX model and of the graphs inside it, as float32 arrays."""
-    from onnx import AttributeProto, TensorProto, numpy_helper
+    from onnx import AttributeProto, TensorProto
 
     floats = (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE)
     out, graphs = [], [model.graph]
     while graphs:
         g = graphs.pop()
-        out += [numpy_helper.to_array(t).astype(np.float32) for t in g.initializer if t.data_type in floats]
+        out += [array_of(t).astype(np.float32) for t in g.initializer if t.data_type in floats]
         graphs += [a.g for n in g.node for a in n.attribute if a.type == AttributeProto.GRAPH]
         graphs += [x for n in g.node for a in n.attribute if a.type == AttributeProto.GRAPHS for x in a.graphs]
     return out
