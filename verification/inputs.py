@@ -13,11 +13,16 @@ signature, or the user's ``.npz``; each an ``InputSet`` of flat values in the pr
   fair coins. The seed is the caller's (printed in the report).
 * ``read_npz(path, slots)``: the user's inputs, one array per tensor input, by name or
   ``arr_0, arr_1, ...`` in order; a missing, extra, mistyped or misshapen array is refused naming it.
+  The member names, then each member's ``.npy`` header (dtype, shape, the bytes it declares
+  against the member's size) are checked before any data is inflated or allocated.
+
+Drawn and read sets are bounded by ``limits.MAX_INPUT_BYTES`` before they are allocated.
 """
 
 from __future__ import annotations
 
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +33,7 @@ from ..schema import dtypes as dtype_table
 from ..serde.codec.symbolic import Symbol
 from ..serde.errors import Pt2Error
 from .errors import VerificationError
+from .limits import MAX_INPUT_BYTES, MAX_NPY_HEADER_BYTES
 
 __all__ = ["Slot", "InputSet", "slots", "sample_inputs", "draw_inputs", "read_npz", "checked_array", "check_ranges",
            "DEFAULT_SEED"]
@@ -228,7 +234,9 @@ def draw_inputs(view: ProgramView, slot_list: list[Slot], seed: int) -> list[Inp
     seen = set()
     for i, label in enumerate(labels):
         env = _symbol_values(view, second=i == 1, rng=rng)
-        values = tuple(_draw(view, s, _shape(s, env), rng) if s.kind == "tensor" else s.value for s in slot_list)
+        shapes = {s.name: _shape(s, env) for s in slot_list if s.kind == "tensor"}
+        _check_bytes([(s, shapes[s.name]) for s in slot_list if s.kind == "tensor"], f"inputs {label}")
+        values = tuple(_draw(view, s, shapes[s.name], rng) if s.kind == "tensor" else s.value for s in slot_list)
         key = tuple(tuple(v.shape) for v in values if isinstance(v, np.ndarray))
         if key not in seen:
             seen.add(key)
@@ -238,18 +246,41 @@ def draw_inputs(view: ProgramView, slot_list: list[Slot], seed: int) -> list[Inp
 
 # ---------------------------------------------------------------------------- the user's file
 
-def checked_array(arr: np.ndarray, slot: Slot, what: str) -> np.ndarray:
-    if arr.dtype.kind not in "biufc" and arr.dtype.name != "bfloat16":
-        raise VerificationError(f"{what}: dtype {arr.dtype}, the program takes {slot.dtype}")
-    if arr.dtype != _np(slot.dtype):
-        raise VerificationError(f"{what}: dtype {arr.dtype}, the program takes {slot.dtype}")
-    if arr.ndim != len(slot.dims):
-        raise VerificationError(f"{what}: shape {list(arr.shape)}, the program takes rank {len(slot.dims)} "
+def _size_bytes(shape, dtype: np.dtype) -> int:
+    n = dtype.itemsize
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _check_bytes(pairs: list[tuple[Slot, list[int]]], what: str) -> None:
+    """The arrays of one input set, (slot, shape) each, fit ``MAX_INPUT_BYTES`` together (and
+    no size is negative): checked before they are allocated."""
+    total = 0
+    for slot, shape in pairs:
+        if any(d < 0 for d in shape):
+            raise VerificationError(f"{what}: input {slot.name!r} shape {shape} has a negative size")
+        total += _size_bytes(shape, _np(slot.dtype))
+        if total > MAX_INPUT_BYTES:
+            raise VerificationError(f"{what}: input {slot.name!r} shape {shape} ({slot.dtype}) takes the set past "
+                                    f"{MAX_INPUT_BYTES} bytes (verification's limit); give smaller inputs with --inputs")
+
+
+def check_header(dtype: np.dtype, shape: tuple, slot: Slot, what: str) -> None:
+    """An array of ``dtype`` and ``shape`` fits ``slot`` (checked before the array is made)."""
+    if (dtype.kind not in "biufc" and dtype.name != "bfloat16") or dtype != _np(slot.dtype):
+        raise VerificationError(f"{what}: dtype {dtype}, the program takes {slot.dtype}")
+    if len(shape) != len(slot.dims):
+        raise VerificationError(f"{what}: shape {list(shape)}, the program takes rank {len(slot.dims)} "
                                 f"({[str(x) for x in slot.dims]})")
-    for axis, (n, dim) in enumerate(zip(arr.shape, slot.dims)):
+    for axis, (n, dim) in enumerate(zip(shape, slot.dims)):
         if isinstance(dim, int) and n != dim:
-            raise VerificationError(f"{what}: shape {list(arr.shape)}, the program takes {dim} at dim {axis} "
+            raise VerificationError(f"{what}: shape {list(shape)}, the program takes {dim} at dim {axis} "
                                     f"({[str(x) for x in slot.dims]})")
+
+
+def checked_array(arr: np.ndarray, slot: Slot, what: str) -> np.ndarray:
+    check_header(arr.dtype, arr.shape, slot, what)
     return np.array(arr, order="C")  # np.ascontiguousarray would make a 0-d array 1-d
 
 
@@ -272,21 +303,68 @@ def check_ranges(view: ProgramView, slot_list: list[Slot], values: list, what: s
             seen.setdefault(dim.name, (n, slot.name))
 
 
-def read_npz(path: str, view: ProgramView, slot_list: list[Slot]) -> InputSet:
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {k: f[k] for k in f.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as e:
-        raise VerificationError(f"{path}: not a readable .npz of arrays ({type(e).__name__}: {e})") from None
-    tensors = [s for s in slot_list if s.kind == "tensor"]
+def _members(path: str, z: zipfile.ZipFile, tensors: list[Slot]) -> list[zipfile.ZipInfo]:
+    """The member of each tensor input, by name or ``arr_i`` in order, matched on the names
+    alone (nothing read yet)."""
+    infos = {i.filename[:-4] if i.filename.endswith(".npy") else i.filename: i for i in z.infolist()}
     names = [s.name for s in tensors]
-    if set(arrays) == set(names):
-        ordered = [arrays[n] for n in names]
-    elif set(arrays) == {f"arr_{i}" for i in range(len(tensors))}:
-        ordered = [arrays[f"arr_{i}"] for i in range(len(tensors))]
-    else:
-        raise VerificationError(f"{path}: arrays {sorted(arrays)}; the program's tensor inputs are {names} "
-                                f"(name them so, or save them in order as arr_0..arr_{len(tensors) - 1})")
+    if len(infos) == len(z.infolist()) and set(infos) == set(names):
+        return [infos[n] for n in names]
+    if len(infos) == len(z.infolist()) and set(infos) == {f"arr_{i}" for i in range(len(tensors))}:
+        return [infos[f"arr_{i}"] for i in range(len(tensors))]
+    shown = sorted(infos)[:20] + (["..."] if len(infos) > 20 else [])
+    raise VerificationError(f"{path}: arrays {shown}; the program's tensor inputs are {names} "
+                            f"(name them so, or save them in order as arr_0..arr_{len(tensors) - 1})")
+
+
+def _header(fp, where: str) -> tuple[np.dtype, tuple, bool, int]:
+    """(dtype, shape, fortran order, header bytes) of the ``.npy`` stream ``fp``."""
+    fmt = np.lib.format
+    try:
+        version = fmt.read_magic(fp)
+        if version not in ((1, 0), (2, 0), (3, 0)):
+            raise ValueError(f"format version {version}")
+        read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, fortran, dtype = read(fp, max_header_size=MAX_NPY_HEADER_BYTES)
+    except (OSError, ValueError, EOFError, TypeError, SyntaxError, zipfile.BadZipFile, zlib.error) as e:
+        raise VerificationError(f"{where}: field 'header': not a readable .npz of arrays "
+                                f"({type(e).__name__}: {e})") from None
+    if dtype.hasobject:
+        raise VerificationError(f"{where}: field 'descr': dtype {dtype} holds Python objects: not a readable .npz "
+                                "of arrays (pickles are not read)")
+    return dtype, tuple(shape), bool(fortran), fp.tell()
+
+
+def _member_array(path: str, z: zipfile.ZipFile, info: zipfile.ZipInfo, slot: Slot, budget: list[int]) -> np.ndarray:
+    """One member's array: its header checked against ``slot``, its declared bytes against the
+    member's size and what is left of the set's ``budget``, before the data is inflated."""
+    where = f"{path}: member {info.filename!r}"
+    with z.open(info) as fp:
+        dtype, shape, fortran, offset = _header(fp, where)
+        check_header(dtype, shape, slot, f"{where} field 'shape'/'descr'")
+        nbytes = _size_bytes(shape, dtype)
+        if nbytes > budget[0]:
+            raise VerificationError(f"{where}: field 'shape' {list(shape)} declares {nbytes} bytes, past the "
+                                    f"{MAX_INPUT_BYTES} bytes of one input set (verification's limit)")
+        if info.file_size != offset + nbytes:
+            raise VerificationError(f"{where}: field 'shape' {list(shape)} declares {nbytes} bytes of data; the "
+                                    f"member holds {info.file_size - offset}")
+        budget[0] -= nbytes
+        data = fp.read(nbytes)
+    if len(data) != nbytes:
+        raise VerificationError(f"{where}: {len(data)} bytes of data, its header declares {nbytes}")
+    return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def read_npz(path: str, view: ProgramView, slot_list: list[Slot]) -> InputSet:
+    tensors = [s for s in slot_list if s.kind == "tensor"]
+    budget = [MAX_INPUT_BYTES]
+    try:
+        with zipfile.ZipFile(path) as z:
+            ordered = [_member_array(path, z, info, s, budget) for info, s in zip(_members(path, z, tensors), tensors)]
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, NotImplementedError,
+            RuntimeError) as e:
+        raise VerificationError(f"{path}: not a readable .npz of arrays ({type(e).__name__}: {e})") from None
     it = iter(checked_array(a, s, f"{path}: input {s.name!r}") for a, s in zip(ordered, tensors))
     values = [next(it) if s.kind == "tensor" else s.value for s in slot_list]
     check_ranges(view, slot_list, values, path)

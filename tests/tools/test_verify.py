@@ -392,3 +392,77 @@ def test_the_magnitude_leaves_sentinels_out():
     f16 = tolerance("float16")
     h = np.array([np.finfo(np.float16).min, 0.25], np.float16)
     assert not compare(h + np.array([0, 0.1], np.float16), h, f16).ok
+
+
+def _npy_header(shape, descr="<f4") -> bytes:
+    text = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple(shape)!r}, }}"
+    text += " " * (63 - (10 + len(text)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode()
+
+
+def _bomb(path, member: str, header: bytes, zeros: int) -> None:
+    """An .npz whose ``member`` is ``header`` then ``zeros`` zero bytes, deflated (1000x)."""
+    import zipfile
+
+    chunk = bytes(1 << 20)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z, z.open(member, "w", force_zip64=True) as f:
+        f.write(header)
+        for _ in range(zeros >> 20):
+            f.write(chunk)
+
+
+def _peak_bytes(argv) -> tuple[int, int]:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        code = main(argv)
+        return code, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_an_npz_declaring_a_huge_array_is_refused_before_allocating(files, tmp_path, capsys):
+    import zipfile
+
+    npz = tmp_path / "huge.npz"
+    with zipfile.ZipFile(npz, "w") as z:
+        z.writestr("x.npy", _npy_header((2, 3, 100000, 100000)))
+    assert npz.stat().st_size < 300
+    assert main(["verify", files["bare"], files["onnx"], "--inputs", str(npz)]) == 2
+    line = _one_error_line(capsys)
+    assert "member 'x.npy'" in line and "'shape'" in line, line
+    with zipfile.ZipFile(npz, "w") as z:  # a shape the program takes, its data missing
+        z.writestr("x.npy", _npy_header((2, 3, 8, 8)))
+    assert main(["verify", files["bare"], files["onnx"], "--inputs", str(npz)]) == 2
+    line = _one_error_line(capsys)
+    assert "member 'x.npy'" in line and "declares 1536 bytes of data; the member holds 0" in line, line
+
+
+@pytest.mark.parametrize("member", ["y.npy", "x.npy"])
+def test_a_deflate_bomb_is_not_inflated(files, tmp_path, capsys, member):
+    """200 MB of zeros deflated to ~200 KB: a wrong name (its header declaring all of it) is
+    refused on the names, the right name (a header of the program's shape, the zeros trailing)
+    on the bytes its header declares; neither is inflated (peak traced memory stays small)."""
+    npz = tmp_path / "bomb.npz"
+    shape = (2, 3, 8, 8) if member == "x.npy" else ((200 << 20) // 4,)
+    _bomb(npz, member, _npy_header(shape), 200 << 20)
+    assert npz.stat().st_size < 1 << 20
+    code, peak = _peak_bytes(["verify", files["bare"], files["onnx"], "--inputs", str(npz)])
+    assert code == 2
+    line = _one_error_line(capsys)
+    assert ("arrays ['y']" in line) if member == "y.npy" else ("member 'x.npy'" in line and "'shape'" in line), line
+    assert peak < 32 << 20, peak
+
+
+def test_a_huge_static_input_is_refused_before_drawing(files, tmp_path, capsys):
+    from archive_edits import patched
+
+    def edit(doc):
+        sizes = doc["graph_module"]["graph"]["tensor_values"]["x"]["sizes"]
+        sizes[2] = sizes[3] = {"as_int": 100000}
+
+    pt2 = patched(tmp_path, files["bare"], edit)
+    assert main(["verify", pt2, files["onnx"], "--reference", "onnx"]) == 2
+    line = _one_error_line(capsys)
+    assert "input 'x' shape [2, 3, 100000, 100000]" in line and "bytes" in line, line
