@@ -119,10 +119,21 @@ def _representations_differ(g: np.ndarray, w: np.ndarray) -> bool:
     return g.dtype != w.dtype and g.dtype.itemsize == w.dtype.itemsize == 1 and g.dtype.kind in "iu" and w.dtype.kind in "iu"
 
 
+def _steps_allowed(g: np.ndarray, w: np.ndarray) -> float:
+    """One step, and the float32 rounding of two dequantized values (each ``(q - zp) * scale``
+    rounded to float32: off by up to 2^-24 of its magnitude, which counted in steps is up to
+    2^-24 x |q - zp|: 125 and 126 steps of 0.0123457 are 1.0000074 steps apart)."""
+    both = np.abs(np.concatenate([g.reshape(-1), w.reshape(-1)]).astype(np.float64))
+    both = both[np.isfinite(both)]
+    magnitude = float(both.max()) if both.size else 0.0
+    return 1.0 + 1e-6 + 2.0**-22 * magnitude
+
+
 def _difference(g: np.ndarray, w: np.ndarray, tol: Tolerance, step: float | None):
     """The comparison of one value, and its tolerance in words."""
     if step:
-        diff = compare(g.astype(np.float64) / step, w.astype(np.float64) / step, Tolerance(0.0, 1.0 + 1e-6, "steps"))
+        gs, ws = g.astype(np.float64) / step, w.astype(np.float64) / step
+        diff = compare(gs, ws, Tolerance(0.0, _steps_allowed(gs, ws) if gs.shape == ws.shape else 1.0, "steps"))
         return diff, Tolerance(0.0, step, "steps").text()
     diff = compare(g.astype(np.float32) if g.dtype.name == "bfloat16" else g,
                    w.astype(np.float32) if w.dtype.name == "bfloat16" else w, tol)

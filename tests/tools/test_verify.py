@@ -466,3 +466,24 @@ def test_a_huge_static_input_is_refused_before_drawing(files, tmp_path, capsys):
     assert main(["verify", pt2, files["onnx"], "--reference", "onnx"]) == 2
     line = _one_error_line(capsys)
     assert "input 'x' shape [2, 3, 100000, 100000]" in line and "bytes" in line, line
+
+
+def test_locate_allows_float32_rounding_in_step_counting():
+    """A dequantized activation one step off, both sides float32 ((q - zp) * scale rounded):
+    125 and 126 steps of 0.0123457 differ by 1.0000074 steps; that is one step, two are not."""
+    from pt2x.verification.locate import first_divergence
+
+    s = np.float32(0.0123457)
+    order = [("dq", "DEQUANTIZE", ["q"], ["v"])]
+
+    def located(q_got: int, q_want: int):
+        got = np.array([np.float32(q_got) * s, 0], np.float32)
+        want = np.array([np.float32(q_want) * s, 0], np.float32)
+        assert (float(got[0]) - float(want[0])) / float(s) != abs(q_got - q_want)  # rounding shows
+        return first_divergence(order, [{"v": got}], [{"v": want}], "litert", {}, {}, {"v": float(s)})
+
+    for q in (117, 121, 125, -126):
+        dv, compared = located(q + 1, q)
+        assert dv is None and compared == 1, dv
+    dv, _ = located(127, 125)
+    assert dv is not None and dv.tensor == "v" and "step" in dv.tolerance
