@@ -19,6 +19,11 @@ the bias folding of ``fuse_activations.py`` makes. The new constants are compute
 converting (in float64, then rounded), and a fold whose constants are not all finite is not
 made. Only float32, unquantized values whose intermediate tensors are read by nothing else and
 are not subgraph outputs; the ops folded away carry no fused activation.
+
+A tensor named after a program value that a fold makes hold other numbers (the layer's output
+and the RESHAPE/SPLIT values after it, scaled; the RESHAPE before fully connected layers, now of
+the value before the affine) is renamed (``/folded_scale``, ``/before_affine``): ``pt2x verify
+--locate`` pairs tensors with the program's values by name, and must not pair these.
 """
 
 from __future__ import annotations
@@ -186,11 +191,28 @@ def scales_into_layers(sub: Subgraph) -> None:
             if new_w is None or new_b is None:
                 continue
             _set_weights(sub, layer, new_w, new_b)
+            _rename_scaled(sub, layer, maker)
             out = mul.outputs[0]
             sub.remove_op(mul)
             sub.rewire(maker, outputs=[out if o == y else o for o in maker.outputs])
             break
     sub.uses = None
+
+
+def _renamed(sub: Subgraph, idx: int, suffix: str) -> None:
+    """Tensor ``idx`` no longer holds the program value it is named after."""
+    t = sub.tensors[idx]
+    if not t.name.endswith(suffix):
+        t.name += suffix
+
+
+def _rename_scaled(sub: Subgraph, layer: Op, maker: Op) -> None:
+    """The layer's output and each value from it to ``maker``'s input now hold scaled numbers."""
+    op = maker
+    while op is not layer:
+        x = op.inputs[1] if op.code == "SPLIT" else op.inputs[0]  # SPLIT: (axis, value)
+        _renamed(sub, x, "/folded_scale")
+        op = sub.uses.producer[x]
 
 
 def _affine_step(sub: Subgraph, op: Op | None, channels: int) -> tuple[int, str, np.ndarray] | None:
@@ -268,6 +290,7 @@ def affine_into_fully_connected(sub: Subgraph) -> None:
             continue
         if reshape is not None:
             sub.rewire(reshape, inputs=[x] + reshape.inputs[1:])
+            _renamed(sub, read, "/before_affine")
         for op in steps:
             sub.remove_op(op)
     sub.uses = None

@@ -130,20 +130,60 @@ def converted(request, tmp_path_factory):
     torch.manual_seed(0)
     model = _randomize(make())
     x2, x3 = torch.randn(2, *shape), torch.randn(3, *shape)
-    data, xs, want = converted_with_batches(model, x2, x3, tmp_path_factory.mktemp("affine"))
-    return data, xs, want, (n_mul, n_add)
+    folder = tmp_path_factory.mktemp("affine")
+    data, xs, want = converted_with_batches(model, x2, x3, folder)
+    return data, xs, want, (n_mul, n_add), str(folder / "model.pt2")
 
 
 def test_folded_operators(converted):
-    data, _, _, (n_mul, n_add) = converted
+    data, _, _, (n_mul, n_add), _ = converted
     ops = _ops(data)
     assert (ops["MUL"], ops["ADD"]) == (n_mul, n_add), ops
 
 
 @pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack", "builtin"])
 def test_folded_files_match_eager(converted, xnnpack):
-    data, xs, want, _ = converted
+    data, xs, want, _, _ = converted
     assert_each_matches(data, xs, want, xnnpack=xnnpack, tol=2e-5)
+
+
+def test_locate_pairs_no_folded_value(converted):
+    """``verify --locate`` on a correct folded file finds no divergence: a tensor a fold made hold
+    other numbers than the program value it was named after (the scaled layer output, the
+    RESHAPE of the value before the affine) is renamed, not paired."""
+    from pt2x.verification import verify
+
+    data, _, _, _, pt2 = converted
+    report = verify(pt2, data, locate=True)
+    assert report.ok and report.divergence is None and report.compared_values >= 1, report.divergence
+
+
+def test_locate_on_gpt2_after_the_folds(tmp_path):
+    """GPT-2 (transformers, 2 blocks): the q/k scale folded into the fused c_attn and each
+    LayerNorm's affine into the Linear after its view; a correct file reported a divergence at
+    addmm (h.0.attn.c_attn) before the folded tensors were renamed."""
+    pytest.importorskip("transformers")
+    import onnx_zoo
+    from pt2x.verification import verify
+
+    class FirstOutput(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids):
+            return self.model(ids)[0]
+
+    torch.manual_seed(0)
+    model = FirstOutput(onnx_zoo.hf_gpt2()).eval()
+    ids = torch.randint(0, 100, (2, 8), generator=torch.Generator().manual_seed(1))
+    ep = torch.export.export(model, (ids,), dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=4)},))
+    path = str(tmp_path / "gpt2.pt2")
+    torch.export.save(ep, path)
+    data = to_tflite(path)
+    assert b"/folded_scale" in data and b"/before_affine" in data
+    report = verify(path, data, locate=True)
+    assert report.ok and report.divergence is None and report.compared_values >= 30, report.divergence
 
 
 class TiedHead(torch.nn.Module):
