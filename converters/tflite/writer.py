@@ -113,6 +113,8 @@ class _Buffers:
         offs = []
         for e in self.entries:
             vec = None
+            if isinstance(e, _Source) and e.nbytes:
+                e = e.bytes()
             if isinstance(e, np.ndarray) and e.nbytes:
                 b.StartVector(1, e.nbytes, 16)
                 b.head = b.head - e.nbytes
@@ -138,19 +140,35 @@ def _digest(u8: np.ndarray) -> bytes:
 
 
 def _constants(p: Program):
-    """(subgraph, tensor, data) of every constant, in the order buffers are given out."""
+    """(subgraph, tensor, data) of every constant, in the order buffers are given out; ``data``
+    as the tensor holds it (an array, a view of the archive's map, or a ``Deferred``)."""
     for gi, g in enumerate(p.subgraphs):
         for ti, t in enumerate(g.tensors):
             if t.data is not None:
-                yield gi, ti, np.asarray(t.data)
+                yield gi, ti, t.data
+
+
+class _Source:
+    """An inline buffer's constant, made into bytes only while the flatbuffer copies it in (a
+    deferred or non-contiguous constant is never held as bytes beside the others)."""
+
+    def __init__(self, data):
+        self.data = data
+        self.nbytes = int(data.nbytes)
+
+    def bytes(self) -> np.ndarray:
+        return _u8(np.asarray(self.data))
 
 
 def _inline(p: Program) -> _Buffers:
     """Every constant and metadata entry inside the flatbuffer (the layout under 2 GiB)."""
     bufs = _Buffers.empty(p)
     for gi, ti, a in _constants(p):
-        u8 = _u8(a)
-        bufs.of_tensor[gi][ti] = bufs.add(u8, _digest(u8))
+        if isinstance(a, np.ndarray) and a.flags.c_contiguous:
+            u8 = _u8(a)  # a view: nothing copied
+            bufs.of_tensor[gi][ti] = bufs.add(u8, _digest(u8))
+        else:
+            bufs.of_tensor[gi][ti] = bufs.add(_Source(a), _digest(_u8(np.asarray(a))))
     for data in p.metadata.values():
         u8 = np.frombuffer(data, np.uint8)
         bufs.of_metadata.append(bufs.add(u8, _digest(u8)))
@@ -190,7 +208,7 @@ def _stream_constants(p: Program, f, metadata: dict[str, bytes]) -> _Buffers:
             continue
         start = _pad(f)
         entry = _After(start, a.nbytes)
-        index = bufs.add(entry, _write_hashed(f, a))
+        index = bufs.add(entry, _write_hashed(f, np.asarray(a)))  # a deferred constant is made now, alone
         if bufs.entries[index] is not entry:  # the same bytes as an earlier buffer's
             f.seek(start)
             f.truncate()
@@ -339,7 +357,7 @@ def _metadata(b, metadata: dict[str, bytes], buffer_of: list[int]) -> int:
 
 def constant_bytes(p: Program) -> int:
     """The bytes of ``p``'s constants, each tensor's counted (shared ones too)."""
-    return sum(a.nbytes for _, _, a in _constants(p))
+    return sum(int(a.nbytes) for _, _, a in _constants(p))
 
 
 def buffers_after_needed(p: Program, *, limit: int = _MAX_BYTES) -> bool:
@@ -365,24 +383,40 @@ def write(p: Program, *, buffers_after: bool | None = None) -> bytes:
     2 GiB and puts them after it past that; ``True`` puts them after it; ``False`` keeps them
     inside (a ``ConversionError`` past 2 GiB)."""
     if not _layout(p, buffers_after):
-        return _flatbuffer(p, _inline(p), p.metadata, 1024 + constant_bytes(p) * 9 // 8)
+        return bytes(_inline_file(p))
     f = io.BytesIO()
     _write_after(p, f)
     return f.getvalue()
 
 
-def write_file(p: Program, path, *, buffers_after: bool | None = None) -> bytes:
+def write_file(p: Program, path, *, buffers_after: bool | None = None) -> bytes | memoryview:
     """Write ``p``'s .tflite file to ``path`` atomically (``serde.atomic_write``), in the layout
-    ``write`` picks. Returns the flatbuffer: the whole file in the inline layout; with the
+    ``write`` picks. Returns the flatbuffer: the whole file in the inline layout (a memoryview
+    of the builder's bytes, which were written from it: no copy is made to return it); with the
     buffers after it, the flatbuffer alone (graph and metadata: the constants are only in the
     file), which is streamed one constant at a time and never held whole."""
     if not _layout(p, buffers_after):
-        data = write(p, buffers_after=False)
+        data = _inline_file(p)
         write_atomically(os.fspath(path), lambda f: f.write(data))
         return data
     out: list[bytes] = []
     write_atomically(os.fspath(path), lambda f: out.append(_write_after(p, f)))
     return out[0]
+
+
+def _inline_file(p: Program) -> memoryview:
+    """The inline layout's file: the flatbuffer with every constant inside it (the builder's
+    bytes, copied once from the constants, one at a time)."""
+    return _flatbuffer(p, _inline(p), p.metadata, _inline_size(p))
+
+
+def _inline_size(p: Program) -> int:
+    """Room to build the inline file in without the builder growing (growing copies it all):
+    the constants, 16-byte alignment each, and a generous bound on everything else."""
+    tensors = sum(len(g.tensors) for g in p.subgraphs)
+    ops = sum(len(g.ops) for g in p.subgraphs)
+    rest = 4096 + 1024 * tensors + 512 * ops + sum(len(d) + 64 for d in p.metadata.values())
+    return constant_bytes(p) + 16 * tensors + rest
 
 
 def _write_after(p: Program, f) -> bytes:
@@ -402,10 +436,10 @@ def _write_after(p: Program, f) -> bytes:
     f.write(data)
     f.write(bytes(room - len(data)))
     f.seek(end)
-    return data
+    return bytes(data)
 
 
-def _flatbuffer(p: Program, bufs: _Buffers, metadata: dict[str, bytes], initial: int = 1024) -> bytes:
+def _flatbuffer(p: Program, bufs: _Buffers, metadata: dict[str, bytes], initial: int = 1024) -> memoryview:
     """The flatbuffer of ``p``, its buffers as ``bufs`` lays them out."""
     codes: list[tuple[str, int]] = []  # (builtin, version): one operator code each
     index: dict[tuple[str, int], int] = {}
@@ -437,4 +471,4 @@ def _flatbuffer(p: Program, bufs: _Buffers, metadata: dict[str, bytes], initial:
     if signature is not None:
         fb.ModelAddSignatureDefs(b, signature)
     b.Finish(fb.ModelEnd(b), file_identifier=FILE_IDENTIFIER)
-    return bytes(b.Output())
+    return memoryview(b.Bytes)[b.Head():]  # the builder's own bytes: no second copy
