@@ -105,4 +105,5 @@ def _activation_check(em: Emitter, p: Pattern) -> str | None:
 
 @int8_op("Relu", "Clip", "HardSwish", "Sigmoid", check=_activation_check)
 def activation(em: Emitter, p: Pattern) -> None:
-    append(em, _clip_code(em, p), [q_input(em, p, 0)], [q_output(em, p)])
+    code = _clip_code(em, p)  # RELU6 at a rounding tie: RELU, then the pass's MINIMUM (Pattern.six)
+    append(em, "RELU" if code == "RELU6" and p.six is not None else code, [q_input(em, p, 0)], [q_output(em, p)])

@@ -30,7 +30,7 @@ from .model import TensorType as T
 from .op_attributes import check_attributes
 from .qdq_params import storage_quant
 from .qdq_plan import Plan, find_patterns
-from .qdq_registry import INT8_OPS, Pattern, append
+from .qdq_registry import INT8_OPS, Pattern, append, clamp_to_six
 
 __all__ = ["install", "QuantizationReport", "describe", "describe_tflite"]
 
@@ -83,6 +83,8 @@ def _kernel(p: Pattern):
     def run(em: Emitter, node) -> None:
         check_attributes(node)
         INT8_OPS[node.op_type].emit(em, p)
+        if p.six is not None:
+            clamp_to_six(em, p)
 
     return run
 

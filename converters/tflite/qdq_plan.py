@@ -12,7 +12,9 @@
   That is exact: clamping a value already on the grid to [0, 6] and quantizing it again is the
   clamp of the integers to [q(0), q(6)], which is what the kernel's fused activation does to its
   output (LiteRT's ``CalculateActivationRangeQuantized``). XNNPACK takes no int8 RELU/RELU6 op,
-  so an unfused one would end its partition.
+  so an unfused one would end its partition. LiteRT rounds that bound, ``6 / scale``, half away
+  from zero where ONNX rounds it to even: at such a tie the kernel fuses RELU and an int8 MINIMUM
+  at ONNX's step follows (``Pattern.six``; a Clip(0, 6) of its own likewise: RELU, MINIMUM).
 - Every other op that reads a DequantizeLinear or feeds a QuantizeLinear stays float, with the
   reason (``Plan.float_ops``).
 """
@@ -28,7 +30,7 @@ from onnx import TensorProto
 from ..errors import Unsupported
 from .emit import Emitter, _mapped_domain
 from .qdq_params import QParams, read_params
-from .qdq_registry import INT8_OPS, Int8Op, Pattern
+from .qdq_registry import INT8_OPS, Int8Op, Pattern, relu6_tie_bound
 
 __all__ = ["Plan", "find_patterns", "real_constant"]
 
@@ -160,11 +162,30 @@ def _match(em: Emitter, g: _Graph, plan: Plan, node, op: Int8Op) -> tuple[Patter
     if op.fuses and act_node is None:
         act, act_node, through, q = _requantized_activation(em, g, plan, q)
     pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, through, bias, bias_node)
+    _exact_six(em, pattern)
     try:
         reason = op.check(em, pattern)
     except Unsupported as e:  # the geometry or an attribute the float mapper would refuse too
         reason = e.reason
     return (None, reason) if reason else (pattern, "")
+
+
+def _exact_six(em: Emitter, p: Pattern) -> None:
+    """A RELU6 (fused, or a Clip(0, 6) of its own) whose bound LiteRT would round the other way
+    than ONNX (6 / scale a tie): RELU, then an int8 MINIMUM at ONNX's step (``p.six``)."""
+    own = p.node.op_type == "Clip" and _clip_is_relu6(em, p.node)
+    if p.activation != "RELU6" and not own:
+        return
+    p.six = relu6_tie_bound(p.out)
+    if p.six is not None and not own:
+        p.activation = "RELU"
+
+
+def _clip_is_relu6(em: Emitter, node) -> bool:
+    ins = list(node.input) + ["", ""]
+    lo = em.const_value(ins[1]) if ins[1] else None
+    hi = em.const_value(ins[2]) if ins[2] else None
+    return all(v is not None and v.size == 1 for v in (lo, hi)) and float(lo) == 0.0 and float(hi) == 6.0
 
 
 def _not_quantized(g: _Graph, y: str) -> str:

@@ -27,7 +27,7 @@ from .qdq_params import QParams, storage_quant
 from .op_versions import int8_version
 
 __all__ = ["Pattern", "Int8Op", "INT8_OPS", "int8_op", "append", "qtensor", "q_input", "q_output",
-           "transpose_q", "ACTIVATION_CODE", "requant_scale_ok"]
+           "transpose_q", "ACTIVATION_CODE", "requant_scale_ok", "relu6_tie_bound", "clamp_to_six"]
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Pattern:
     bias: np.ndarray | None = field(default=None, repr=False)  # the real bias (float64), when the op has one
     bias_node: onnx.NodeProto | None = None  # the Add of a constant bias the kernel takes in (MatMul)
     nonnegative: frozenset[int] = frozenset()  # input slots an earlier pattern clamped to >= 0 (fused RELU/RELU6)
+    six: int | None = None  # RELU6 at a rounding tie: the stored int8 of 6 (ONNX's), clamped by a MINIMUM
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,27 @@ def requant_scale_ok(in_scale: np.ndarray, out_scale: float) -> bool:
     """XNNPACK's and LiteRT's requantization needs input scale / output scale in [2^-32, 256)."""
     r = np.asarray(in_scale, np.float64) / out_scale
     return bool(np.all(r >= 2.0**-32) and np.all(r < 256.0))
+
+
+def relu6_tie_bound(out: QParams) -> int | None:
+    """The stored int8 of 6 at ``out``'s parameters as ONNX's QuantizeLinear rounds it (half to
+    even), where LiteRT's RELU6 bound (fused or its own kernel: ``zp + TfLiteRound(6.f / scale)``,
+    half away from zero) would be one step above it; None where they agree."""
+    scale, zp = out.scalar()
+    t = float(np.float32(6.0) / np.float32(scale))  # both divide in float32; t + 0.5 is exact in float64
+    onnx_q = int(np.clip(zp + np.rint(t), -128, 127))
+    litert_q = int(np.clip(zp + np.floor(t + 0.5), -128, 127))  # t > 0
+    return onnx_q if onnx_q != litert_q else None
+
+
+def clamp_to_six(em: Emitter, p: Pattern) -> None:
+    """The pattern's output, written through a fused RELU, clamped above at ``p.six`` by an int8
+    MINIMUM (same parameters in and out: an exact integer minimum)."""
+    out = em.t(p.q.output[0])
+    producer = next(op for op in reversed(em.sub.ops) if out in op.outputs)
+    t = em.sub.tensors[out]
+    below = qtensor(em, t.shape, t.quant, "relu")
+    producer.outputs = [below if o == out else o for o in producer.outputs]
+    six = qtensor(em, [1], t.quant, "six")
+    em.sub.tensors[six].data = np.array([p.six], np.int8)
+    append(em, "MINIMUM", [below, six], [out])

@@ -91,7 +91,7 @@ def _assert_int8_kernels(data: bytes) -> int:
 INT8_VERSIONS = {"CONV_2D": 3, "DEPTHWISE_CONV_2D": 3, "FULLY_CONNECTED": 4, "ADD": 2, "MUL": 2,
                  "MEAN": 2, "AVERAGE_POOL_2D": 2, "MAX_POOL_2D": 2, "CONCATENATION": 2, "TRANSPOSE": 2,
                  "PAD": 2, "PADV2": 2, "RELU": 2, "RELU6": 2, "LOGISTIC": 2, "DEQUANTIZE": 2,
-                 "RESHAPE": 1, "QUANTIZE": 1, "HARD_SWISH": 1}
+                 "RESHAPE": 1, "QUANTIZE": 1, "HARD_SWISH": 1, "MINIMUM": 2}
 
 
 def _keep_num_dims(op) -> bool:
@@ -405,3 +405,82 @@ def test_a_dequantized_integer_constant_operand_keeps_its_values(op, elem, const
         want = sess.run(None, {"x": x})[0]
         for xnnpack in (True, False):
             assert np.abs(_litert(data, x, xnnpack) - want).max() <= 0.125 * (1 + 1e-3), (xnnpack, batch)
+
+
+def _qdq_add_relu6(scale: float, zero_point: int, standalone: bool) -> onnx.ModelProto:
+    """y = Q/DQ(Clip(Q/DQ(x) + DQ(c), 0, 6)) at output ``scale``: the Clip fused into the ADD, or
+    (``standalone``) quantized on its own after the ADD's own QuantizeLinear of the same parameters."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.full(4, 40, np.int8), "c"), numpy_helper.from_array(np.float32(0.05), "s"),
+             numpy_helper.from_array(np.int8(0), "z"), numpy_helper.from_array(np.float32(scale), "ys"),
+             numpy_helper.from_array(np.int8(zero_point), "yz"), numpy_helper.from_array(np.float32(0), "lo"),
+             numpy_helper.from_array(np.float32(6), "hi")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["c", "s", "z"], ["cd"]),
+             helper.make_node("Add", ["xd", "cd"], ["a"])]
+    if standalone:
+        nodes += [helper.make_node("QuantizeLinear", ["a", "ys", "yz"], ["aq"]),
+                  helper.make_node("DequantizeLinear", ["aq", "ys", "yz"], ["ad"])]
+    nodes += [helper.make_node("Clip", ["ad" if standalone else "a", "lo", "hi"], ["r"]),
+              helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["rq"]),
+              helper.make_node("DequantizeLinear", ["rq", "ys", "yz"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("standalone", [False, True], ids=["fused", "standalone"])
+@pytest.mark.parametrize("scale, zero_point", [(0.05970149114727974, 0), (0.11881188303232193, -20),
+                                                (0.14814814925193787, 5), (0.05, 0)])
+def test_relu6_bound_at_a_rounding_tie_is_onnx_s(scale, zero_point, standalone):
+    """float32(6 / scale) is 100.5, 50.5, 40.5: ONNX quantizes 6 to the even step below, LiteRT's
+    RELU6 bound (fused or its own kernel) rounds it away from zero, one step above. The file
+    clamps at ONNX's step: the clamped outputs equal ONNX Runtime's exactly, builtin kernels and
+    XNNPACK alike."""
+    from pt2x.converters import to_tflite
+
+    m = _qdq_add_relu6(scale, zero_point, standalone)
+    data = to_tflite(m)
+    assert not _report(data)["float"], _report(data)
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    x = np.linspace(3.0, 6.3, 4 * 9, dtype=np.float32).reshape(9, 4)
+    want = sess.run(None, {"x": x})[0]
+    top = want.max()
+    assert np.count_nonzero(want == top) >= 4  # the clamp is reached
+    steps = np.rint(want / np.float32(scale))  # the quantized integers (less the zero point)
+    for xnnpack in (False, True):
+        got = np.rint(_litert(data, x, xnnpack) / np.float32(scale))
+        np.testing.assert_array_equal(got[want == top], steps[want == top], err_msg=f"xnnpack={xnnpack}")
+        assert np.abs(got - steps).max() <= 1
+
+
+def test_a_clip_of_its_own_at_a_rounding_tie_clamps_at_onnx_s_step():
+    """Clip(0, 6) as its own int8 kernel (reading the input's quantized value) at a tie scale:
+    RELU then an int8 MINIMUM at ONNX's step, equal to ONNX Runtime in steps."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from pt2x.converters import to_tflite
+
+    s = 0.05970149114727974
+    inits = [numpy_helper.from_array(np.float32(s), "ys"), numpy_helper.from_array(np.int8(0), "yz"),
+             numpy_helper.from_array(np.float32(0), "lo"), numpy_helper.from_array(np.float32(6), "hi")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "ys", "yz"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "ys", "yz"], ["xd"]),
+             helper.make_node("Clip", ["xd", "lo", "hi"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["rq"]),
+             helper.make_node("DequantizeLinear", ["rq", "ys", "yz"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21)])
+    data = to_tflite(m)
+    assert [c for c, _ in _ops(data)] == ["QUANTIZE", "RELU", "MINIMUM", "DEQUANTIZE"]
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    x = np.linspace(5.0, 7.0, 8, dtype=np.float32).reshape(2, 4)
+    want = np.rint(ort.InferenceSession(m.SerializeToString(), so).run(None, {"x": x})[0] / np.float32(s))
+    for xnnpack in (False, True):
+        np.testing.assert_array_equal(np.rint(_litert(data, x, xnnpack) / np.float32(s)), want)
