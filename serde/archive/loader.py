@@ -28,7 +28,7 @@ from ...schema.version import READ_MAJOR, SCHEMA_VERSION
 from ..errors import ArchiveError, Pt2FormatError, SchemaVersionError, UnsafeContentError
 from ..codec.json_codec import DecodeReport, decode, parse_json_pairs, to_plain
 from .aoti import AotiModel, is_aoti_package, read_aoti_models
-from .payload import NotLoaded, describe_member, read_payloads
+from .payload import NotLoaded, lazy_reason, read_payloads
 from .zip_reader import ZipReader, open_buffer
 
 __all__ = ["load", "Pt2Archive", "Pt2Model", "NotLoaded", "AOTI_PACKAGE", "aoti_refusal"]
@@ -115,6 +115,8 @@ class Pt2Archive:
         """Release the memory map. Arrays taken from the archive must not be used afterwards."""
         mm, self._keepalive = self._keepalive, None
         if mm is not None:
+            for item in self.unloaded + [p for m in self.models.values() for p in m.pickled]:
+                item.settle()  # a pending description reads the bytes about to be unmapped
             try:
                 mm.close()
             except BufferError:
@@ -213,7 +215,8 @@ def _pickled(zr: ZipReader, member: str) -> dict[str, np.ndarray]:
 
 
 def _sample_inputs(zr: ZipReader, member: str) -> NotLoaded:
-    return NotLoaded(member, "sample_inputs", f"pickled sample inputs, not loaded: {describe_member(zr, member)}")
+    # described (its pickle scanned) on first use of ``.reason``, not on every load
+    return NotLoaded(member, "sample_inputs", lazy_reason("pickled sample inputs, not loaded: ", zr, member))
 
 
 def _load_pt2(archive: Pt2Archive) -> None:

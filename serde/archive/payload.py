@@ -9,7 +9,7 @@ tensor subclasses), custom objects and opaque objects are listed as not loaded.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,19 +20,66 @@ from ..codec.tensor_view import ViewBudget
 from .tensor_data import fake_zeros, numpy_dtype, strided_view
 from .zip_reader import ZipReader
 
-__all__ = ["NotLoaded", "read_payloads", "describe_member", "member_globals", "pickle_bytes"]
+__all__ = ["NotLoaded", "read_payloads", "describe_member", "lazy_reason", "member_globals", "pickle_bytes"]
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,254}")
 
 
-@dataclass(frozen=True)
 class NotLoaded:
-    """A member pt2x saw but did not load, and why (pickles run code under torch; native code never runs)."""
+    """A member pt2x saw but did not load, and why (pickles run code under torch; native code never runs).
+
+    Immutable, compared and hashed by (member, kind, reason, fqn). ``reason`` may be given as
+    a function of no arguments: it is called once, on first use, so a load does not scan a
+    pickled member (nor import the pickle scanner) that nobody asks about. ``Pt2Archive.close``
+    settles every pending reason while the archive's bytes are still mapped."""
+
+    __slots__ = ("member", "kind", "fqn", "_reason")
 
     member: str
     kind: str  # sample_inputs | pickled_tensor | custom_object | opaque_object | native_code | pickle
-    reason: str
-    fqn: str | None = None
+    fqn: str | None
+
+    def __init__(self, member: str, kind: str, reason: str | Callable[[], str], fqn: str | None = None):
+        set_ = object.__setattr__
+        set_(self, "member", member)
+        set_(self, "kind", kind)
+        set_(self, "fqn", fqn)
+        set_(self, "_reason", reason)
+
+    @property
+    def reason(self) -> str:
+        r = self._reason
+        if not isinstance(r, str):
+            r = r()
+            object.__setattr__(self, "_reason", r)
+        return r
+
+    def settle(self) -> None:
+        """Compute a pending reason now (before the bytes it describes go away)."""
+        self.reason  # noqa: B018
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"NotLoaded is immutable: cannot set {name!r}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"NotLoaded is immutable: cannot delete {name!r}")
+
+    def _key(self) -> tuple:
+        return (self.member, self.kind, self.reason, self.fqn)
+
+    def __eq__(self, other):
+        if type(other) is not NotLoaded:
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"NotLoaded(member={self.member!r}, kind={self.kind!r}, reason={self.reason!r}, fqn={self.fqn!r})"
+
+    def __reduce__(self):
+        return (NotLoaded, self._key())
 
     def as_dict(self) -> dict:
         return {"member": self.member, "kind": self.kind, "fqn": self.fqn, "reason": self.reason}
@@ -46,6 +93,11 @@ def describe_member(zr: ZipReader, member: str) -> str:
         return describe_globals(member_globals(zr, member))
     except Pt2FormatError as e:
         return f"unreadable ({e.reason})"
+
+
+def lazy_reason(prefix: str, zr: ZipReader, member: str) -> Callable[[], str]:
+    """A ``NotLoaded`` reason: ``prefix`` + ``describe_member``, computed on first use."""
+    return lambda: prefix + describe_member(zr, member)
 
 
 def member_globals(zr: ZipReader, member: str) -> list[str]:
@@ -110,7 +162,7 @@ def read_payloads(
                 kind = "custom_object"
             elif meta.path_name.startswith("opaque_obj_"):
                 kind = "opaque_object"
-            skipped.append(NotLoaded(member, kind, f"pickled {kind.replace('_', ' ')}, not loaded: {describe_member(zr, member)}", fqn))
+            skipped.append(NotLoaded(member, kind, lazy_reason(f"pickled {kind.replace('_', ' ')}, not loaded: ", zr, member), fqn))
             continue
         tm = meta.tensor_meta
         if tm is None:

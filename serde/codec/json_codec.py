@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 import typing
 from dataclasses import MISSING, dataclass, field, fields
 from operator import length_hint
@@ -549,8 +550,52 @@ def _keys_of(v) -> str:
     return f"[{shown}{', ...' if len(keys) > 5 else ''}]" if keys else "none"
 
 
+_ANNOTATIONS: dict[tuple[str, str], Any] = {}
+"""(module, annotation text) -> the type it names, evaluated once per process."""
+
+
+def _hints(tp) -> dict[str, Any]:
+    """``schema.kinds.type_hints(tp)`` for the decoders, cheaper on a cold start.
+
+    The schema's annotations are strings (``from __future__ import annotations``), and
+    ``typing.get_type_hints`` compiles every one of them anew for every class (a ForwardRef
+    each: ~220 compiles to build the ExportedProgram decoder). The same few dozen texts
+    (``int``, ``List[Argument]``, ``Optional[str]``) are evaluated here once each, in the
+    class's module, which is what ``get_type_hints`` evaluates them in for a schema class
+    (no schema class shadows a module-level name). Anything else falls back to it."""
+    names = tp._fields if is_union(tp) else tuple(f.name for f in fields(tp) if f.name != UNKNOWN_FIELDS)
+    own = tp.__dict__.get("__annotations__", {})
+    module = sys.modules.get(tp.__module__)
+    if module is None or any(type(own.get(n)) is not str for n in names) or any(n in tp.__dict__ for n in ("List", "Dict", "Optional")):
+        return type_hints(tp)
+    out = {}
+    for n in names:
+        key = (tp.__module__, own[n])
+        hint = _ANNOTATIONS.get(key, _MISSING)
+        if hint is _MISSING:
+            hint = _ANNOTATIONS[key] = eval(own[n], vars(module))  # the schema's own annotation text, never file content
+        out[n] = hint
+    return out
+
+
+def _first_use(table: dict, key: str, tp) -> _Decoder:
+    """A stand-in for ``tp``'s decoder in ``table[key]``: builds it on its first call and puts it
+    there. A union's members are built when a file first holds one, so a load does not generate
+    (and compile) decoders for the many members its program never uses (of the 48 struct and
+    union decoders an ExportedProgram reaches, a transformer encoder uses 25)."""
+
+    def first(v, ctx):
+        real = _sub(tp)
+        table[key] = real
+        return real(v, ctx)
+
+    return first
+
+
 def _union_decoder(tp) -> _Decoder:
-    members = {name: _sub(t) for name, t in type_hints(tp).items()}
+    members: dict[str, _Decoder] = {}
+    for name, t in _hints(tp).items():
+        members[name] = _decoders.get(t) or _first_use(members, name, t)
     name = tp.__name__
     new = tp.__new__
 
@@ -619,7 +664,7 @@ _POST_CHECKS: dict[Any, Callable[[Any], None]] = {d.Graph: _graph_limits}
 
 def _struct_decoder(tp) -> _Decoder:
     """Generate a straight-line decoder for one struct from its annotations."""
-    hints = type_hints(tp)
+    hints = _hints(tp)
     declared = [f for f in fields(tp) if f.name != UNKNOWN_FIELDS]
     name = tp.__name__
     env: dict[str, Any] = {
