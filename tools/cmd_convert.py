@@ -21,6 +21,7 @@ import sys
 
 from ..serde.errors import Pt2UsageError
 from .cli import check_input, check_output, writing
+from .conversion_progress import ConversionProgress
 from .cmd_verify import add_verify_options
 from .cmd_verify import report as verify_report
 from .terminal import printable, say
@@ -38,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--weights", choices=("fp16", "int8"), default=None,
                    help="onnx/tflite: store the weights as float16, or as per-channel int8 (dynamic range), "
                         "activations staying float32 (default: float32 weights)")
+    p.add_argument("--external-data", action="store_true",
+                   help="onnx only: write the weights to OUT.data beside the model (done unasked past protobuf's 2 GiB)")
     p.add_argument("--drop-sample-inputs", action="store_true",
                    help="pt2 only: write the sample inputs empty (torch 2.9+ layouts), e.g. when they are an unsafe pickle")
     p.add_argument("--verify", action="store_true",
@@ -46,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-_ONLY_FOR = {"opset": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
+_ONLY_FOR = {"opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
              "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
 target, an option would be silently ignored, so it is a usage error."""
@@ -80,7 +83,9 @@ def _converter(to: str):
 
         def convert(src, dst, args):
             kw = {} if args.opset is None else {"opset": args.opset}
-            m = to_onnx(src, dst, model=args.model or "model", weights=args.weights, **kw)
+            with ConversionProgress(f"converting {printable(src)} to ONNX") as shown:
+                m = to_onnx(src, dst, model=args.model or "model", weights=args.weights,
+                            external_data=True if args.external_data else None, progress=shown.bytes, **kw)
             say(f"wrote {printable(dst)}")
             for line in describe_weights(m):  # --weights: what was stored, what stayed float32
                 say(printable(line))
@@ -92,7 +97,9 @@ def _converter(to: str):
         from ..converters.tflite.weight_storage import describe_weights
 
         def convert(src, dst, args):
-            data = to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io, weights=args.weights)
+            with ConversionProgress(f"converting {printable(src)} to TFLite") as shown:
+                data = to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io, weights=args.weights,
+                                 progress=shown.bytes)
             say(f"wrote {printable(dst)}")
             for line in describe_tflite(data):  # a QDQ model: which ops run in int8, which stay float
                 say(printable(line))

@@ -46,7 +46,8 @@ _IO_TYPE = {TensorProto.INT64: TensorType.INT64, TensorProto.FLOAT16: TensorType
             TensorProto.DOUBLE: TensorType.FLOAT64}
 
 
-def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, weights: str | None = None) -> bytes:
+def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, weights: str | None = None,
+              progress=None) -> bytes:
     """Convert ``src`` to a TFLite file; returns its bytes and writes ``dst`` when given.
 
     ``src``: a .pt2 (path, binary file, ``Pt2Archive`` or ``Pt2Model``; ``model`` picks the
@@ -67,7 +68,8 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
     single-file layout LiteRT reads past 2 GiB, ``writer.py``), and ``dst`` is written one
     constant at a time; the return value is then the flatbuffer alone (graph and metadata,
     which ``Interpreter(model_content=)`` cannot run: load ``dst`` with ``model_path=``).
-    Without ``dst`` such a model is returned whole, in memory."""
+    Without ``dst`` such a model is returned whole, in memory. ``progress(done, total)`` is
+    called as the constants' bytes are written."""
     check_weight_option(weights)
     with stage(None, "reading the ONNX model", passthrough=(Pt2Error,)):
         prepared = prepare(load_onnx(src, model))
@@ -80,7 +82,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
             return write(program)
     # the output file's own errors (a full disk, a FIFO) leave as they are: not the input's fault
     with stage(prepared.member, "writing the TFLite flatbuffer", passthrough=(OSError, Pt2UsageError)):
-        return write_file(program, dst)  # atomic: a failed write leaves the old file
+        return write_file(program, dst, progress=progress)  # atomic: a failed write leaves the old file
 
 
 def load_mappers() -> dict:

@@ -95,6 +95,7 @@ class _Buffers:
     of_metadata: list[int] = field(default_factory=list)
     entries: list = field(default_factory=lambda: [None])  # buffer 0: empty
     _index: dict = field(default_factory=dict)  # sha256 -> buffer
+    progress: object = None  # progress(done, total): bytes of constants copied in so far (inline)
 
     @classmethod
     def empty(cls, p: Program) -> _Buffers:
@@ -111,6 +112,8 @@ class _Buffers:
 
     def build(self, b: flatbuffers.Builder) -> int:
         offs = []
+        total = sum(int(e.nbytes) for e in self.entries if isinstance(e, (_Source, np.ndarray)))
+        done = 0
         for e in self.entries:
             vec = None
             if isinstance(e, _Source) and e.nbytes:
@@ -120,6 +123,9 @@ class _Buffers:
                 b.head = b.head - e.nbytes
                 b.Bytes[b.head:b.head + e.nbytes] = memoryview(e)
                 vec = b.EndVector()
+                done += e.nbytes
+                if self.progress is not None:
+                    self.progress(done, total)
             fb.BufferStart(b)
             if vec is not None:
                 fb.BufferAddData(b, vec)
@@ -196,11 +202,12 @@ def _placeholders(p: Program, metadata: dict[str, bytes]) -> _Buffers:
     return bufs
 
 
-def _stream_constants(p: Program, f, metadata: dict[str, bytes]) -> _Buffers:
+def _stream_constants(p: Program, f, metadata: dict[str, bytes], progress=None) -> _Buffers:
     """Write each distinct constant at the next ``AFTER_ALIGNMENT`` boundary of ``f``, one at a
     time; one whose bytes were written before is taken back and shares that buffer."""
     bufs = _Buffers.empty(p)
     empty = None
+    done, total = 0, constant_bytes(p)
     for gi, ti, a in _constants(p):
         if not a.nbytes:
             empty = bufs.add(None) if empty is None else empty
@@ -209,6 +216,9 @@ def _stream_constants(p: Program, f, metadata: dict[str, bytes]) -> _Buffers:
         start = _pad(f)
         entry = _After(start, a.nbytes)
         index = bufs.add(entry, _write_hashed(f, np.asarray(a)))  # a deferred constant is made now, alone
+        done += a.nbytes
+        if progress is not None:
+            progress(done, total)
         if bufs.entries[index] is not entry:  # the same bytes as an earlier buffer's
             f.seek(start)
             f.truncate()
@@ -389,25 +399,27 @@ def write(p: Program, *, buffers_after: bool | None = None) -> bytes:
     return f.getvalue()
 
 
-def write_file(p: Program, path, *, buffers_after: bool | None = None) -> bytes | memoryview:
+def write_file(p: Program, path, *, buffers_after: bool | None = None, progress=None) -> bytes | memoryview:
     """Write ``p``'s .tflite file to ``path`` atomically (``serde.atomic_write``), in the layout
     ``write`` picks. Returns the flatbuffer: the whole file in the inline layout (a memoryview
     of the builder's bytes, which were written from it: no copy is made to return it); with the
     buffers after it, the flatbuffer alone (graph and metadata: the constants are only in the
     file), which is streamed one constant at a time and never held whole."""
     if not _layout(p, buffers_after):
-        data = _inline_file(p)
+        data = _inline_file(p, progress)
         write_atomically(os.fspath(path), lambda f: f.write(data))
         return data
     out: list[bytes] = []
-    write_atomically(os.fspath(path), lambda f: out.append(_write_after(p, f)))
+    write_atomically(os.fspath(path), lambda f: out.append(_write_after(p, f, progress)))
     return out[0]
 
 
-def _inline_file(p: Program) -> memoryview:
+def _inline_file(p: Program, progress=None) -> memoryview:
     """The inline layout's file: the flatbuffer with every constant inside it (the builder's
     bytes, copied once from the constants, one at a time)."""
-    return _flatbuffer(p, _inline(p), p.metadata, _inline_size(p))
+    bufs = _inline(p)
+    bufs.progress = progress
+    return _flatbuffer(p, bufs, p.metadata, _inline_size(p))
 
 
 def _inline_size(p: Program) -> int:
@@ -419,14 +431,14 @@ def _inline_size(p: Program) -> int:
     return constant_bytes(p) + 16 * tensors + rest
 
 
-def _write_after(p: Program, f) -> bytes:
+def _write_after(p: Program, f, progress=None) -> bytes:
     """The buffers-after layout into the seekable binary file ``f``, empty: room for the
     flatbuffer with no constant shared, the constants after it, then the real flatbuffer in
     that room (zeros fill what it leaves). Returns the flatbuffer."""
     metadata = {**p.metadata, BUFFER_LOCATION[0]: BUFFER_LOCATION[1]}
     room = len(_flatbuffer(p, _placeholders(p, metadata), metadata))
     f.seek(room)
-    bufs = _stream_constants(p, f, metadata)
+    bufs = _stream_constants(p, f, metadata, progress)
     end = f.tell()
     data = _flatbuffer(p, bufs, metadata)
     if len(data) > room:  # sharing only drops buffers: not expected

@@ -44,7 +44,7 @@ while (req := read()) is not None:
     fn, args, kwargs = req
     try:
         result = getattr(pt2x.converters, fn)(*args, **kwargs)
-        reply = ("ok", result if isinstance(result, bytes) else result.SerializeToString())
+        reply = ("ok", bytes(result) if isinstance(result, (bytes, memoryview)) else result.SerializeToString())
     except Exception as e:
         try:
             pickle.loads(pickle.dumps(e))  # it must survive the trip
