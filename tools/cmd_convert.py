@@ -41,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "activations staying float32 (default: float32 weights)")
     p.add_argument("--external-data", action="store_true",
                    help="onnx only: write the weights to OUT.data beside the model (done unasked past protobuf's 2 GiB)")
+    p.add_argument("--state", choices=("outputs", "inputs"), default=None,
+                   help="onnx/tflite: buffers the program writes (a KV cache) are extra outputs (default), or "
+                        "also inputs named after them, so a decode loop feeds each step's outputs back")
     p.add_argument("--drop-sample-inputs", action="store_true",
                    help="pt2 only: write the sample inputs empty (torch 2.9+ layouts), e.g. when they are an unsafe pickle")
     p.add_argument("--verify", action="store_true",
@@ -50,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 _ONLY_FOR = {"opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
-             "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite")}
+             "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite"),
+             "state": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
 target, an option would be silently ignored, so it is a usage error."""
 
@@ -85,7 +89,8 @@ def _converter(to: str):
             kw = {} if args.opset is None else {"opset": args.opset}
             with ConversionProgress(f"converting {printable(src)} to ONNX") as shown:
                 m = to_onnx(src, dst, model=args.model or "model", weights=args.weights,
-                            external_data=True if args.external_data else None, progress=shown.bytes, **kw)
+                            external_data=True if args.external_data else None, progress=shown.bytes,
+                            state=args.state or "outputs", **kw)
             say(f"wrote {printable(dst)}")
             for line in describe_weights(m):  # --weights: what was stored, what stayed float32
                 say(printable(line))
@@ -99,7 +104,7 @@ def _converter(to: str):
         def convert(src, dst, args):
             with ConversionProgress(f"converting {printable(src)} to TFLite") as shown:
                 data = to_tflite(src, dst, model=args.model or "model", nhwc_io=args.nhwc_io, weights=args.weights,
-                                 progress=shown.bytes)
+                                 progress=shown.bytes, state=args.state or "outputs")
             say(f"wrote {printable(dst)}")
             for line in describe_tflite(data):  # a QDQ model: which ops run in int8, which stay float
                 say(printable(line))

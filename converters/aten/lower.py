@@ -296,6 +296,25 @@ def _record_mutation(ctx: Target, name: str) -> None:
 # ------------------------------------------------------------------------ mutations
 
 
+_STATE_KINDS = ("buffer", "tensor_constant")  # weights whose in-place writes are outputs
+
+
+def state_weights(view: ProgramView) -> list[str]:
+    """The weight placeholders the program writes (state: a KV cache, running statistics),
+    found before lowering: the signature's buffer mutations, and the top graph's in-place ops
+    whose first argument is a buffer or tensor constant. A write through a view of one is
+    found only while lowering (``mutations``)."""
+    by_fqn = {w.fqn: name for name, w in view.weights.items()}
+    found = [by_fqn[m.target] for m in view.mutations if m.target in by_fqn]
+    for n in view.nodes:
+        if registry.is_inplace(n.target) and n.inputs:
+            first = first_input(n)
+            w = view.weights.get(first) if isinstance(first, str) else None
+            if w is not None and w.kind in _STATE_KINDS:
+                found.append(first)
+    return list(dict.fromkeys(found))
+
+
 class MutatedOutput(NamedTuple):
     """A buffer or input the program mutates: its FQN or input name, the target's value after
     the call, and the program value whose metadata (dtype, shape) it has."""
@@ -308,13 +327,15 @@ class MutatedOutput(NamedTuple):
 def mutations(view: ProgramView, ctx: Target) -> list[MutatedOutput]:
     """Every mutated buffer/input: from the signature (functional IR), then from in-place ops
     on placeholders (training IR keeps ``add_`` and lists no mutation; parameters mutated
-    this way are not outputs)."""
+    this way are not outputs). A lifted tensor constant written in place is state too (a
+    static KV cache that ``torch.export`` lifted as a constant): its new value is an output,
+    never dropped."""
     out = [MutatedOutput(m.target, ctx.env.get(m.value, m.value), m.value) for m in view.mutations]
     seen = {m.target for m in out}
     for placeholder, value in ctx.state.mutated.items():
         w = view.weights.get(placeholder)
         target = w.fqn if w is not None else placeholder
-        if target not in seen and (w is None or w.kind == "buffer"):
+        if target not in seen and (w is None or w.kind in _STATE_KINDS):
             out.append(MutatedOutput(target, value, placeholder))
             seen.add(target)
     return out

@@ -218,6 +218,19 @@ class Ctx:
         r.consts[onnx_name] = arr
         return onnx_name
 
+    def input_default(self, name: str, arr: np.ndarray) -> None:
+        """An initializer named like graph input ``name``: the value it holds when a caller
+        does not feed it. Not a constant: nothing folds over it (it is not in ``consts``)."""
+        r = self.root
+        arr = np.asarray(arr)
+        st = dtypes.from_numpy(arr.dtype)
+        if r.lazy is not None and arr.nbytes >= MIN_LAZY_BYTES:
+            r.initializers.append(r.lazy.skeleton(name, arr, onnx_type(st)))
+            return
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")
+        r.initializers.append(helper.make_tensor(name, onnx_type(st), arr.shape, arr.tobytes(), raw=True))
+
     def const(self, value, st: ST) -> str:
         """A (cached) constant of dtype ``st`` from a number or nested list/array."""
         arr = np.asarray(value).astype(dtypes.to_numpy(st))
@@ -269,6 +282,8 @@ class Ctx:
         if src == dst:
             return name
         v = self.root.consts.get(name)
+        if v is not None and self.root.lazy is not None and v.nbytes >= MIN_LAZY_BYTES:
+            return self.op("Cast", name, to=onnx_type(dst))  # a weight keeps its dtype in the file (bf16 stays bf16)
         if v is not None:  # fold: weights are stored in the dtype they are computed in
             self.reserve(v.size * dtypes.to_numpy(dst).itemsize, f"{name!r} cast", account=False)
             if v.size <= 64:

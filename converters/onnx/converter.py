@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
+
 import onnx
 from onnx import helper
 
@@ -22,7 +24,7 @@ from ..aten.args import decode
 from ..aten.dtypes import ST
 from ..aten.failures import missing_lowerings
 from ..aten.graph import ProgramView, UserInput, open_program
-from ..aten.lower import LoweringState, MutatedOutput, Names, lower_graph, mutations, program_names
+from ..aten.lower import LoweringState, MutatedOutput, Names, lower_graph, mutations, program_names, state_weights
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from ..weight_quant import check_weight_option
@@ -72,7 +74,7 @@ def _load_lowerings() -> None:
 
 def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
             dim_names: dict[str, str] | None = None, weights: str | None = None,
-            external_data: bool | None = None, progress=None):
+            external_data: bool | None = None, progress=None, state: str = "outputs"):
     """Convert one model of a .pt2 (path, file, ``Pt2Archive`` or ``Pt2Model``) to ONNX.
 
     Without ``dst``: returns the ``onnx.ModelProto``, every weight copied into it. With ``dst``:
@@ -82,6 +84,12 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
     ``<dst>.data`` beside it when they pass protobuf's 2 GiB limit or when ``external_data`` is
     True (False: one file, or a ``ConversionError`` past the limit). ``progress(done, total)``
     is called as weight bytes are written.
+
+    ``state``: what the model does with the buffers the program writes (a KV cache). In both
+    modes each one's new value is an extra output, ``<fqn>.mutated``. ``"outputs"``: that is
+    all, and each call starts from the buffer's saved value. ``"inputs"``: each such buffer is
+    also a graph input named after it (its saved value as the input's default), so a decode
+    loop feeds each step's ``.mutated`` outputs back in.
 
     ``dim_names`` renames shape symbols (``{"s17": "batch"}``): .pt2 files do not carry torch
     ``Dim`` names. ``weights``: ``"int8"`` stores the conv/linear weights as per-channel int8
@@ -99,7 +107,7 @@ def to_onnx(src, dst=None, *, model: str = "model", opset: int = DEFAULT_OPSET,
     view, keep = open_program(src, model)
     lazy = LazyInitializers() if dst is not None else None
     try:
-        m = convert_view(view, opset=opset, dim_names=dim_names, lazy=lazy)
+        m = convert_view(view, opset=opset, dim_names=dim_names, lazy=lazy, state=state)
         if weights is not None:
             with stage(view.member, f"storing the weights as {weights}"):
                 store_weights(m, weights)
@@ -149,26 +157,39 @@ def _value_info(name, st, shape, dim_names):
     return helper.make_tensor_value_info(name, onnx_type(st), _dims(shape, dim_names))
 
 
+STATE_MODES = ("outputs", "inputs", "inputs-no-default")
+
+
 def convert_view(view: ProgramView, *, opset: int = DEFAULT_OPSET, dim_names=None,
-                 shapes: dict | None = None, lazy: LazyInitializers | None = None) -> onnx.ModelProto:
+                 shapes: dict | None = None, lazy: LazyInitializers | None = None,
+                 state: str = "outputs") -> onnx.ModelProto:
     """``view`` as an ONNX model. Any failure leaves as a ``Pt2Error`` naming the member:
     lowerings' with their node (``lower_graph``), the other steps' with the step. ``shapes``,
     when given, receives torch's shape of every main-graph value (ONNX name -> dims, symbols
     as the graph inputs spell them), which ONNX shape inference cannot always recover. ``lazy``:
-    where large constants stay as arrays behind skeleton initializers (``lazy_initializers``)."""
+    where large constants stay as arrays behind skeleton initializers (``lazy_initializers``).
+    ``state``: ``to_onnx``'s; ``"inputs-no-default"`` (what TFLite reads) declares the state
+    inputs without their saved values."""
+    if state not in STATE_MODES:
+        from ...serde.errors import Pt2UsageError
+
+        raise Pt2UsageError(f"state={state!r}: choose one of {', '.join(STATE_MODES)}")
     _load_lowerings()
     member = getattr(view, "member", None)
     with stage(member, "converting to ONNX"):
         dim_names = dict(dim_names or {})
-        state = LoweringState(missing_lowerings(view, "onnx"))
-        ctx = Ctx(view, opset, Names(program_names(view)), weights=view.weights, state=state, lazy=lazy)
+        lowering = LoweringState(missing_lowerings(view, "onnx"))
+        ctx = Ctx(view, opset, Names(program_names(view)), weights=view.weights, state=lowering, lazy=lazy)
         with stage(member, "declaring the model's inputs"):
             inputs = _declare_inputs(view, ctx, dim_names)
+            carried = _declare_state_inputs(view, ctx, dim_names, inputs, state) if state != "outputs" else []
         lower_graph(ctx)
-        state.problems.raise_if_any()
+        lowering.problems.raise_if_any()
         with stage(member, "declaring the model's outputs"):
             outputs, out_nodes, mutated = _declare_outputs(view, ctx, dim_names)
-        state.problems.raise_if_any()
+            if state != "outputs":
+                _check_state_inputs(view, carried, mutated)
+        lowering.problems.raise_if_any()
         if shapes is not None:
             shapes.update(_torch_shapes(view, ctx, dim_names))
         with stage(member, "assembling the ONNX model"):
@@ -215,6 +236,33 @@ def _declare_inputs(view: ProgramView, ctx: Ctx, dim_names) -> list:
             ctx.env[u.name] = ctx.names.claim(u.name)
             inputs.append(vi)
     return inputs
+
+
+def _declare_state_inputs(view: ProgramView, ctx: Ctx, dim_names, inputs: list, state: str) -> list[str]:
+    """A graph input for each buffer the program writes (``lower.state_weights``), named after
+    its FQN and bound in place of its constant; with ``state="inputs"`` its saved value stays
+    as the input's default (an initializer of the same name). Returns the FQNs."""
+    carried = []
+    for name in state_weights(view):
+        w = view.weights[name]
+        info = view.tensor(name)
+        onnx_name = ctx.names.claim(w.fqn)
+        if state == "inputs":
+            ctx.input_default(onnx_name, np.asarray(w.array))
+        ctx.env[name] = ctx.root.env[name] = onnx_name
+        inputs.append(_value_info(onnx_name, info.dtype, info.shape, dim_names))
+        carried.append(w.fqn)
+    return carried
+
+
+def _check_state_inputs(view: ProgramView, carried: list[str], mutated: list[MutatedOutput]) -> None:
+    """Every weight the program writes must be an input when state is carried: one written
+    only through a view of it is found too late to be one."""
+    weights = {w.fqn for w in view.weights.values()}
+    missed = [m.target for m in mutated if m.target in weights and m.target not in carried]
+    if missed:
+        raise ConversionError(f"state {', '.join(missed)} is written through a view: carrying it as an input "
+                              "needs a direct write (index_copy_, index_put_, copy_ on the buffer itself)")
 
 
 def _declare_outputs(view: ProgramView, ctx: Ctx, dim_names):

@@ -10,6 +10,7 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
+from .lazy_initializers import MIN_LAZY_BYTES
 from .shapes import axes_const
 
 
@@ -29,6 +30,9 @@ def _ct(ctx):
 def _transposed(ctx, w, cst):
     """``w.T`` (2-D): a folded initializer when ``w`` is constant, else a Transpose node."""
     v = ctx.foldable(w)
+    st = ctx.dtype(w)
+    if v is not None and ctx.root.lazy is not None and v.nbytes >= MIN_LAZY_BYTES and st != cst:
+        return ctx.cast(ctx.const_array(v.T, name=f"{w.name}.T"), st, cst)  # stays bf16/fp16 in the file
     if v is not None:
         ctx.reserve_array(v.shape, v.itemsize + dtypes.to_numpy(cst).itemsize, f"{w.name!r} transposed")
         return ctx.const_array(v.T.astype(dtypes.to_numpy(cst), copy=False), name=f"{w.name}.T")  # a view when lazy

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..aten.args import TensorRef, bind
+from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from .shapes import axes_const, reshape_target
 
@@ -120,6 +121,9 @@ def expand(ctx, node):
             vals.append(s)
     if all(v == 1 for v in vals) and lead == 0:
         return ctx.t(a.self)
+    st = ctx.dtype(a.self)
+    if st == ST.BFLOAT16:  # ONNX Runtime CPU has no bfloat16 Expand: float32 holds every bfloat16 exactly
+        return ctx.cast(ctx.op("Expand", ctx.t(a.self, ST.FLOAT), ctx.ints(vals)), ST.FLOAT, st)
     return ctx.op("Expand", ctx.t(a.self), ctx.ints(vals))
 
 

@@ -47,7 +47,7 @@ _IO_TYPE = {TensorProto.INT64: TensorType.INT64, TensorProto.FLOAT16: TensorType
 
 
 def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, weights: str | None = None,
-              progress=None) -> bytes:
+              progress=None, state: str = "outputs") -> bytes:
     """Convert ``src`` to a TFLite file; returns its bytes and writes ``dst`` when given.
 
     ``src``: a .pt2 (path, binary file, ``Pt2Archive`` or ``Pt2Model``; ``model`` picks the
@@ -69,10 +69,12 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
     constant at a time; the return value is then the flatbuffer alone (graph and metadata,
     which ``Interpreter(model_content=)`` cannot run: load ``dst`` with ``model_path=``).
     Without ``dst`` such a model is returned whole, in memory. ``progress(done, total)`` is
-    called as the constants' bytes are written."""
+    called as the constants' bytes are written. ``state``: as ``to_onnx``'s (a KV cache's
+    buffers as extra outputs, ``"inputs"``: also as inputs, which here have no default value:
+    the first step is fed the buffers' initial values, zeros for a cache)."""
     check_weight_option(weights)
     with stage(None, "reading the ONNX model", passthrough=(Pt2Error,)):
-        prepared = prepare(load_onnx(src, model))
+        prepared = prepare(load_onnx(src, model, state))
     with stage(prepared.member, "converting to TFLite"):  # a ConversionError gains the archive member
         program = convert_prepared(prepared, nhwc_io=nhwc_io)
         if weights is not None:

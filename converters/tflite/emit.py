@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from ..onnx.lazy_initializers import MIN_LAZY_BYTES, array_of
+from ..onnx.lazy_initializers import MIN_LAZY_BYTES, Deferred, array_of
 from ..errors import ConversionError, Unsupported
 from .builtins import broadcast
 from .int_compute import emit_with_integer_rule
@@ -65,6 +65,11 @@ def to_compute_array(arr: np.ndarray, what: str) -> np.ndarray:
     if arr.dtype.kind == "f" or str(arr.dtype) == "bfloat16":
         return arr.astype(np.float32, copy=False)  # a float32 weight stays the archive's view
     return arr
+
+
+def _widened_later(arr) -> bool:
+    """A float constant of another width that float32 compute would copy whole now."""
+    return arr.nbytes >= MIN_LAZY_BYTES and (arr.dtype == np.float16 or str(arr.dtype) == "bfloat16")
 
 
 class Emitter:
@@ -126,7 +131,12 @@ class Emitter:
         if name in self.values:
             return self.values[name]
         if name in self.consts:
-            idx = self.const(to_compute_array(self.consts[name], f"constant {name!r}"), name)
+            arr = self.consts[name]
+            if _widened_later(arr):  # a large float16/bfloat16 weight: float32 made when written
+                idx = self.sub.add(Tensor(name, TensorType.FLOAT32, list(arr.shape),
+                                          Deferred(arr.shape, np.float32, lambda a=arr: a.astype(np.float32))))
+            else:
+                idx = self.const(to_compute_array(arr, f"constant {name!r}"), name)
             self.values[name] = idx
             return idx
         raise Unsupported(f"value {name!r} is not available (its producer was not converted)")

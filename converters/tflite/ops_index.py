@@ -226,8 +226,32 @@ def scatter_elements(em: Emitter, node) -> None:
 def scatter_nd(em: Emitter, node) -> None:
     data = em.t(node.input[0])
     if (attrs(node).get("reduction", b"none") or b"none") not in (b"add", "add"):
+        if _one_index(em, node.input[1]):
+            _scatter_one(em, data, em.cast(em.t(node.input[1]), T.INT32), em.t(node.input[2]))
+            return
         _scatter_add(em, node, data, -1, -1)
     _scatter_add(em, node, data, em.cast(em.t(node.input[1]), T.INT32), em.t(node.input[2]))
+
+
+def _one_index(em: Emitter, indices: str) -> bool:
+    """Whether ScatterND's ``indices`` hold one index tuple, as shapes prove (no duplicates)."""
+    shape = em.shape_of(em.t(indices))
+    return shape is not None and len(shape) >= 1 and all(d == 1 for d in shape[:-1])
+
+
+def _scatter_one(em: Emitter, data: int, coords: int, updates: int) -> None:
+    """ScatterND with one index tuple (reduction "none": a write, as a KV cache's decode step
+    makes): SELECT_V2(the slice it addresses, SCATTER_ND(coords, updates), data). Exact for
+    every value, and the one tuple cannot collide with itself."""
+    shape = shape_tensor(em, data)
+    ones = em.tmp(T.INT32, em.shape_of(updates), "ones")
+    em.op("FILL", [shape_tensor(em, updates), em.const(np.array(1, np.int32))], [ones])
+    hit = em.tmp(T.INT32, em.shape_of(data), "written")
+    em.op("SCATTER_ND", [coords, ones, shape], [hit])
+    mask = em.binary("NOT_EQUAL", hit, em.const(np.array(0, np.int32)), dtype=T.BOOL)
+    scattered = em.tmp(em.dtype_of(data), em.shape_of(data), "scattered")
+    em.op("SCATTER_ND", [coords, updates, shape], [scattered])
+    em.op("SELECT_V2", [mask, scattered, data], [em.out()])
 
 
 @maps("OneHot")

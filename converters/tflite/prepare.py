@@ -68,9 +68,10 @@ def _is_onnx_path(src) -> bool:
     return False
 
 
-def load_onnx(src, model: str = "model") -> Prepared:
+def load_onnx(src, model: str = "model", state: str = "outputs") -> Prepared:
     """``src`` as ONNX: a ``ModelProto``, an ``.onnx`` path, or a .pt2 (path, file, archive,
-    ``Pt2Model``) converted by pt2x's ONNX target at ``ONNX_OPSET``."""
+    ``Pt2Model``) converted by pt2x's ONNX target at ``ONNX_OPSET``; ``state="inputs"`` makes
+    each buffer the program writes an input too (TFLite inputs have no default value)."""
     if isinstance(src, onnx.ModelProto):
         return Prepared(src, "onnx")
     if _is_onnx_path(src):
@@ -93,7 +94,8 @@ def load_onnx(src, model: str = "model") -> Prepared:
         shapes: dict = {}
         lazy = LazyInitializers()  # the weights stay in the archive's map until the file is written
         try:
-            m = convert_view(view, opset=ONNX_OPSET, shapes=shapes, lazy=lazy)
+            m = convert_view(view, opset=ONNX_OPSET, shapes=shapes, lazy=lazy,
+                             state="inputs-no-default" if state == "inputs" else state)
         except UnsupportedOpsError as e:
             raise _as_tflite_report(e) from None
         ranges = {k: [lo, hi] for k, (lo, hi) in view.ranges.items()}
