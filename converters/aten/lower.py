@@ -6,7 +6,8 @@ A target (ONNX today, TFLite next) supplies an emission context that implements
 is here and knows nothing of the target's format:
 
 * ``lower_graph(ctx)``: for each node, ``registry.get(ctx.backend, node.target)(ctx,
-  node)``. A node with no lowering, or one that reads a value whose producer was not
+  node)`` through ``reads.call``, which refuses an argument given a non-default value that the
+  lowering did not read. A node with no lowering, or one that reads a value whose producer was not
   converted, is skipped and its outputs are *poisoned* (its consumers are skipped too,
   silently: the first node's report says why). An ``Unsupported`` raised by a lowering is
   recorded in the ``report.Problems`` of the conversion and poisons the node's outputs; a
@@ -41,7 +42,7 @@ from ...schema import definitions as d
 from ...schema.walk import subgraphs, value_refs
 from ..errors import NotConverted, Unsupported
 from ..report import Problems
-from . import registry, views
+from . import reads, registry, views
 from .failures import lowering_failure, report_node
 from .graph import GraphView, ProgramView, first_input, input_names, output_names
 
@@ -142,7 +143,7 @@ def lower_node(ctx: Target, node: d.Node, fn) -> None:
         plan = _write_plan(ctx, node) if registry.is_inplace(node.target) else None
         if plan is not None:
             saved = dict(ctx.env), dict(ctx.state.mutated)
-        result = fn(ctx, node)
+        result = reads.call(fn, ctx, node)
         _bind_outputs(ctx, node, result, mark)
         if registry.is_inplace(node.target):
             _rebind_mutated(ctx, node)
@@ -202,7 +203,7 @@ def _lower_synthetic(ctx: Target, node: d.Node, why: str) -> None:
     if fn is None:
         raise Unsupported(f"no {ctx.backend} lowering of {registry.canonical(node.target)} {why}")
     mark = ctx.begin_node(node)
-    _bind_outputs(ctx, node, fn(ctx, node), mark)
+    _bind_outputs(ctx, node, reads.call(fn, ctx, node), mark)
 
 
 # ------------------------------------------------------------------ binding outputs

@@ -22,6 +22,7 @@ def identity(ctx, node):
     only as False: a training-mode dropout would be random)."""
     a = bind(node, train=False)  # self or input, by name; only the dropouts have train
     x = a.get("self", a.get("input"))
+    a.declare("p")  # read below where train is set
     if "dropout" in node.target:
         if a.train and a.get("p", 0.5) > 0:
             raise Unsupported("dropout in training mode")
@@ -35,6 +36,8 @@ def identity(ctx, node):
           "aten.to.prim_Device", "aten.to.prim_other", "aten._autocast_to_reduced_precision.default")
 def to_copy(ctx, node):
     a = bind(node, "self")
+    # the output's dtype (to.other's and type_as's: other's; autocast's: the device's); a copy has the same values
+    a.declare("dtype", "other", "copy", "cuda_enabled", "cpu_enabled", "cuda_dtype", "cpu_dtype")
     out = ctx.out_info().dtype
     src = ctx.dtype(a.self)
     if src == out:
@@ -52,6 +55,7 @@ def to_copy(ctx, node):
 @lowering("onnx", "aten.copy.default")
 def copy(ctx, node):
     a = bind(node, "self", "src")
+    a.declare("self")  # overwritten: only its shape (the output's) matters
     out = ctx.out_info()
     r = ctx.t(a.src, out.dtype)
     if ctx.info(a.src).shape != out.shape:

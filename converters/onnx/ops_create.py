@@ -29,6 +29,7 @@ def _fill(ctx, shape_name, value, st):
           "aten.new_empty.default", "aten.empty_strided.default", "aten.new_empty_strided.default")
 def full(ctx, node):
     a = bind(node, fill_value=0)  # size, and self for new_*, by name; zeros/ones/empty have no fill_value
+    a.declare("size", "stride", "dtype", "self")  # the output's metadata: its shape and dtype
     out = ctx.out_info()
     name = node.target.split(".")[-2]
     value = {"zeros": 0, "ones": 1, "new_zeros": 0, "new_ones": 1}.get(name, a.fill_value)
@@ -43,6 +44,7 @@ def full(ctx, node):
           "aten.empty_like.default")
 def full_like(ctx, node):
     a = bind(node, "self", fill_value=0)  # zeros_like/ones_like/empty_like have no fill_value
+    a.declare("dtype")  # the output's dtype
     out = ctx.out_info()
     name = node.target.split(".")[-2]
     value = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}.get(name, a.fill_value)
@@ -52,6 +54,7 @@ def full_like(ctx, node):
 @lowering("onnx", "aten.scalar_tensor.default")
 def scalar_tensor(ctx, node):
     a = bind(node, "s")
+    a.declare("dtype")  # the output's dtype
     out = ctx.out_info().dtype
     return ctx.t(a.s, out) if isinstance(a.s, SymRef) else ctx.const(a.s, out)
 
@@ -59,6 +62,7 @@ def scalar_tensor(ctx, node):
 @lowering("onnx", "aten.arange.default", "aten.arange.start", "aten.arange.start_step")
 def arange(ctx, node):
     a = bind(node, start=0, step=1)  # arange.default has no start, arange.start no step
+    a.declare("dtype")  # the output's dtype
     if "end" not in a:
         raise Unsupported("arange without end")
     start, end, step = (a.start, a.end, a.step) if "start" in node.target or node.target.endswith("start_step") \
@@ -99,6 +103,7 @@ def fill(ctx, node):
 
 @lowering("onnx", "aten.eye.default", "aten.eye.m")
 def eye(ctx, node):
+    bind(node).declare("n", "m", "dtype")  # the output's shape and dtype
     out = ctx.out_info()
     if not out.is_static:
         raise Unsupported("eye of a dynamic size")

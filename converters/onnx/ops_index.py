@@ -136,6 +136,7 @@ def index_select(ctx, node):
 @lowering("onnx", "aten.gather.default")
 def gather(ctx, node):
     a = bind(node, "self", "dim", "index")
+    a.declare("sparse_grad")  # the gradient's layout
     return ctx.op("GatherElements", ctx.t(a.self), ctx.t(a.index, ST.LONG), axis=a.dim % max(ctx.rank(a.self), 1))
 
 
@@ -185,6 +186,7 @@ def index_put(ctx, node):
 @lowering("onnx", "aten.embedding.default")
 def embedding(ctx, node):
     a = bind(node, "weight", "indices")
+    a.declare("padding_idx", "scale_grad_by_freq", "sparse")  # the gradient's: the forward gathers every row
     return ctx.op("Gather", ctx.t(a.weight), ctx.t(a.indices, ST.LONG), axis=0)
 
 
@@ -224,6 +226,7 @@ def argsort(ctx, node):
 @lowering("onnx", "aten.cumsum.default")
 def cumsum(ctx, node):
     a = bind(node, "self", "dim")
+    a.declare("dtype")  # the output's dtype, computed in
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     if cst == ST.INT and out != ST.INT:

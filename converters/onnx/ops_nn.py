@@ -17,6 +17,7 @@ from .shapes import axes_const
 @lowering("onnx", "aten.einsum.default")
 def einsum(ctx, node):
     a = bind(node, "equation", "tensors")
+    a.declare("path")  # the order of the contractions, not their result
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     return ctx.cast(ctx.op("Einsum", *[ctx.t(t, cst) for t in a.tensors], equation=a.equation), cst, out)
@@ -178,6 +179,7 @@ def batch_norm(ctx, node):
     a pure function of its input: normalised by the batch's own statistics. Training mode with
     running statistics would update them: refused."""
     a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
+    a.declare("momentum")  # how running statistics are updated, which only training mode does (refused)
     if a.training and (a.running_mean is not None or a.running_var is not None):
         raise Unsupported("batch norm in training mode with running statistics (it updates running_mean/running_var)")
     if a.training:
@@ -191,6 +193,7 @@ def batch_norm(ctx, node):
 def batch_norm_batch_stats(ctx, node):
     """Normalise with the batch's own statistics (what ``instance_norm`` decomposes into)."""
     a = bind(node, "input", "weight", "bias", "training", "momentum", "eps")
+    a.declare("training", "momentum")  # no running statistics: the batch's own, in either mode, none updated
     return [_batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps), None, None]
 
 
@@ -216,6 +219,7 @@ def _batch_stats_norm(ctx, x, weight, bias, eps):
 @lowering("onnx", "aten._native_batch_norm_legit_no_training.default")
 def batch_norm_no_training(ctx, node):
     a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "momentum", "eps")
+    a.declare("momentum")  # updates running statistics, which this overload does not
     return [_bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps), None, None]
 
 
@@ -297,6 +301,7 @@ def group_norm(ctx, node):
 @lowering("onnx", "aten.native_group_norm.default")
 def native_group_norm(ctx, node):
     a = bind(node, "input", "weight", "bias", "N", "C", "HxW", "group", "eps")
+    a.declare("N", "C", "HxW")  # the input's sizes (torch checks them)
     return [_group_norm(ctx, a.input, a.weight, a.bias, a.group, a.eps), None, None]
 
 
@@ -342,8 +347,11 @@ def prelu(ctx, node):
 @lowering("onnx", "aten.instance_norm.default")
 def instance_norm(ctx, node):
     a = bind(node, "input")
+    a.declare("momentum")  # how running statistics are updated: refused below where they would be
     if not a.use_input_stats:
         return _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
+    if a.running_mean is not None or a.running_var is not None:
+        raise Unsupported("instance norm with input statistics and running statistics (it updates running_mean/running_var)")
     out, cst = _ct(ctx)
     c = _channels(ctx, a.input)
     if a.weight is None or a.bias is None:

@@ -153,6 +153,7 @@ def _resize(ctx, node, mode, n):
     a = bind(node, "input", align_corners=None, scale_factors=None, scales_h=None, scales_w=None,
              scales_d=None, scales=None)
     src = a[0]  # ``input`` in the .vec overloads, ``self`` in .default
+    a.declare("output_size")  # the output's shape (read again where that is dynamic)
     out, cst = _ct(ctx)
     x = ctx.t(src, cst)
     lengths = list(ctx.info(src).shape[-n:])

@@ -31,6 +31,7 @@ def reduce(ctx, op, x, dims, keepdim, cst):
 def _sum_like(op):
     def lower(ctx, node):
         a = bind(node, "self", dim=None, keepdim=False)  # the .default overloads have no dim/keepdim
+        a.declare("dtype")  # the output's dtype, computed in (wider for small integers)
         out = ctx.out_info().dtype
         cst = ctx.compute_type(out)
         if cst == ST.BOOL or (op == "ReduceSum" and cst == ST.INT and out != ST.INT):
@@ -153,6 +154,7 @@ def logsumexp(ctx, node):
 @lowering("onnx", "aten.linalg_vector_norm.default", "aten.norm.ScalarOpt_dim")
 def vector_norm(ctx, node):
     a = bind(node, "self", ord=2, dtype=None, p=None)  # norm has p, linalg_vector_norm ord and dtype
+    a.declare("dtype")  # the output's dtype, computed in
     p = a.p if a.p is not None else a.ord
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
@@ -168,6 +170,7 @@ def vector_norm(ctx, node):
 def _softmax(op):
     def lower(ctx, node):
         a = bind(node, "self", "dim", half_to_float=False, dtype=None)  # _softmax or softmax.int only
+        a.declare("half_to_float", "dtype")  # the output's dtype, computed in
         out = ctx.out_info().dtype
         cst = ctx.compute_type(out)
         if not dtypes.is_floating(cst):

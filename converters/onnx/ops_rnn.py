@@ -24,6 +24,7 @@ def _gates(w: np.ndarray, order: list[int]) -> np.ndarray:
 def _rnn(ctx, node, kind: str):
     a = bind(node, "input", "hx", "params", "has_biases", "num_layers", "dropout", "train", "bidirectional",
              "batch_first")
+    a.declare("dropout")  # read below where train is set
     if a.train and a.dropout:
         raise Unsupported(f"{kind} with dropout in training mode")
     out_st, cst = ctx.out_info().dtype, ctx.compute_type(ctx.out_info().dtype)

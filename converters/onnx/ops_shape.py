@@ -23,6 +23,7 @@ def _fold(ctx, x, fn):
           "aten._reshape_alias.default")
 def view(ctx, node):
     a = bind(node, "self", "size")
+    a.declare("stride")  # _reshape_alias: the strides of the reshape torch proved a view
     sizes = a.get("size", a.get("shape"))
     out = ctx.out_info()
     if out.is_static:
@@ -107,6 +108,7 @@ def t(ctx, node):
 @lowering("onnx", "aten.expand.default", "aten.expand_copy.default")
 def expand(ctx, node):
     a = bind(node, "self", "size")
+    a.declare("implicit")  # whether the expand was written by the user: same values
     in_shape = ctx.info(a.self).shape
     out_shape = ctx.out_info().shape
     lead = len(a.size) - len(in_shape)

@@ -59,6 +59,7 @@ def _split_slices(ctx, x, dim, chunk, count):
           "aten.split_with_sizes_copy.default", "aten.split_copy.Tensor")
 def split(ctx, node):
     a = bind(node, "self", "split_size")
+    a.declare("split_size", "split_sizes", "chunks")  # the sizes of the outputs' metadata (_split_by_sizes)
     dim = a.dim % ctx.rank(a.self)
     n = len(_flat(node))
     r = _split_by_sizes(ctx, a.self, dim, n)
