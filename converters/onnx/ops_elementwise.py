@@ -266,10 +266,18 @@ def leaky_relu(ctx, node):
 
 @lowering("onnx", "aten.elu.default")
 def elu(ctx, node):
+    """``scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1))`` (selu and celu decompose
+    into it)."""
     a = bind(node, "self")
-    if a.scale != 1 or a.input_scale != 1:
-        raise Unsupported("elu with scale/input_scale")
-    return nary(ctx, "Elu", a.self, alpha=float(a.alpha))
+    if a.scale == 1 and a.input_scale == 1:
+        return nary(ctx, "Elu", a.self, alpha=float(a.alpha))
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    x = ctx.t(a.self, cst)
+    c = lambda v: ctx.t(v, cst)  # noqa: E731
+    neg = ctx.op("Mul", c(a.alpha), ctx.op("Sub", ctx.op("Exp", ctx.op("Mul", x, c(a.input_scale))), c(1)))
+    r = ctx.op("Mul", c(a.scale), ctx.op("Where", ctx.op("Greater", x, c(0)), x, neg))
+    return ctx.cast(r, cst, out)
 
 
 @lowering("onnx", "aten.hardtanh.default", "aten.relu6.default")

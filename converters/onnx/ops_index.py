@@ -250,17 +250,6 @@ def nonzero(ctx, node):
     return ctx.op("Transpose", ctx.op("NonZero", ctx.t(x)), perm=[1, 0])
 
 
-@lowering("onnx", "aten.scatter_reduce.two")
-def scatter_reduce(ctx, node):
-    a = bind(node, "self", "dim", "index", "src", "reduce")
-    red = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}.get(a.reduce)
-    if red is None or not a.include_self:
-        raise Unsupported(f"scatter_reduce {a.reduce!r} include_self={a.include_self}")
-    out = ctx.out_info()
-    return ctx.op("ScatterElements", ctx.t(a.self), ctx.t(a.index, ST.LONG), ctx.t(a.src, out.dtype),
-                  axis=a.dim % out.rank, reduction=red)
-
-
 @lowering("onnx", "aten.slice_scatter.default")
 def slice_scatter(ctx, node):
     a = bind(node, "self", "src")

@@ -223,7 +223,9 @@ def batch_norm_no_training(ctx, node):
     return [_bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps), None, None]
 
 
-def _layer_norm(ctx, x, shape, w, b, eps):
+def _layer_norm(ctx, x, shape, w, b, eps, stats=False):
+    """LayerNormalization over the last ``len(shape)`` axes; with ``stats``, also its mean and
+    reciprocal standard deviation (the input's shape with those axes 1, as torch's)."""
     out, cst = _ct(ctx)
     k = len(shape)
     if w is None:
@@ -232,7 +234,10 @@ def _layer_norm(ctx, x, shape, w, b, eps):
     else:
         w = ctx.t(w, cst)
     b = None if b is None else ctx.t(b, cst)
-    return ctx.cast(ctx.op("LayerNormalization", ctx.t(x, cst), w, b, axis=-k, epsilon=float(eps)), cst, out)
+    if not stats:
+        return ctx.cast(ctx.op("LayerNormalization", ctx.t(x, cst), w, b, axis=-k, epsilon=float(eps)), cst, out)
+    y, mean, rstd = ctx.op("LayerNormalization", ctx.t(x, cst), w, b, axis=-k, epsilon=float(eps), outputs=3)
+    return [ctx.cast(y, cst, out), ctx.cast(mean, cst, ctx.out_info(1).dtype), ctx.cast(rstd, cst, ctx.out_info(2).dtype)]
 
 
 @lowering("onnx", "aten.layer_norm.default")
@@ -244,7 +249,7 @@ def layer_norm(ctx, node):
 @lowering("onnx", "aten.native_layer_norm.default")
 def native_layer_norm(ctx, node):
     a = bind(node, "input", "normalized_shape", "weight", "bias", "eps")
-    return [_layer_norm(ctx, a.input, a.normalized_shape, a.weight, a.bias, a.eps), None, None]
+    return _layer_norm(ctx, a.input, a.normalized_shape, a.weight, a.bias, a.eps, stats=True)
 
 
 @lowering("onnx", "aten.rms_norm.default")
@@ -272,7 +277,9 @@ def rms_norm(ctx, node):
     return ctx.cast(y, cst, out)
 
 
-def _group_norm(ctx, x, w, b, groups, eps):
+def _group_norm(ctx, x, w, b, groups, eps, stats=False):
+    """Group normalisation; with ``stats``, also each [N, groups] mean and reciprocal standard
+    deviation (``native_group_norm``'s outputs 1 and 2)."""
     out, cst = _ct(ctx)
     r = ctx.rank(x)
     xx = ctx.t(x, cst)
@@ -281,7 +288,8 @@ def _group_norm(ctx, x, w, b, groups, eps):
     mean = ctx.op("ReduceMean", xr, ax, keepdims=1)
     d = ctx.op("Sub", xr, mean)
     var = ctx.op("ReduceMean", ctx.op("Mul", d, d), ax, keepdims=1)
-    y = ctx.op("Div", d, ctx.op("Sqrt", ctx.op("Add", var, ctx.const(eps, cst))))
+    std = ctx.op("Sqrt", ctx.op("Add", var, ctx.const(eps, cst)))
+    y = ctx.op("Div", d, std)
     y = ctx.op("Reshape", y, ctx.shape_of(x))
     c = _channels(ctx, x)
     bshape = [c] + [1] * (r - 2)
@@ -289,7 +297,11 @@ def _group_norm(ctx, x, w, b, groups, eps):
         y = ctx.op("Mul", y, ctx.op("Reshape", ctx.t(w, cst), ctx.ints(bshape)))
     if b is not None:
         y = ctx.op("Add", y, ctx.op("Reshape", ctx.t(b, cst), ctx.ints(bshape)))
-    return ctx.cast(y, cst, out)
+    if not stats:
+        return ctx.cast(y, cst, out)
+    two = ctx.ints([0, groups])
+    mean, rstd = ctx.op("Reshape", mean, two), ctx.op("Reshape", ctx.op("Reciprocal", std), two)
+    return [ctx.cast(y, cst, out), ctx.cast(mean, cst, ctx.out_info(1).dtype), ctx.cast(rstd, cst, ctx.out_info(2).dtype)]
 
 
 @lowering("onnx", "aten.group_norm.default")
@@ -302,7 +314,7 @@ def group_norm(ctx, node):
 def native_group_norm(ctx, node):
     a = bind(node, "input", "weight", "bias", "N", "C", "HxW", "group", "eps")
     a.declare("N", "C", "HxW")  # the input's sizes (torch checks them)
-    return [_group_norm(ctx, a.input, a.weight, a.bias, a.group, a.eps), None, None]
+    return _group_norm(ctx, a.input, a.weight, a.bias, a.group, a.eps, stats=True)
 
 
 # -------------------------------------------------------------------- attention

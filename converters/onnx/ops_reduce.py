@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..aten import dtypes
@@ -153,18 +155,25 @@ def logsumexp(ctx, node):
 
 @lowering("onnx", "aten.linalg_vector_norm.default", "aten.norm.ScalarOpt_dim")
 def vector_norm(ctx, node):
+    """``(sum |x|^p)^(1/p)`` over ``dim``: L1/L2 as ONNX's reductions, inf/-inf as the max/min of
+    ``|x|``, 0 as the count of non-zeros, any other order (negative ones too) by its formula.
+    Computed in the output's dtype (``dtype`` casts the input to it first, as torch does)."""
     a = bind(node, "self", ord=2, dtype=None, p=None)  # norm has p, linalg_vector_norm ord and dtype
     a.declare("dtype")  # the output's dtype, computed in
     p = a.p if a.p is not None else a.ord
+    if not isinstance(p, (int, float)) or isinstance(p, bool):
+        raise Unsupported(f"vector norm of order {p!r} computed at run time")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
-    op = {1: "ReduceL1", 2: "ReduceL2"}.get(p)
-    if op is None:
-        if p == float("inf"):
-            x = ctx.op("Abs", ctx.t(a.self, cst))
-            return ctx.cast(reduce_named(ctx, "ReduceMax", x, a.self, a.dim, a.keepdim), cst, out)
-        raise Unsupported(f"vector norm of order {p}")
-    return ctx.cast(reduce(ctx, op, a.self, _axes(ctx, a.self, a.dim), a.keepdim, cst), cst, out)
+    x = ctx.op("Abs", ctx.t(a.self, cst))
+    op = {1: "ReduceL1", 2: "ReduceL2", math.inf: "ReduceMax", -math.inf: "ReduceMin"}.get(p)
+    if op is not None:
+        return ctx.cast(reduce_named(ctx, op, x, a.self, a.dim, a.keepdim), cst, out)
+    if p == 0:
+        nz = ctx.cast(ctx.op("Not", ctx.op("Equal", x, ctx.const(0, cst))), ST.BOOL, cst)
+        return ctx.cast(reduce_named(ctx, "ReduceSum", nz, a.self, a.dim, a.keepdim), cst, out)
+    s = reduce_named(ctx, "ReduceSum", ctx.op("Pow", x, ctx.const(p, cst)), a.self, a.dim, a.keepdim)
+    return ctx.cast(ctx.op("Pow", s, ctx.const(1.0 / p, cst)), cst, out)
 
 
 def _softmax(op):

@@ -77,6 +77,29 @@ def _flat(node):
     return output_names(node)
 
 
+@lowering("onnx", "aten.tensor_split.sections", "aten.tensor_split.indices")
+def tensor_split(ctx, node):
+    """One Slice per output: between the given ``indices`` (Python's slicing rules), or for
+    ``sections`` between the bounds the outputs' metadata sizes give (torch's sizes: the first
+    ``n % sections`` one longer). Empty pieces stay empty."""
+    a = bind(node, "self")
+    a.declare("sections")  # the outputs' sizes in their metadata
+    rank = ctx.rank(a.self)
+    if rank == 0:
+        raise Unsupported("tensor_split of a 0-d tensor")
+    dim = a.dim % rank
+    outs = _flat(node)
+    if node.target.endswith(".indices"):
+        bounds = [0, *a.indices, INT64_MAX]
+    else:
+        sizes = [ctx.view.tensor(o).shape[dim] for o in outs]
+        if not all(isinstance(s, int) for s in sizes):
+            raise Unsupported("tensor_split into sections of a dynamic dim")
+        bounds = [int(b) for b in np.cumsum([0, *sizes])]
+    x = ctx.t(a.self)
+    return [ctx.op("Slice", x, ctx.ints([lo]), ctx.ints([hi]), ctx.ints([dim])) for lo, hi in zip(bounds, bounds[1:])]
+
+
 @lowering("onnx", "aten.unbind.int")
 def unbind(ctx, node):
     a = bind(node, "self")
@@ -135,23 +158,35 @@ def flip(ctx, node):
 
 @lowering("onnx", "aten.roll.default")
 def roll(ctx, node):
+    """Each (shift, dim) pair in turn; without ``dims``, the flattened tensor rolled by the one
+    shift and reshaped back (torch's rule)."""
     a = bind(node, "self", "shifts")
     x = ctx.t(a.self)
+    shape = ctx.info(a.self).shape
     if not a.dims:
-        raise Unsupported("roll without dims")
+        if len(a.shifts) != 1 or not all(isinstance(s, int) for s in shape):
+            raise Unsupported("roll without dims of several shifts or a dynamic shape")
+        size = int(np.prod(shape, dtype=np.int64))
+        flat = _roll_axis(ctx, ctx.op("Reshape", x, ctx.ints([-1])), a.shifts[0], 0, size)
+        return ctx.op("Reshape", flat, ctx.ints(list(shape)))
     r = ctx.rank(a.self)
     for s, d in zip(a.shifts, a.dims):
         d %= r
-        size = ctx.info(a.self).shape[d]
-        if not isinstance(size, int):
+        if not isinstance(shape[d], int):
             raise Unsupported("roll along a dynamic dim")
-        s %= size
-        if s == 0:
-            continue
-        head = ctx.op("Slice", x, ctx.ints([size - s]), ctx.ints([size]), ctx.ints([d]))
-        tail = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([size - s]), ctx.ints([d]))
-        x = ctx.op("Concat", head, tail, axis=d)
+        x = _roll_axis(ctx, x, s, d, shape[d])
     return x
+
+
+def _roll_axis(ctx, x: str, shift, axis: int, size: int) -> str:
+    if not isinstance(shift, int):
+        raise Unsupported("roll by a shift computed at run time")
+    s = shift % size if size else 0
+    if s == 0:
+        return x
+    head = ctx.op("Slice", x, ctx.ints([size - s]), ctx.ints([size]), ctx.ints([axis]))
+    tail = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([size - s]), ctx.ints([axis]))
+    return ctx.op("Concat", head, tail, axis=axis)
 
 
 @lowering("onnx", "aten.diff.default")
