@@ -42,6 +42,7 @@ from ...schema import definitions as d
 from ...schema.walk import subgraphs, value_refs
 from ..errors import NotConverted, Unsupported
 from ..report import Problems
+from . import aliases  # noqa: F401  (adds the lowerings of aliases to the registry)
 from . import reads, registry, views
 from .failures import lowering_failure, report_node
 from .graph import GraphView, ProgramView, first_input, input_names, output_names

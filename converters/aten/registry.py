@@ -40,7 +40,7 @@ import re
 from typing import Callable, NamedTuple
 
 __all__ = ["TargetName", "TARGET_FORMS", "canonical", "parse_target", "is_inplace", "inplace_base", "lowering",
-           "register", "unregister", "get", "targets", "derived_targets"]
+           "register", "unregister", "get", "targets", "derived_targets", "add_deriver"]
 
 _TABLES: dict[str, dict[str, Callable]] = {}
 
@@ -134,16 +134,36 @@ def unregister(backend: str, target: str) -> None:
 
 def get(backend: str, target: str) -> Callable | None:
     """``backend``'s lowering of ``target``: the registered one, else one derived from the
-    out-of-place lowering of an in-place overload (``inplace_base``), else None."""
+    out-of-place lowering of an in-place overload (``inplace_base``), else the lowering of the
+    operator an alias is (``aliases.py``), else None."""
     table = _TABLES.get(backend, {})
     key = canonical(target)
     fn = table.get(key)
     if fn is not None:
         return fn
     base = inplace_base(key)
-    if base is None or base not in table:
-        return None
-    return _derived(backend, key, base, table[base])
+    if base is not None:
+        fn = table.get(base) or _derive(base, table)
+        return None if fn is None else _derived(backend, key, base, fn)
+    return _derive(key, table)
+
+
+def _derive(key: str, table: dict) -> Callable | None:
+    for derive in _DERIVERS:
+        fn = derive(key, table)
+        if fn is not None:
+            return fn
+    return None
+
+
+_DERIVERS: list[Callable[[str, dict], Callable | None]] = []
+
+
+def add_deriver(derive: Callable[[str, dict], Callable | None]) -> None:
+    """``derive(target, backend's table)`` -> a lowering of ``target`` made from the table's, or
+    None: asked by ``get`` after the registered and in-place lowerings (``aliases.py`` adds one)."""
+    if derive not in _DERIVERS:
+        _DERIVERS.append(derive)
 
 
 _DERIVED: dict[tuple[str, str, Callable], Callable] = {}

@@ -2,7 +2,7 @@
 ``x[:, -1]`` along a dynamic dim.
 
 * A multi-output operator whose lowering leaves an output out (``max_pool2d``'s indices,
-  ``native_layer_norm``'s mean) is converted while nothing reads that output; once a node or the
+  eval-mode batch norm's saved mean) is converted while nothing reads that output; once a node or the
   graph's outputs read it, the one unsupported-operator report names the operator and the
   output, for ONNX and TFLite alike (not "value 'getitem_1' used before it is defined").
 * ``x[:, -1]`` (``aten.select.int`` with a negative index on a symbolic dim, the "last token"
@@ -50,9 +50,10 @@ class PoolIndicesRead(torch.nn.Module):
         return y + i.float()
 
 
-class LayerNormMean(torch.nn.Module):
+class BatchNormSavedMean(torch.nn.Module):
     def forward(self, x):
-        y, mean, _ = torch.ops.aten.native_layer_norm.default(x, [8], None, None, 1e-5)
+        c = torch.ones(3)
+        y, mean, _ = torch.ops.aten._native_batch_norm_legit_no_training.default(x, c, c * 0, c * 0, c, 0.1, 1e-5)
         return y, mean
 
 
@@ -67,8 +68,9 @@ class PoolValuesOnly(torch.nn.Module):
      "the graph's outputs"),
     (PoolIndicesRead(), (torch.randn(1, 3, 8, 8),), "aten.max_pool2d_with_indices.default", "getitem_1",
      "node '"),
-    (LayerNormMean(), (torch.randn(2, 8),), "aten.native_layer_norm.default", "getitem_1", "the graph's outputs"),
-], ids=["indices-as-output", "indices-read-by-a-node", "layer-norm-mean"])
+    (BatchNormSavedMean(), (torch.randn(2, 3, 4),), "aten._native_batch_norm_legit_no_training.default", "getitem_1",
+     "the graph's outputs"),
+], ids=["indices-as-output", "indices-read-by-a-node", "batch-norm-saved-mean"])
 @pytest.mark.parametrize("convert", [to_onnx, to_tflite], ids=["onnx", "tflite"])
 def test_an_output_the_lowering_leaves_out_is_reported_on_its_operator(tmp_path, module, args, op, value, reader,
                                                                        convert):

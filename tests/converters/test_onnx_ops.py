@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import aten_op_cases
 import onnx_zoo
 from pt2x.converters import to_onnx
 
@@ -88,6 +89,8 @@ OPS = {
                        (_x(4, 3), _x(10, 3), lambda: torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]),
                         lambda: torch.tensor([0, 2, 3, 6]))),
 }
+
+OPS.update(aten_op_cases.CASES)  # the operators lowered once for every target (issue 33), shared with LiteRT's test
 
 
 class Fn(torch.nn.Module):

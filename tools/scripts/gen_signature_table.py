@@ -182,12 +182,13 @@ def render(table: dict[str, str], torch_version: str, inplace: dict[str, str] | 
 
 
 def lowered_targets() -> list[str]:
-    """Every target registered by the converters shipped with pt2x (not the derived in-place ones)."""
-    from pt2x.converters.aten import registry
+    """Every target registered by the converters shipped with pt2x, and the aliases the registry
+    derives lowerings for (``converters/aten/aliases.py``; not the derived in-place ones)."""
+    from pt2x.converters.aten import aliases, registry
     from pt2x.converters.onnx.converter import _load_lowerings
 
     _load_lowerings()
-    return sorted({t for backend in list(registry._TABLES) for t in registry.targets(backend)})
+    return sorted({t for backend in list(registry._TABLES) for t in registry.targets(backend)} | set(aliases.targets()))
 
 
 def build(targets) -> tuple[dict[str, str], dict[str, str], list[str]]:

@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
+import aten_op_cases
 import tflite_zoo
 from pt2x.converters import to_tflite
 from pt2x.converters.errors import UnsupportedOpsError
@@ -305,3 +306,37 @@ def test_erf_special_values_without_sign():
         (y,) = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(m), xnnpack=xnnpack), [x])
         np.testing.assert_allclose(y[:-1], want[:-1], rtol=0, atol=1.5e-7)
         assert np.isnan(y[-1])
+
+
+@pytest.mark.parametrize("name", list(aten_op_cases.CASES))
+def test_aten_op_families_match_eager(name, tmp_path):
+    """The operators lowered once for every target (tests/support/aten_op_cases.py, also run on
+    ONNX Runtime by test_onnx_ops.py) in LiteRT against torch eager; the families TFLite cannot
+    express are refused with the one report naming the reason."""
+    import torch
+
+    import onnx_zoo
+    from tolerances import TFLITE_SCALE, assert_close
+
+    fn, factories = aten_op_cases.CASES[name]
+    torch.manual_seed(0)
+    args = tuple(f() for f in factories)
+
+    class Fn(torch.nn.Module):
+        def forward(self, *xs):
+            return fn(*xs)
+
+    path = str(tmp_path / f"{name}.pt2")
+    torch.export.save(torch.export.export(Fn(), args), path)
+    if name in aten_op_cases.TFLITE_REFUSED:
+        with pytest.raises(UnsupportedOpsError, match=aten_op_cases.TFLITE_REFUSED[name]):
+            to_tflite(path)
+        return
+    with torch.no_grad():
+        expected = onnx_zoo._leaves(fn(*args))
+    got = tflite_zoo.run(tflite_zoo.interpreter(to_tflite(path)), [a.numpy() for a in args])
+    assert len(got) == len(expected)
+    for i, (e, g) in enumerate(zip(expected, got)):
+        e = e if isinstance(e, torch.Tensor) else torch.tensor(e)
+        assert_close(g, onnx_zoo.to_numpy(e), e.dtype, what=f"{name} output {i}",
+                     scale=10 * TFLITE_SCALE.get(str(e.dtype).removeprefix("torch."), 1.0))

@@ -1,0 +1,124 @@
+"""Reducing scatters: index_add, index_copy (rows along one dim, ScatterND) and scatter_reduce
+with every reduction torch has (sum, prod, amax, amin, mean) with or without ``self``.
+
+``index_add``/``index_copy`` move ``dim`` first and scatter whole rows.
+``scatter_reduce(include_self=False)`` first puts the reduction's identity where anything is
+scattered (positions counted by a scatter-add of ones), ``mean`` divides by that count (plus
+one for ``self``; floor division for integers, as torch). TFLite's SCATTER_ND adds, so there
+``sum``/``mean``/``index_add`` convert and the others are refused naming the reduction (a
+one-row ``index_copy``, a KV cache's decode step, converts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..aten import dtypes
+from ..aten.args import bind
+from ..aten.dtypes import ST
+from ..aten.registry import lowering
+from ..errors import Unsupported
+
+
+def _io(ctx):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    if cst == ST.BOOL:
+        raise Unsupported(f"{ctx.node.target} of bool")
+    return out, cst
+
+
+def _to_front(ctx, name: str, dim: int, rank: int) -> str:
+    return name if dim == 0 else ctx.op("Transpose", name, perm=[dim] + [i for i in range(rank) if i != dim])
+
+
+def _from_front(ctx, name: str, dim: int, rank: int) -> str:
+    if dim == 0:
+        return name
+    perm = [dim] + [i for i in range(rank) if i != dim]
+    return ctx.op("Transpose", name, perm=[perm.index(i) for i in range(rank)])
+
+
+def _rows(ctx, node, reduction: str | None, alpha=1):
+    a = bind(node, "self", "dim", "index", "source")
+    out, cst = _io(ctx)
+    rank = ctx.rank(a.self)
+    if rank == 0:
+        raise Unsupported(f"{node.target} of a 0-d tensor")
+    dim = a.dim % rank
+    idx = ctx.op("Reshape", ctx.t(a.index, ST.LONG), ctx.ints([-1, 1]))  # torch refuses negative ones
+    if ctx.rank(a.source) != rank:
+        raise Unsupported(f"{node.target} with a source of rank {ctx.rank(a.source)} into rank {rank}")
+    src = _to_front(ctx, ctx.t(a.source, cst), dim, rank)
+    if alpha != 1:
+        src = ctx.op("Mul", src, ctx.t(alpha, cst))
+    r = ctx.op("ScatterND", _to_front(ctx, ctx.t(a.self, cst), dim, rank), idx, src, reduction=reduction)
+    return ctx.cast(_from_front(ctx, r, dim, rank), cst, out)
+
+
+@lowering("onnx", "aten.index_add.default")
+def index_add(ctx, node):
+    """``self`` with ``alpha * source``'s rows added at ``index`` along ``dim`` (repeats add up)."""
+    a = bind(node, "self", "dim", "index", "source")
+    return _rows(ctx, node, "add", a.alpha)
+
+
+@lowering("onnx", "aten.index_copy.default")
+def index_copy(ctx, node):
+    """``self`` with ``source``'s rows written at ``index`` along ``dim``."""
+    return _rows(ctx, node, None)
+
+
+_SCATTER_REDUCTIONS = {"sum": "add", "mean": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+def _identity(reduce: str, st: ST):
+    if reduce in ("sum", "mean"):
+        return 0
+    if reduce == "prod":
+        return 1
+    if dtypes.is_floating(st):
+        return -np.inf if reduce == "amax" else np.inf
+    info = np.iinfo(dtypes.to_numpy(st))
+    return int(info.min) if reduce == "amax" else int(info.max)
+
+
+@lowering("onnx", "aten.scatter_reduce.two")
+def scatter_reduce(ctx, node):
+    a = bind(node, "self", "dim", "index", "src", "reduce")
+    red = _SCATTER_REDUCTIONS.get(a.reduce)
+    if red is None:
+        raise Unsupported(f"scatter_reduce {a.reduce!r}")
+    out, cst = _io(ctx)
+    rank = max(ctx.rank(a.self), 1)
+    axis = a.dim % rank
+    x = ctx.t(a.self, cst)
+    index = ctx.t(a.index, ST.LONG)
+    src = ctx.t(a.src, cst)
+    if ctx.info(a.src).shape != ctx.info(a.index).shape:  # torch reads the first index.shape elements
+        src = ctx.op("Slice", src, ctx.ints([0] * ctx.rank(a.index)), ctx.shape_of(a.index))
+    counts = None
+    if not a.include_self or a.reduce == "mean":
+        ones = ctx.op("Expand", ctx.const(1, cst), ctx.shape_of(a.index))
+        counts = ctx.op("ScatterElements", ctx.op("Mul", x, ctx.const(0, cst)), index, ones, axis=axis, reduction="add")
+    base = x
+    if not a.include_self:
+        touched = ctx.op("Greater", counts, ctx.const(0, cst))
+        base = ctx.op("Where", touched, ctx.const(_identity(a.reduce, cst), cst), x)
+    r = ctx.op("ScatterElements", base, index, src, axis=axis, reduction=red)
+    if a.reduce == "mean":
+        r = _mean(ctx, r, counts if not a.include_self else ctx.op("Add", counts, ctx.const(1, cst)), cst)
+    return ctx.cast(r, cst, out)
+
+
+def _mean(ctx, total: str, count: str, cst) -> str:
+    """``total / count`` where ``count`` > 0 (else ``total``: nothing was scattered there)."""
+    some = ctx.op("Greater", count, ctx.const(0, cst))
+    safe = ctx.op("Max", count, ctx.const(1, cst))
+    if dtypes.is_floating(cst):
+        q = ctx.op("Div", total, safe)
+    else:  # torch floors an integer mean
+        q = ctx.cast(ctx.op("Floor", ctx.op("Div", ctx.cast(total, cst, ST.DOUBLE), ctx.cast(safe, cst, ST.DOUBLE))),
+                     ST.DOUBLE, cst)
+    return ctx.op("Where", some, q, total)
+
