@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import mmap
 import os
 from dataclasses import dataclass, field
 
@@ -96,6 +97,7 @@ class _Buffers:
     entries: list = field(default_factory=lambda: [None])  # buffer 0: empty
     _index: dict = field(default_factory=dict)  # sha256 -> buffer
     progress: object = None  # progress(done, total): bytes of constants copied in so far (inline)
+    reserved: list | None = None  # streamed inline layout: (builder position, entry), room left unfilled
 
     @classmethod
     def empty(cls, p: Program) -> _Buffers:
@@ -116,6 +118,12 @@ class _Buffers:
         done = 0
         for e in self.entries:
             vec = None
+            if self.reserved is not None and isinstance(e, (_Source, np.ndarray)) and e.nbytes:
+                b.StartVector(1, e.nbytes, 16)
+                b.head = b.head - e.nbytes  # room only: the file gets the bytes from the constant
+                self.reserved.append((b.head, e))
+                vec = b.EndVector()
+                e = None
             if isinstance(e, _Source) and e.nbytes:
                 e = e.bytes()
             if isinstance(e, np.ndarray) and e.nbytes:
@@ -406,12 +414,43 @@ def write_file(p: Program, path, *, buffers_after: bool | None = None, progress=
     buffers after it, the flatbuffer alone (graph and metadata: the constants are only in the
     file), which is streamed one constant at a time and never held whole."""
     if not _layout(p, buffers_after):
-        data = _inline_file(p, progress)
-        write_atomically(os.fspath(path), lambda f: f.write(data))
-        return data
+        write_atomically(os.fspath(path), lambda f: _write_inline(p, f, progress))
+        return _mapped(os.fspath(path))
     out: list[bytes] = []
     write_atomically(os.fspath(path), lambda f: out.append(_write_after(p, f, progress)))
     return out[0]
+
+
+def _write_inline(p: Program, f, progress=None) -> None:
+    """The inline layout into ``f`` without holding the constants: the flatbuffer is built in an
+    anonymous memory map with each constant's room reserved and left untouched (unused pages of
+    a map take no memory), then written out region by region, each constant's bytes from the
+    constant itself, one at a time. The file is the one ``write`` makes, byte for byte."""
+    size = _inline_size(p)
+    room = mmap.mmap(-1, size)
+    bufs = _inline(p)
+    bufs.reserved = []
+    data = _flatbuffer(p, bufs, p.metadata, storage=room)
+    pos, total, done = size - len(data), sum(e.nbytes for _, e in bufs.reserved), 0
+    del data
+    for start, e in sorted(bufs.reserved, key=lambda r: r[0]):
+        f.write(room[pos:start])
+        u8 = e.bytes() if isinstance(e, _Source) else e
+        for k in range(0, len(u8), _CHUNK):
+            f.write(u8[k:k + _CHUNK])
+        done += len(u8)
+        if progress is not None:
+            progress(done, total)
+        del u8
+        pos = start + e.nbytes
+    f.write(room[pos:size])
+    room.close()
+
+
+def _mapped(path: str) -> memoryview:
+    """The written file's bytes, read-only, memory-mapped (pages of the file, not a copy)."""
+    with open(path, "rb") as f:
+        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
 
 
 def _inline_file(p: Program, progress=None) -> memoryview:
@@ -451,7 +490,8 @@ def _write_after(p: Program, f, progress=None) -> bytes:
     return bytes(data)
 
 
-def _flatbuffer(p: Program, bufs: _Buffers, metadata: dict[str, bytes], initial: int = 1024) -> memoryview:
+def _flatbuffer(p: Program, bufs: _Buffers, metadata: dict[str, bytes], initial: int = 1024,
+                storage=None) -> memoryview:
     """The flatbuffer of ``p``, its buffers as ``bufs`` lays them out."""
     codes: list[tuple[str, int]] = []  # (builtin, version): one operator code each
     index: dict[tuple[str, int], int] = {}
@@ -466,7 +506,9 @@ def _flatbuffer(p: Program, bufs: _Buffers, metadata: dict[str, bytes], initial:
     for g in p.subgraphs:
         for op in g.ops:
             opcode_index(op)
-    b = flatbuffers.Builder(initial)
+    b = flatbuffers.Builder(initial if storage is None else 0)
+    if storage is not None:  # built back to front in the caller's storage (an anonymous map)
+        b.Bytes, b.head = storage, len(storage)
     subgraphs = _table_vector(b, [_subgraph(b, g, of, opcode_index) for g, of in zip(p.subgraphs, bufs.of_tensor)])
     metadata_vec = _metadata(b, metadata, bufs.of_metadata)
     signature = _signature(b, p) if p.signature_inputs or p.signature_outputs else None
