@@ -327,7 +327,7 @@ def _assemble(view: ProgramView, ctx: Ctx, opset: int, inputs, outputs, out_node
     names = [o.name for o in outputs]
     _stamp_output_nodes(ctx.nodes, out_nodes)
     nodes = fold_batch_norms(ctx, ctx.nodes + out_nodes, names)
-    nodes, inits = prune(nodes, names, ctx.root.initializers)
+    nodes, inits = prune(nodes, names, ctx.root.initializers, keep={i.name for i in inputs})
     graph = helper.make_graph(nodes, view.name or "model", inputs, outputs, initializer=inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                           producer_name="pt2x", producer_version=_version(), ir_version=IR_VERSION)
@@ -352,11 +352,13 @@ def _stamp_output_nodes(nodes, out_nodes) -> None:
             copy_stamp(src, n)
 
 
-def prune(nodes, outputs, initializers):
+def prune(nodes, outputs, initializers, keep: set[str] = frozenset()):
     """Drop nodes whose outputs nobody reads (lowerings emit SymInt arithmetic that a
-    Reshape with 0/-1 made unnecessary) and initializers nothing reads (weights folded)."""
-    keep, used = live_nodes(nodes, outputs)
-    return keep, [t for t in initializers if t.name in used]
+    Reshape with 0/-1 made unnecessary) and initializers nothing reads (weights folded);
+    ``keep``: initializers that are graph inputs' defaults (a state the program overwrites
+    whole is read by no node, and its input still needs its default)."""
+    live, used = live_nodes(nodes, outputs)
+    return live, [t for t in initializers if t.name in used or t.name in keep]
 
 
 def _version() -> str:

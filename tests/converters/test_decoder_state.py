@@ -177,3 +177,49 @@ def test_half_precision_weights_keep_their_dtype(dtype, tmp_path):
     s = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
     got = s.run(None, {s.get_inputs()[0].name: x.numpy()})[0]
     np.testing.assert_allclose(got, ref, rtol=2e-2, atol=2e-2)
+
+
+def _hf_static_cache_decoder():
+    import transformers
+    from transformers.integrations.executorch import TorchExportableModuleWithStaticCache
+
+    cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    model.generation_config = transformers.GenerationConfig(
+        use_cache=True, cache_implementation="static", max_length=32,
+        cache_config={"batch_size": 1, "max_cache_len": 32})
+    return TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=32)
+
+
+def test_transformers_static_cache_decodes_over_several_steps(tmp_path):
+    """transformers' own export wrapper: torch.export lifts its StaticCache tensors as constants
+    written by index_copy_ and copy_; carried as inputs, both targets follow eager step by step."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    ep = torch.export.export(_hf_static_cache_decoder(), (), {"input_ids": torch.tensor([[5]]),
+                                                             "cache_position": torch.tensor([0])}, strict=False)
+    path = tmp_path / "hf_static.pt2"
+    torch.export.save(ep, path)
+    eager = _hf_static_cache_decoder()
+    dst = tmp_path / "hf_static.onnx"
+    to_onnx(path, dst, state="inputs")
+    s = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
+    names = [o.name for o in s.get_outputs()]
+    runner = Interpreter(model_content=to_tflite(path, state="inputs")).get_signature_runner()
+    t_state = {k: np.zeros(v["shape"], v["dtype"]) for k, v in runner.get_input_details().items()
+               if k not in ("input_ids", "cache_position")}
+    assert len(t_state) == 6  # two cache lengths and four caches
+    o_state = {}
+    for step, token in enumerate([5, 17, 99, 3, 250]):
+        ids, pos = torch.tensor([[token]]), torch.tensor([step])
+        with torch.no_grad():
+            ref = eager(input_ids=ids, cache_position=pos).numpy()
+        outs = s.run(None, {"input_ids": ids.numpy(), "cache_position": pos.numpy(), **o_state})
+        np.testing.assert_allclose(outs[0], ref, rtol=1e-5, atol=1e-5)
+        o_state = {n[:-len(".mutated")]: v for n, v in zip(names, outs) if n.endswith(".mutated")}
+        t_outs = runner(input_ids=ids.numpy(), cache_position=pos.numpy(), **t_state)
+        got = next(v for k, v in t_outs.items() if not k.endswith(".mutated"))
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        t_state = {k[:-len(".mutated")]: v for k, v in t_outs.items() if k.endswith(".mutated")}
