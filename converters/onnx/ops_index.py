@@ -13,7 +13,7 @@ from ..aten.registry import canonical, lowering
 from ..errors import Unsupported
 from .ops_nn import _ct
 from .ops_shape import _transpose
-from .shapes import INT64_MAX, axes_const, diagonal_plane, scalar_attr
+from .shapes import INT64_MAX, axes_const, diagonal_plane, one_d, scalar_attr, zero_d
 
 
 def _index_plan(ctx, x, indices):
@@ -149,8 +149,15 @@ def scatter(ctx, node):
     upd = ctx.t(src, out.dtype)
     if not isinstance(src, TensorRef):
         upd = ctx.op("Expand", upd, ctx.shape_of(a.index))
-    return ctx.op("ScatterElements", ctx.t(a.self), ctx.t(a.index, ST.LONG), upd, axis=a.dim % out.rank,
-                  reduction=reduction)
+    x, index = ctx.t(a.self), ctx.t(a.index, ST.LONG)
+    if out.rank == 0:  # torch scatters into a 0-d tensor as into one element; ScatterElements needs rank >= 1
+        if a.dim not in (0, -1):
+            raise Unsupported(f"scatter into a 0-d tensor along dim {a.dim}")
+        one = ctx.ints([1])
+        x, index, upd = (ctx.op("Reshape", v, one) for v in (x, index, upd))
+        r = ctx.op("ScatterElements", x, index, upd, axis=0, reduction=reduction)
+        return ctx.op("Reshape", r, ctx.ints([]))
+    return ctx.op("ScatterElements", x, index, upd, axis=a.dim % out.rank, reduction=reduction)
 
 
 @lowering("onnx", "aten.index_put.default", "aten.index_put_.default", "aten._unsafe_index_put.default")
@@ -196,9 +203,11 @@ def topk(ctx, node):
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st)
-    v, i = ctx.op("TopK", ctx.t(a.self, cst), ctx.ints([a.k]), axis=dim, largest=int(a.largest),
+    if ctx.rank(a.self) == 0 and a.k != 1:
+        raise Unsupported(f"topk of a 0-d tensor with k={a.k} (torch returns the element itself for k=0)")
+    v, i = ctx.op("TopK", one_d(ctx, ctx.t(a.self, cst), a.self), ctx.ints([a.k]), axis=dim, largest=int(a.largest),
                   sorted=int(a.sorted), outputs=2)
-    return [ctx.cast(v, cst, st), i]
+    return [ctx.cast(zero_d(ctx, v, a.self), cst, st), zero_d(ctx, i, a.self)]
 
 
 @lowering("onnx", "aten.sort.default", "aten.sort.stable")
@@ -207,9 +216,10 @@ def sort(ctx, node):
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st)
-    k = ctx.dim(a.self, dim)
-    v, i = ctx.op("TopK", ctx.t(a.self, cst), k, axis=dim, largest=int(bool(a.descending)), sorted=1, outputs=2)
-    return [ctx.cast(v, cst, st), i]
+    k = ctx.dim(a.self, dim) if ctx.rank(a.self) else ctx.ints([1])
+    v, i = ctx.op("TopK", one_d(ctx, ctx.t(a.self, cst), a.self), k, axis=dim, largest=int(bool(a.descending)),
+                  sorted=1, outputs=2)
+    return [ctx.cast(zero_d(ctx, v, a.self), cst, st), zero_d(ctx, i, a.self)]
 
 
 @lowering("onnx", "aten.argsort.default", "aten.argsort.stable")
@@ -218,9 +228,10 @@ def argsort(ctx, node):
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st)
-    _, i = ctx.op("TopK", ctx.t(a.self, cst), ctx.dim(a.self, dim), axis=dim, largest=int(bool(a.descending)),
+    k = ctx.dim(a.self, dim) if ctx.rank(a.self) else ctx.ints([1])
+    _, i = ctx.op("TopK", one_d(ctx, ctx.t(a.self, cst), a.self), k, axis=dim, largest=int(bool(a.descending)),
                   sorted=1, outputs=2)
-    return i
+    return zero_d(ctx, i, a.self)
 
 
 @lowering("onnx", "aten.cumsum.default")
@@ -231,8 +242,8 @@ def cumsum(ctx, node):
     cst = ctx.compute_type(out)
     if cst == ST.INT and out != ST.INT:
         cst = ST.LONG
-    r = ctx.op("CumSum", ctx.t(a.self, cst), ctx.const(a.dim, ST.LONG))
-    return ctx.cast(r, cst, out)
+    r = ctx.op("CumSum", one_d(ctx, ctx.t(a.self, cst), a.self), ctx.const(a.dim, ST.LONG))
+    return ctx.cast(zero_d(ctx, r, a.self), cst, out)
 
 
 @lowering("onnx", "aten.one_hot.default")
@@ -247,7 +258,13 @@ def one_hot(ctx, node):
 @lowering("onnx", "aten.nonzero.default")
 def nonzero(ctx, node):
     x = bind(node, "self")[0]
-    return ctx.op("Transpose", ctx.op("NonZero", ctx.t(x)), perm=[1, 0])
+    v = ctx.t(x)
+    if ctx.dtype(x) in (ST.CHAR, ST.SHORT):  # ONNX Runtime has no NonZero kernel for int8/int16
+        v = ctx.cast(v, ctx.dtype(x), ST.INT)
+    if ctx.rank(x) == 0:  # torch: [n, 0] (n = 1 for a non-zero value); NonZero of the value as [1] is [1, n]
+        hits = ctx.op("Transpose", ctx.op("NonZero", ctx.op("Reshape", v, ctx.ints([1]))), perm=[1, 0])
+        return ctx.op("Slice", hits, ctx.ints([0]), ctx.ints([0]), ctx.ints([1]))
+    return ctx.op("Transpose", ctx.op("NonZero", v), perm=[1, 0])
 
 
 @lowering("onnx", "aten.slice_scatter.default")
@@ -295,12 +312,22 @@ def select_scatter(ctx, node):
 def index_fill(ctx, node):
     a = bind(node, "self", "dim", "index", "value")
     out = ctx.out_info()
+    if out.rank == 0:  # a 0-d self is one element along dim 0 or -1: filled when the index hits it (0 or -1)
+        if a.dim not in (0, -1):
+            raise Unsupported(f"index_fill of a 0-d tensor along dim {a.dim}")
+        idx = ctx.t(a.index, ST.LONG)
+        hit = ctx.op("Or", ctx.op("Equal", idx, ctx.const(0, ST.LONG)), ctx.op("Equal", idx, ctx.const(-1, ST.LONG)))
+        hit = ctx.cast(ctx.op("ReduceSum", ctx.cast(ctx.op("Reshape", hit, ctx.ints([-1])), ST.BOOL, ST.INT),
+                              axes_const(ctx, [0]), keepdims=0), ST.INT, ST.BOOL)
+        return ctx.op("Where", hit, ctx.t(a.value, out.dtype), ctx.t(a.self))
     dim = a.dim % out.rank
-    # mask over ``dim``: any(arange(size) == index), broadcast along the other dims
+    # mask over ``dim``: any(arange(size) == index) (a count: no index is no hit), broadcast along the
+    # other dims; a negative index counts from the end, as torch's does
     size = ctx.dim(a.self, dim)
     rng = ctx.op("Range", ctx.const(0, ST.LONG), ctx.op("Squeeze", size, axes_const(ctx, [0])), ctx.const(1, ST.LONG))
     idx = ctx.op("Reshape", ctx.t(a.index, ST.LONG), ctx.ints([-1, 1]))
-    hit = ctx.cast(ctx.op("ReduceMax", ctx.cast(ctx.op("Equal", rng, idx), ST.BOOL, ST.INT), axes_const(ctx, [0]),
+    idx = ctx.op("Where", ctx.op("Less", idx, ctx.const(0, ST.LONG)), ctx.op("Add", idx, size), idx)
+    hit = ctx.cast(ctx.op("ReduceSum", ctx.cast(ctx.op("Equal", rng, idx), ST.BOOL, ST.INT), axes_const(ctx, [0]),
                           keepdims=0), ST.INT, ST.BOOL)
     shape = [1] * out.rank
     shape[dim] = -1

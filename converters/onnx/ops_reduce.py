@@ -11,7 +11,7 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .shapes import axes_const
+from .shapes import axes_const, one_d, zero_d
 
 
 def _axes(ctx, x, dim):
@@ -71,10 +71,10 @@ def max_dim(ctx, node):
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT
     dim = a.dim % max(ctx.rank(a.self), 1)
-    x = ctx.t(a.self, cst)
+    x = one_d(ctx, ctx.t(a.self, cst), a.self)
     v = ctx.op("ReduceMax" if is_max else "ReduceMin", x, axes_const(ctx, [dim]), keepdims=int(a.keepdim))
     i = ctx.op("ArgMax" if is_max else "ArgMin", x, axis=dim, keepdims=int(a.keepdim), select_last_index=0)
-    return [ctx.cast(v, cst, st), i]
+    return [ctx.cast(zero_d(ctx, v, a.self), cst, st), zero_d(ctx, i, a.self)]
 
 
 @lowering("onnx", "aten.argmax.default", "aten.argmin.default")
@@ -90,7 +90,8 @@ def argmax(ctx, node):
         if a.keepdim:
             r = ctx.op("Reshape", r, ctx.ints([1] * ctx.rank(a.self)))
         return r
-    return ctx.op(op, x, axis=a.dim % max(ctx.rank(a.self), 1), keepdims=int(a.keepdim))
+    r = ctx.op(op, one_d(ctx, x, a.self), axis=a.dim % max(ctx.rank(a.self), 1), keepdims=int(a.keepdim))
+    return zero_d(ctx, r, a.self)
 
 
 @lowering("onnx", "aten.any.default", "aten.any.dim", "aten.any.dims", "aten.all.default", "aten.all.dim",
@@ -118,6 +119,16 @@ def var(ctx, node):
     cst = ctx.compute_type(out)
     corr = a.correction if a.correction is not None else (1 if a.unbiased else 0)
     x = ctx.t(a.self, cst)
+    if ctx.rank(a.self) == 0:  # one element: (x - x)^2 / max(1 - correction, 0) (NaN for an infinity), mean x
+        if not all(d in (0, -1) for d in ([] if a.dim is None else [a.dim] if isinstance(a.dim, int) else a.dim)):
+            raise Unsupported(f"variance of a 0-d tensor over dims {a.dim}")
+        d = ctx.op("Sub", x, x)
+        v = ctx.op("Div", ctx.op("Mul", d, d), ctx.const(max(1 - corr, 0), cst))
+        if ".std." in node.target or ".std_mean." in node.target:
+            v = ctx.op("Sqrt", v)
+        if "_mean." in node.target:
+            return [ctx.cast(v, cst, out), ctx.cast(ctx.op("Identity", x), cst, out)]
+        return ctx.cast(v, cst, out)
     dims = _axes(ctx, a.self, a.dim)
     ax = axes_const(ctx, dims)
     mean = ctx.op("ReduceMean", x, ax, keepdims=1)
@@ -185,7 +196,8 @@ def _softmax(op):
         if not dtypes.is_floating(cst):
             cst = ST.FLOAT
         dim = a.dim % max(ctx.rank(a.self), 1)
-        return ctx.cast(ctx.op(op, ctx.t(a.self, cst), axis=dim), cst, out)
+        r = ctx.op(op, one_d(ctx, ctx.t(a.self, cst), a.self), axis=dim)
+        return ctx.cast(zero_d(ctx, r, a.self), cst, out)
 
     return lower
 
@@ -200,8 +212,8 @@ def safe_softmax(ctx, node):
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     dim = a.dim % max(ctx.rank(a.self), 1)
-    x = ctx.t(a.self, cst)
+    x = one_d(ctx, ctx.t(a.self, cst), a.self)
     sm = ctx.op("Softmax", x, axis=dim)
     dead = ctx.op("Equal", ctx.op("ReduceMax", x, axes_const(ctx, [dim]), keepdims=1), ctx.const(-np.inf, cst))
-    return ctx.cast(ctx.op("Where", dead, ctx.const(0, cst), sm), cst, out)
+    return ctx.cast(zero_d(ctx, ctx.op("Where", dead, ctx.const(0, cst), sm), a.self), cst, out)
 lowering("onnx", "aten._log_softmax.default", "aten.log_softmax.int")(_softmax("LogSoftmax"))

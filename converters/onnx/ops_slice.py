@@ -151,6 +151,10 @@ def narrow(ctx, node):
 def flip(ctx, node):
     a = bind(node, "self", "dims")
     r = ctx.rank(a.self)
+    if r == 0:  # flipping one element along dim 0 or -1 changes nothing
+        if not all(d in (0, -1) for d in a.dims):
+            raise Unsupported(f"flip of a 0-d tensor along dims {list(a.dims)}")
+        return ctx.op("Identity", ctx.t(a.self))
     dims = [d % r for d in a.dims]
     n = len(dims)
     return ctx.op("Slice", ctx.t(a.self), ctx.ints([-1] * n), ctx.ints([-INT64_MAX] * n), ctx.ints(dims), ctx.ints([-1] * n))

@@ -36,6 +36,18 @@ def axes_const(ctx, axes) -> str:
     return ctx.const(np.asarray(list(axes), np.int64).reshape(-1), ST.LONG)
 
 
+def one_d(ctx, name: str, ref) -> str:
+    """``name`` (the value of ``ref``) as shape [1] when ``ref`` is 0-d: torch reads a 0-d tensor as
+    one element along dim 0 (or -1), ONNX's ops with an axis (Softmax, TopK, ArgMax, CumSum, ...)
+    need rank >= 1. ``zero_d`` takes a result back to 0-d."""
+    return ctx.op("Reshape", name, ctx.ints([1])) if ctx.rank(ref) == 0 else name
+
+
+def zero_d(ctx, name: str, ref) -> str:
+    """``name`` as a 0-d value when ``ref`` (the op's input) is 0-d (see ``one_d``)."""
+    return ctx.op("Reshape", name, ctx.ints([])) if ctx.rank(ref) == 0 else name
+
+
 def scalar_attr(v, st):
     """A one-element tensor attribute (``ConstantOfShape``'s ``value``)."""
     from onnx import helper
