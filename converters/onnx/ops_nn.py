@@ -401,10 +401,17 @@ def cdist(ctx, node):
         r = ctx.op("ReduceL1", d, ax, keepdims=0)
     elif a.p == float("inf"):
         r = ctx.op("ReduceMax", d, ax, keepdims=0)
+    elif a.p == 0:  # the count of differing coordinates (the formula's 1/p would be inf)
+        r = ctx.op("ReduceSum", _nonzero_count(ctx, d, cst), ax, keepdims=0)
     else:
         p = ctx.const(float(a.p), cst)
         r = ctx.op("Pow", ctx.op("ReduceSum", ctx.op("Pow", d, p), ax, keepdims=0), ctx.op("Reciprocal", p))
     return ctx.cast(r, cst, out)
+
+
+def _nonzero_count(ctx, d, cst):
+    """1 where ``d`` is not 0 (NaN included), else 0, in ``cst``: the terms of a p=0 distance."""
+    return ctx.cast(ctx.op("Not", ctx.op("Equal", d, ctx.const(0, cst))), ST.BOOL, cst)
 
 
 @lowering("onnx", "aten._pdist_forward.default", "aten.pdist.default")
@@ -422,6 +429,10 @@ def pdist(ctx, node):
         full = ctx.op("ReduceL2", d, ax, keepdims=0)
     elif a.p == 1:
         full = ctx.op("ReduceL1", d, ax, keepdims=0)
+    elif a.p == float("inf"):
+        full = ctx.op("ReduceMax", d, ax, keepdims=0)
+    elif a.p == 0:
+        full = ctx.op("ReduceSum", _nonzero_count(ctx, d, cst), ax, keepdims=0)
     else:
         p = ctx.const(float(a.p), cst)
         full = ctx.op("Pow", ctx.op("ReduceSum", ctx.op("Pow", d, p), ax, keepdims=0), ctx.op("Reciprocal", p))
