@@ -72,8 +72,11 @@ def _adaptive(ctx, node, op, n, with_indices=False):
     info = ctx.info(a.self)
     sizes = _rep(a.output_size, n)
     x = ctx.t(a.self, cst)
+    # an unbatched input (C, *spatial): ONNX's pools take (N, C, *spatial), so a batch axis of 1 around them
+    unbatched = info.rank == n + 1
     if all(s == 1 for s in sizes):
-        r = ctx.op("GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool", x)
+        r = ctx.op("GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool", _batched(ctx, x, unbatched))
+        r = _unbatched(ctx, r, unbatched)
     else:
         spatial = info.shape[-n:]
         static = all(isinstance(s, int) for s in spatial)
@@ -83,9 +86,17 @@ def _adaptive(ctx, node, op, n, with_indices=False):
             raise Unsupported("adaptive pool with an output size that does not divide the (static) input")
         else:
             k = [i // o for i, o in zip(spatial, sizes)]
-            r = ctx.op(op, x, kernel_shape=k, strides=k)
+            r = _unbatched(ctx, ctx.op(op, _batched(ctx, x, unbatched), kernel_shape=k, strides=k), unbatched)
     r = ctx.cast(r, cst, out)
     return [r, None] if with_indices else r
+
+
+def _batched(ctx, x, unbatched):
+    return ctx.op("Unsqueeze", x, axes_const(ctx, [0])) if unbatched else x
+
+
+def _unbatched(ctx, r, unbatched):
+    return ctx.op("Squeeze", r, axes_const(ctx, [0])) if unbatched else r
 
 
 def _adaptive_average(ctx, x, rank, lengths, sizes, cst):

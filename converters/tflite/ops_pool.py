@@ -292,6 +292,8 @@ def lp_pool(em: Emitter, node) -> None:
 @maps("GlobalAveragePool", "GlobalMaxPool")
 def global_pool(em: Emitter, node) -> None:
     rank = em.rank(node.input[0])
+    if rank < 3:  # ONNX's global pools take (N, C, *spatial): there are no spatial axes to reduce
+        raise Unsupported(f"{node.op_type} of a rank-{rank} input (ONNX requires N, C and spatial axes)")
     code = "MEAN" if node.op_type == "GlobalAveragePool" else "REDUCE_MAX"
     em.op(code, [em.t(node.input[0]), em.const(np.arange(2, rank, dtype=np.int32))], [em.out()],
           ("ReducerOptions", {"keep_dims": True}))
