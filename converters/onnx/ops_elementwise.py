@@ -397,7 +397,7 @@ def isinf(ctx, node):
 def where(ctx, node):
     a = bind(node, "condition", "self", "other")
     out = ctx.out_info().dtype
-    cst = ctx.compute_type(out) if out != ST.BOOL else ST.BOOL
+    cst = ctx.compute_type(out) if out != ST.BOOL else ST.INT  # ONNX Runtime has no Where for bool values
     r = ctx.op("Where", ctx.t(a.condition, ST.BOOL), ctx.t(a.self, cst), ctx.t(a.other, cst))
     return ctx.cast(r, cst, out)
 
@@ -406,7 +406,7 @@ def where(ctx, node):
 def masked_fill(ctx, node):
     a = bind(node, "self", "mask", "value")
     out = ctx.out_info().dtype
-    cst = ctx.compute_type(out) if out != ST.BOOL else ST.BOOL
+    cst = ctx.compute_type(out) if out != ST.BOOL else ST.INT  # ONNX Runtime has no Where for bool values
     r = ctx.op("Where", ctx.t(a.mask, ST.BOOL), ctx.t(a.value, cst), ctx.t(a.self, cst))
     return ctx.cast(r, cst, out)
 

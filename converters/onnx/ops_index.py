@@ -319,7 +319,7 @@ def index_fill(ctx, node):
         hit = ctx.op("Or", ctx.op("Equal", idx, ctx.const(0, ST.LONG)), ctx.op("Equal", idx, ctx.const(-1, ST.LONG)))
         hit = ctx.cast(ctx.op("ReduceSum", ctx.cast(ctx.op("Reshape", hit, ctx.ints([-1])), ST.BOOL, ST.INT),
                               axes_const(ctx, [0]), keepdims=0), ST.INT, ST.BOOL)
-        return ctx.op("Where", hit, ctx.t(a.value, out.dtype), ctx.t(a.self))
+        return _where(ctx, hit, a.value, a.self, out.dtype)
     dim = a.dim % out.rank
     # mask over ``dim``: any(arange(size) == index) (a count: no index is no hit), broadcast along the
     # other dims; a negative index counts from the end, as torch's does
@@ -332,7 +332,13 @@ def index_fill(ctx, node):
     shape = [1] * out.rank
     shape[dim] = -1
     mask = ctx.op("Reshape", hit, ctx.ints(shape))
-    return ctx.op("Where", mask, ctx.t(a.value, out.dtype), ctx.t(a.self))
+    return _where(ctx, mask, a.value, a.self, out.dtype)
+
+
+def _where(ctx, cond, value, x, st):
+    """Where(cond, value, x) in ``st``, bool computed as int32 (ONNX Runtime has no Where for bool)."""
+    cst = ST.INT if st == ST.BOOL else st
+    return ctx.cast(ctx.op("Where", cond, ctx.t(value, cst), ctx.t(x, cst)), cst, st)
 
 
 @lowering("onnx", "aten._embedding_bag.default", "aten._embedding_bag_forward_only.default",

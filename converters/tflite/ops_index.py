@@ -206,6 +206,8 @@ def _scatter_add(em: Emitter, node, data: int, coords: int, updates: int) -> Non
     if red != "add":
         raise Unsupported(f"{node.op_type} with reduction={red!r}: TFLite's SCATTER_ND adds duplicate "
                           "indices, which is exact only for reduction='add'")
+    if em.dtype_of(data) == T.BOOL:
+        raise Unsupported(f"{node.op_type} with reduction='add' of booleans: TFLite's ADD takes no bool")
     scattered = em.tmp(em.dtype_of(data), em.shape_of(data), "scattered")
     em.op("SCATTER_ND", [coords, updates, shape_tensor(em, data)], [scattered])
     em.op("ADD", [data, scattered], [em.out()], ("AddOptions", {"fused_activation_function": 0}))

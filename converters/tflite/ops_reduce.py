@@ -178,6 +178,9 @@ def _last_axis(em: Emitter, node, code: str, options) -> None:
     rank = em.rank(node.input[0])
     axis = _axis(int(attrs(node).get("axis", -1)), rank)
     x = em.t(node.input[0])
+    if code == "SOFTMAX" and 0 in list(em.shape_of(x) or ()):  # XNNPACK's delegate fails to prepare it
+        raise Unsupported(f"{node.op_type} of a tensor with no elements (ai-edge-litert 2.3.0's XNNPACK "
+                          "delegate fails to prepare it)")
     if axis == rank - 1:
         em.op(code, [x], [em.out()], options)
         return
