@@ -92,7 +92,7 @@ def _row_blocks(w, scale64: np.ndarray):
     rows = max(1, _BLOCK_ELEMENTS // max(1, int(np.prod(src.shape[1:], dtype=np.int64))))
     per_row = scale64.ndim == src.ndim and scale64.shape[0] > 1
     for i in range(0, src.shape[0], rows):
-        yield src[i:i + rows].astype(np.float64), scale64[i:i + rows] if per_row else scale64
+        yield i, src[i:i + rows].astype(np.float64), scale64[i:i + rows] if per_row else scale64
 
 
 def _scaled32(w, scale64: np.ndarray):
@@ -101,17 +101,25 @@ def _scaled32(w, scale64: np.ndarray):
     when the file is written (a weight's fold never holds more than the weight itself)."""
     if w.nbytes < _DEFER_BYTES:
         return _finite32(np.asarray(w).astype(np.float64) * scale64)
-    for rows, s in _row_blocks(w, scale64):
+    for _, rows, s in _row_blocks(w, scale64):
         if _finite32(rows * s) is None:
             return None
-    return Deferred(w.shape, np.float32, lambda: np.concatenate([_finite32(r * s) for r, s in _row_blocks(w, scale64)]))
+    return Deferred(w.shape, np.float32, lambda: _scaled_rows(w, scale64))
+
+
+def _scaled_rows(w, scale64: np.ndarray) -> np.ndarray:
+    """float32(w * scale64) filled in a block of rows at a time (the result and one block)."""
+    out = np.empty(w.shape, np.float32)
+    for i, rows, s in _row_blocks(w, scale64):
+        out[i:i + len(rows)] = (rows * s).astype(np.float32)
+    return out
 
 
 def _matvec64(w, v64: np.ndarray) -> np.ndarray:
     """w @ v in float64 (a block of rows at a time when w is large)."""
     if w.nbytes < _DEFER_BYTES:
         return np.asarray(w).astype(np.float64) @ v64
-    return np.concatenate([rows @ v64 for rows, _ in _row_blocks(w, v64)])
+    return np.concatenate([rows @ v64 for _, rows, _ in _row_blocks(w, v64)])
 
 
 def _private(sub: Subgraph, idx: int) -> bool:
