@@ -301,6 +301,8 @@ def clamp(ctx, node):
         lo, hi = None, a.get("max")
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
+    if cst == ST.BOOL and (isinstance(lo, TensorRef) or isinstance(hi, TensorRef)):
+        cst = ST.INT  # ONNX's Max/Min take no bool: or/and of 0 and 1
     x = ctx.t(a.self, cst)
     if isinstance(lo, TensorRef) or isinstance(hi, TensorRef):
         if lo is not None:

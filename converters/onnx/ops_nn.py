@@ -58,6 +58,14 @@ def linear(ctx, node):
 def addmm(ctx, node):
     a = bind(node, "self", "mat1", "mat2")
     out, cst = _ct(ctx)
+    if not dtypes.is_floating(cst):  # ONNX's Gemm is float only: beta * self + alpha * (mat1 @ mat2)
+        r = ctx.op("MatMul", ctx.t(a.mat1, cst), ctx.t(a.mat2, cst))
+        if a.alpha != 1:
+            r = ctx.op("Mul", r, ctx.const(a.alpha, cst))
+        if a.beta != 0:
+            r = ctx.op("Add", r, ctx.t(a.self, cst) if a.beta == 1 else ctx.op("Mul", ctx.t(a.self, cst),
+                                                                                ctx.const(a.beta, cst)))
+        return ctx.cast(r, cst, out)
     bias = ctx.t(a.self, cst) if a.beta != 0 else None
     r = ctx.op("Gemm", ctx.t(a.mat1, cst), ctx.t(a.mat2, cst), bias,
                alpha=float(a.alpha) if a.alpha != 1 else None, beta=float(a.beta) if a.beta not in (0, 1) else None)

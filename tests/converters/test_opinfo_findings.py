@@ -242,3 +242,23 @@ def test_softmax_of_an_empty_tensor_is_refused_by_tflite(tmp_path):
     with pytest.raises(UnsupportedOpsError, match="Softmax of a tensor with no elements"):
         to_tflite(path)
     check_both(lambda a: torch.log_softmax(a, -1), torch.zeros(5, 0, 0), tmp_path=tmp_path)
+
+
+# ---------------------------------------------------------------------------- integer and boolean compute
+
+
+def test_clamp_of_booleans_by_tensors(tmp_path):
+    # was: Max/Min of bool, which ONNX rejects (and LiteRT's MAXIMUM at invoke)
+    x = torch.tensor([True, False, False, True])
+    check_both(lambda a, b: (torch.clamp_min(a, b), torch.clamp_max(a, b)), x, torch.tensor(True), tmp_path=tmp_path)
+    check_both(lambda a, b: torch.clamp_max(a, b), x, torch.tensor([False, True, False, True]), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("alpha, beta", [(1, 1), (2, 3)])
+def test_addmm_of_integers(alpha, beta, tmp_path):
+    # was: Gemm of int64, which ONNX Runtime has no kernel for (rejected at load); TFLite refuses the MatMul
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randint(-5, 5, (2, 3), generator=g), torch.randint(-5, 5, (2, 2), generator=g),
+            torch.randint(-5, 5, (2, 3), generator=g))
+    check_both(lambda s, a, b: torch.addmm(s, a, b, alpha=alpha, beta=beta), *args, tmp_path=tmp_path,
+               tflite_refuses="BATCH_MATMUL has no integer kernel")
