@@ -67,7 +67,7 @@ Python step (a 2**16-long axis: about a second)."""
 
 MAX_FOLD_WORK = 200_000_000
 """Element operations (``converters/tflite/fold_cost.py``'s estimate, made before evaluating)
-one ONNX node folded by the TFLite target's ``prepare.fold`` may cost: about a second of numpy.
+one ONNX node folded by the TFLite target's ``constant_folding.fold`` may cost: about a second of numpy.
 Folding runs onnx's reference evaluator, which computes pooling, convolution and sampling as
 Python loops; the output size alone does not bound the work (a MaxPool with a 1000x1000 kernel
 over a folded 2000x2000 constant is 10**12 compares, hours). Real models fold shape arithmetic
@@ -88,7 +88,7 @@ FOLD_WORK_PER_WEIGHT = 16
 a weight transposed, cast and dequantised costs a few."""
 
 MAX_FOLDED_BYTES = 1 << 26
-"""Bytes of constants the TFLite target's folding of an ONNX model (``prepare.fold``) may make on
+"""Bytes of constants the TFLite target's folding of an ONNX model (``constant_folding.fold``) may make on
 top of ``WEIGHT_BYTES_FACTOR`` times its initializers' bytes: the weights' factor is shared with
 the .pt2 path's budget, the allowance is smaller than ``MAX_CONSTANT_BYTES`` because folding is
 never needed for a right answer (a node left unfolded is a run-time op computing the same

@@ -1,8 +1,8 @@
 """``to_tflite``: a .pt2 program or an ONNX model -> a TFLite (LiteRT) flatbuffer.
 
-Phases: ``prepare`` (the ONNX model, shape-inferred and folded) -> the graph's inputs, each
-ONNX node through its mapper (``mappers.MAPPERS``), the outputs -> the layout pass
-(``layout.py``) -> ``writer.write``. Every ONNX node TFLite cannot take is reported at once
+Phases: ``prepare`` (the ONNX model checked, then the ONNX half of ``pipeline.py``) -> the
+graph's inputs, each ONNX node through its mapper (``mappers.MAPPERS``), the outputs -> the
+subgraph half of ``pipeline.py`` -> ``writer.write``. Every ONNX node TFLite cannot take is reported at once
 in one ``UnsupportedOpsError`` naming the ONNX node and, for a .pt2, the ATen node it came from.
 An ONNX model from outside pt2x is checked first (``onnx_check.py``); anything that still
 fails in a phase leaves as a ``ConversionError`` naming the phase (``guard.stage``).
@@ -21,19 +21,13 @@ from ..guard import stage
 from ..onnx.graph_tools import origin_of
 from ..report import Problems
 from ..weight_quant import check_weight_option
-from .dedupe import merge_and_prune
 from .emit import Emitter, compute_type
-from .fuse_activations import fuse_float_ops
 from .fuse_gelu import fuse_gelu
-from .fuse_matmul import fuse_matmuls
-from .layout import optimize_layout
 from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
+from .pipeline import run_subgraph_passes
 from .prepare import ONNX_OPSET, load_onnx, prepare
 from .qdq_pass import install as install_qdq
-from .reduce_squeeze import drop_squeezing_reshapes
-from .schedule import hoist_input_only
-from .shapes import infer_shapes
 from .weight_storage import onnx_weights, store_weights
 from .writer import write, write_file
 
@@ -109,15 +103,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     em.map_nodes(lambda node, e: _report_node(problems, node, e))
     problems.raise_if_any()
     names = _declare_outputs(em, g)
-    for s_ in em.subgraphs:
-        optimize_layout(s_, nhwc_io=nhwc_io and s_ is sub)
-        merge_and_prune(s_)
-        infer_shapes(s_)  # the folds below read the shapes
-        fuse_float_ops(s_)
-        fuse_matmuls(s_)
-        drop_squeezing_reshapes(s_)
-        hoist_input_only(s_)
-        infer_shapes(s_)
+    run_subgraph_passes(em.subgraphs, nhwc_io=nhwc_io)  # pipeline.py: the order, and why
     meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",
             "inputs": _input_names(g), "outputs": names}

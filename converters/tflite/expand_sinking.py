@@ -21,7 +21,7 @@ sn)``, ``C`` a constant) while each op reading it keeps that form, which is exac
 
 Where a tracked value is read by any other op, a subgraph or the graph's outputs, it is
 rebuilt (``Expand`` by each shape tensor in turn) just before that reader. New constants are
-evaluated with the same evaluator and budget as constant folding (``prepare.fold``).
+evaluated with the same evaluator and budget as constant folding (``constant_folding.fold``).
 """
 
 from __future__ import annotations
@@ -476,5 +476,5 @@ class _Sinker:
 def sink_expands(m: onnx.ModelProto, evaluate, budget) -> bool:
     """Rewrite ``m``'s main graph in place as the module docstring says; whether it changed.
     ``evaluate(node, inputs)`` computes a node's outputs from constants (None when it cannot),
-    ``budget`` bounds the work and bytes (``prepare._Budget``)."""
+    ``budget`` bounds the work and bytes (``constant_folding.FoldBudget``)."""
     return _Sinker(m, evaluate, budget).run()

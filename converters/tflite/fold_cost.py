@@ -1,11 +1,11 @@
 """What evaluating one ONNX node while folding costs, estimated from sizes alone, before it runs.
 
-``prepare.fold`` evaluates nodes whose inputs are all constants with onnx's reference evaluator.
+``constant_folding.fold`` evaluates nodes whose inputs are all constants with onnx's reference evaluator.
 The size of a node's output does not bound that work: a MaxPool with a 1000x1000 kernel over a
 folded 2000x2000 constant is a million outputs of a million compares each, and the reference
 evaluator runs pooling, convolution, resizing and sampling as Python loops over the outputs.
 ``fold_work`` gives an upper estimate in *element operations* (one numpy op on one element);
-``prepare.fold`` keeps any node over ``converters.limits.MAX_FOLD_WORK`` as a run-time op.
+``constant_folding.fold`` keeps any node over ``converters.limits.MAX_FOLD_WORK`` as a run-time op.
 
 Op classes (each op in one table):
 

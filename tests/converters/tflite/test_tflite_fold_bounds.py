@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from pt2x.converters import limits, to_tflite
 from pt2x.converters.errors import ConversionError
 from pt2x.converters.tflite.fold_cost import fold_work
-from pt2x.converters.tflite.prepare import fold
+from pt2x.converters.tflite.constant_folding import fold
 
 
 def _model(nodes, outputs, inits, opset=18, inputs=()):
