@@ -144,7 +144,10 @@ def pow_(ctx, node):
 
 def _unary(op_type, **attrs):
     def lower(ctx, node):
-        return nary(ctx, op_type, bind(node, "self")[0], **attrs)
+        x = bind(node, "self")[0]
+        if op_type in ("Floor", "Ceil", "Round") and not dtypes.is_floating(ctx.dtype(x)):
+            return ctx.op("Identity", ctx.t(x))  # torch rounds an integer to itself; ONNX's take floats only
+        return nary(ctx, op_type, x, **attrs)
 
     lower.__name__ = op_type.lower()
     return lower
@@ -227,8 +230,11 @@ def log_base(ctx, node):
 @lowering("onnx", "aten.trunc.default")
 def trunc(ctx, node):
     out = ctx.out_info().dtype
+    x = bind(node, "self")[0]
+    if not dtypes.is_floating(ctx.dtype(x)):
+        return ctx.op("Identity", ctx.t(x))  # an integer truncates to itself
     cst = ctx.compute_type(out)
-    return ctx.cast(_trunc(ctx, ctx.t(bind(node, "self")[0], cst)), cst, out)
+    return ctx.cast(_trunc(ctx, ctx.t(x, cst)), cst, out)
 
 
 @lowering("onnx", "aten.silu.default")
@@ -335,7 +341,9 @@ def atan2(ctx, node):
     # x < 0: add pi*sign(y) (sign(0) taken as +1)
     sy = ctx.op("Where", ctx.op("Less", y, zero), ctx.op("Neg", pi), pi)
     r = ctx.op("Where", ctx.op("Less", x, zero), ctx.op("Add", at, sy), at)
-    return ctx.cast(r, cst, out)
+    # y = x = 0: 0/0 is NaN, torch's atan2 gives 0
+    origin = ctx.op("And", ctx.op("Equal", y, zero), ctx.op("Equal", x, zero))
+    return ctx.cast(ctx.op("Where", origin, zero, r), cst, out)
 
 
 # ------------------------------------------------------------------- compare / logic

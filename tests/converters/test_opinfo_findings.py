@@ -262,3 +262,16 @@ def test_addmm_of_integers(alpha, beta, tmp_path):
             torch.randint(-5, 5, (2, 3), generator=g))
     check_both(lambda s, a, b: torch.addmm(s, a, b, alpha=alpha, beta=beta), *args, tmp_path=tmp_path,
                tflite_refuses="BATCH_MATMUL has no integer kernel")
+
+
+def test_rounding_an_integer_is_the_integer(tmp_path):
+    # was: Ceil/Floor/Round of int64, which ONNX takes for floats only (rejected at load)
+    check_both(lambda a: (a.ceil(), a.floor(), a.round(), a.trunc()), torch.randint(-9, 9, (3, 4)),
+               tmp_path=tmp_path)
+
+
+def test_atan2_at_the_origin(tmp_path):
+    # was: atan(0/0) = NaN where torch gives 0 (silently wrong; bool inputs met it in OpInfo)
+    y, x = torch.tensor([0.0, 1.0, -1.0, 0.0, 2.0, -0.5]), torch.tensor([0.0, 0.0, 0.0, -1.0, -3.0, 0.0])
+    check_both(torch.atan2, y, x, tmp_path=tmp_path)
+    check_both(torch.atan2, torch.tensor([True, False, True]), torch.tensor(False), tmp_path=tmp_path)
