@@ -326,7 +326,10 @@ def clamp(ctx, node):
           "aten.max.other", "aten.min.other")
 def maximum(ctx, node):
     a = bind(node, "self", "other")
-    return nary(ctx, "Max" if "max" in node.target.split(".")[-2] else "Min", a.self, a.other)
+    is_max = "max" in node.target.split(".")[-2]
+    if ctx.out_info().dtype == ST.BOOL:  # ONNX's Max/Min take no bool: the max of booleans is or, the min and
+        return ctx.op("Or" if is_max else "And", ctx.t(a.self, ST.BOOL), ctx.t(a.other, ST.BOOL))
+    return nary(ctx, "Max" if is_max else "Min", a.self, a.other)
 
 
 @lowering("onnx", "aten.atan2.default")

@@ -207,7 +207,7 @@ def diff(ctx, node):
         hi = ctx.op("Slice", x, ctx.ints([1]), ctx.ints([INT64_MAX]), ax)
         lo = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([-1]), ax)
         x = ctx.op("Sub", hi, lo) if out.dtype != ST.BOOL else ctx.op("Not", ctx.op("Equal", hi, lo))
-    return ctx.cast(x, cst, out.dtype) if out.dtype != ST.BOOL else x
+    return ctx.cast(x, cst, out.dtype) if out.dtype != ST.BOOL or a.n == 0 else x  # n=0: x is still in cst
 
 
 @lowering("onnx", "aten.diagonal.default", "aten.diagonal_copy.default")

@@ -275,3 +275,16 @@ def test_atan2_at_the_origin(tmp_path):
     y, x = torch.tensor([0.0, 1.0, -1.0, 0.0, 2.0, -0.5]), torch.tensor([0.0, 0.0, 0.0, -1.0, -3.0, 0.0])
     check_both(torch.atan2, y, x, tmp_path=tmp_path)
     check_both(torch.atan2, torch.tensor([True, False, True]), torch.tensor(False), tmp_path=tmp_path)
+
+
+def test_max_min_of_booleans(tmp_path):
+    # was: Max/Min of bool, which ONNX rejects (and LiteRT's MAXIMUM at invoke)
+    a, b = torch.tensor([True, False, True, False]), torch.tensor([True, True, False, False])
+    check_both(lambda a, b: (torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b)), a, b,
+               tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2])
+def test_diff_of_booleans(n, tmp_path):
+    # was: n=0 left the value in int32 under a bool output (ONNX Runtime rejected the file, LiteRT gave int32)
+    check_both(lambda a: torch.diff(a, n=n), torch.tensor([True, False, False, True, True]), tmp_path=tmp_path)
