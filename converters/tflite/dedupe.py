@@ -40,8 +40,8 @@ def merge_duplicates(sub: Subgraph) -> None:
     outputs = set(sub.outputs)
     kept = []
     for op in sub.ops:
-        if alias:
-            op.inputs = [alias.get(i, i) for i in op.inputs]
+        if alias and any(i in alias for i in op.inputs):
+            sub.rewire(op, inputs=[alias.get(i, i) for i in op.inputs])
         if op.code in _KEEP or not op.outputs:
             kept.append(op)
             continue
@@ -52,7 +52,7 @@ def merge_duplicates(sub: Subgraph) -> None:
             kept.append(op)
             continue
         alias.update(zip(op.outputs, first.outputs))
-    sub.ops = kept
+    sub.set_ops(kept)
     sub.outputs = [alias.get(o, o) for o in sub.outputs]
 
 
@@ -64,4 +64,4 @@ def drop_dead(sub: Subgraph) -> None:
         if op.code in _KEEP or not op.outputs or any(o in live for o in op.outputs):
             live.update(i for i in op.inputs if i >= 0)
             kept.append(op)
-    sub.ops = kept[::-1]
+    sub.set_ops(kept[::-1])

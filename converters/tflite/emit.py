@@ -241,7 +241,7 @@ class Emitter:
         if emit_with_integer_rule(self, code, inputs, outputs, options):
             return
         origin = self.node.name if self.node is not None else ""
-        self.sub.ops.append(Op(code, list(inputs), list(outputs), options, origin))
+        self.sub.append_op(Op(code, list(inputs), list(outputs), options, origin))
 
     def unary(self, code: str, x: int, dtype: int | None = None, shape=None, options=None, hint: str = "t") -> int:
         """A new tensor ``code(x)``."""

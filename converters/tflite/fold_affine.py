@@ -49,7 +49,7 @@ def _weights(sub: Subgraph, op: Op, shared: set[int]) -> tuple[np.ndarray, np.nd
     else reads the weights or shares their buffer: a fold never copies them (GPT-2's LM head
     has the token embedding's bytes; a second copy would be the model's largest tensor again)."""
     m = out_channels(sub, op)
-    if m is None or len(sub.uses.readers.get(op.inputs[1], [])) != 1 or op.inputs[1] in shared:
+    if m is None or sub.uses.count(op.inputs[1]) != 1 or op.inputs[1] in shared:
         return None
     b = constant_bias(sub, op, m)
     return None if b is None else (sub.tensors[op.inputs[1]].data, b)
@@ -67,7 +67,7 @@ def _set_weights(sub: Subgraph, op: Op, w: np.ndarray, b: np.ndarray) -> None:
 
 def _replaced(sub: Subgraph, op: Op, slot: int, data: np.ndarray, suffix: str) -> int:
     idx = op.inputs[slot] if slot < len(op.inputs) else -1
-    if idx >= 0 and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1:
+    if idx >= 0 and idx not in sub.outputs and sub.uses.count(idx) == 1:
         sub.tensors[idx].data = data
         sub.tensors[idx].shape = list(data.shape)
         return idx
@@ -123,7 +123,7 @@ def _matvec64(w, v64: np.ndarray) -> np.ndarray:
 
 
 def _private(sub: Subgraph, idx: int) -> bool:
-    return is_float32(sub, idx) and idx not in sub.outputs and len(sub.uses.readers.get(idx, [])) == 1
+    return is_float32(sub, idx) and idx not in sub.outputs and sub.uses.count(idx) == 1
 
 
 def _scaled_layer(sub: Subgraph, y: int) -> tuple[Op, Op, slice | None] | None:
@@ -172,7 +172,6 @@ def _split_part(sub: Subgraph, split: Op, u: int) -> tuple[Op, slice] | None:
 
 
 def scales_into_layers(sub: Subgraph) -> None:
-    sub.index_uses()
     shared = shared_buffers(sub)
     for mul in list(sub.ops):
         if mul.code != "MUL" or len(mul.inputs) != 2 or not unfused(mul) or not is_float32(sub, mul.outputs[0]):
@@ -204,7 +203,6 @@ def scales_into_layers(sub: Subgraph) -> None:
             sub.remove_op(mul)
             sub.rewire(maker, outputs=[out if o == y else o for o in maker.outputs])
             break
-    sub.uses = None
 
 
 def _renamed(sub: Subgraph, idx: int, suffix: str) -> None:
@@ -242,8 +240,8 @@ def _affine_step(sub: Subgraph, op: Op | None, channels: int) -> tuple[int, str,
 
 
 def _fc_readers(sub: Subgraph, u: int, shared: set[int]) -> list[Op] | None:
-    """The readers of u when each is a FULLY_CONNECTED reading it as its input, with constant
-    float32 weights [N, C] of one C; None otherwise."""
+    """The readers of u, in op order, when each is a FULLY_CONNECTED reading it as its input,
+    with constant float32 weights [N, C] of one C; None otherwise."""
     readers = sub.uses.readers.get(u, [])
     if not readers or u in sub.outputs or not is_float32(sub, u):
         return None
@@ -251,7 +249,9 @@ def _fc_readers(sub: Subgraph, u: int, shared: set[int]) -> list[Op] | None:
         if r.code != "FULLY_CONNECTED" or r.inputs[0] != u or u in r.inputs[1:] or _weights(sub, r, shared) is None \
                 or sub.tensors[r.inputs[1]].data.ndim != 2:
             return None
-    return readers if len({sub.tensors[r.inputs[1]].data.shape[1] for r in readers}) == 1 else None
+    if len({sub.tensors[r.inputs[1]].data.shape[1] for r in readers}) != 1:
+        return None
+    return sorted(readers, key=sub.position)
 
 
 def _through_reshape(sub: Subgraph, u: int) -> tuple[Op | None, int]:
@@ -269,7 +269,6 @@ def _through_reshape(sub: Subgraph, u: int) -> tuple[Op | None, int]:
 
 
 def affine_into_fully_connected(sub: Subgraph) -> None:
-    uses = sub.index_uses()
     shared = shared_buffers(sub)
     for last in list(sub.ops):
         if last.code not in ("MUL", "ADD") or len(last.outputs) != 1:
@@ -285,7 +284,7 @@ def affine_into_fully_connected(sub: Subgraph) -> None:
         x, code, v = step
         gamma, beta = (v, np.zeros(channels)) if code == "MUL" else (np.ones(channels), v)
         steps = [last]
-        first = uses.producer.get(x) if _private(sub, x) else None
+        first = sub.uses.producer.get(x) if _private(sub, x) else None
         second = _affine_step(sub, first, channels)
         if second is not None and second[1] != code:
             x, code2, v2 = second
@@ -301,7 +300,6 @@ def affine_into_fully_connected(sub: Subgraph) -> None:
             _renamed(sub, read, "/before_affine")
         for op in steps:
             sub.remove_op(op)
-    sub.uses = None
 
 
 def _fold_into(sub: Subgraph, readers: list[Op], x: int, gamma: np.ndarray, beta: np.ndarray,

@@ -44,48 +44,45 @@ def fuse_float_ops(sub: Subgraph) -> None:
     fuse_activations(sub)
 
 
-def _sole_float_output(sub: Subgraph, op: Op, readers: dict[int, int]) -> int | None:
+def _sole_float_output(sub: Subgraph, op: Op) -> int | None:
     """The op's one output, when it is float32, unquantized, read once and not a subgraph output."""
     if len(op.outputs) != 1:
         return None
     y = op.outputs[0]
-    if not is_float32(sub, y) or y in sub.outputs or readers.get(y) != 1:
+    if not is_float32(sub, y) or y in sub.outputs or sub.uses.count(y) != 1:
         return None
     return y
 
 
 def _absorb(sub: Subgraph, producer: Op, follower: Op) -> None:
     """``follower`` goes; ``producer`` writes its output."""
-    producer.outputs = list(follower.outputs)
-    sub.ops.remove(follower)
+    outputs = list(follower.outputs)
+    sub.remove_op(follower)
+    sub.rewire(producer, outputs=outputs)
 
 
 def fold_biases(sub: Subgraph) -> None:
-    readers = sub.reader_counts()
-    producer = {o: op for op in sub.ops for o in op.outputs}
     for add in list(sub.ops):
         if add.code != "ADD" or len(add.inputs) != 2 or not unfused(add):
             continue
         for k in (0, 1):
             x, c = add.inputs[k], add.inputs[1 - k]
-            op = producer.get(x)
+            op = sub.uses.producer.get(x)
             if op is None or op.code not in _BIASED or not unfused(op):
                 continue
             m = out_channels(sub, op)
             rank = 2 if op.code == "FULLY_CONNECTED" else 4  # a fully connected output has at least 2 dims
             shift = channel_constant(sub, c, m, rank) if m is not None else None
             old = constant_bias(sub, op, m) if shift is not None else None
-            if old is None or _sole_float_output(sub, op, readers) is None:
+            if old is None or _sole_float_output(sub, op) is None:
                 continue
             with np.errstate(over="ignore"):
                 bias = (old + shift).astype(np.float32)
             if not np.all(np.isfinite(bias)) or sub.tensors[add.outputs[0]].dtype != TensorType.FLOAT32:
                 continue
             b = sub.add(_bias_tensor(sub, c, bias))
-            op.inputs = op.inputs[:2] + [b] + op.inputs[3:]
+            sub.rewire(op, inputs=op.inputs[:2] + [b] + op.inputs[3:])
             _absorb(sub, op, add)
-            for o in op.outputs:
-                producer[o] = op
             break
 
 
@@ -94,17 +91,14 @@ def _bias_tensor(sub: Subgraph, c: int, bias: np.ndarray) -> Tensor:
 
 
 def fuse_activations(sub: Subgraph) -> None:
-    readers = sub.reader_counts()
-    producer = {o: op for op in sub.ops for o in op.outputs}
     for act in list(sub.ops):
         code = ACTIVATION_CODE.get(act.code)
         if code is None or len(act.inputs) != 1:
             continue
-        op = producer.get(act.inputs[0])
-        if op is None or op.code not in _FUSES or not unfused(op) or _sole_float_output(sub, op, readers) is None:
+        op = sub.uses.producer.get(act.inputs[0])
+        if op is None or op.code not in _FUSES or not unfused(op) or _sole_float_output(sub, op) is None:
             continue
         if any(i >= 0 and sub.tensors[i].quant is not None for i in op.inputs):
             continue
         op.options = (op.options[0], {**op.options[1], "fused_activation_function": code})
         _absorb(sub, op, act)
-        producer[op.outputs[0]] = op

@@ -36,20 +36,14 @@ def _last_two_swapped(sub: Subgraph, op: Op) -> bool:
 
 
 def transposes_into_adj_y(sub: Subgraph) -> None:
-    readers = sub.reader_counts()
-    producer = {o: op for op in sub.ops for o in op.outputs}
     for mm in list(sub.ops):
         if mm.code != "BATCH_MATMUL" or mm.options is None or mm.options[1].get("adj_y"):
             continue
         b = mm.inputs[1]
-        tr = producer.get(b)
+        tr = sub.uses.producer.get(b)
         if tr is None or not _last_two_swapped(sub, tr) or not is_float32(sub, b) or not is_float32(sub, tr.inputs[0]):
             continue
-        mm.inputs = [mm.inputs[0], tr.inputs[0]] + mm.inputs[2:]
+        sub.rewire(mm, inputs=[mm.inputs[0], tr.inputs[0]] + mm.inputs[2:])
         mm.options = (mm.options[0], {**mm.options[1], "adj_y": True})
-        readers[b] -= 1
-        readers[tr.inputs[0]] = readers.get(tr.inputs[0], 0) + 1
-        if readers[b] == 0 and b not in sub.outputs:
-            sub.ops.remove(tr)
-            readers[tr.inputs[0]] -= 1
-            readers[tr.inputs[1]] -= 1
+        if sub.uses.count(b) == 0 and b not in sub.outputs:
+            sub.remove_op(tr)

@@ -3,8 +3,7 @@ TRANSPOSEs). Here transposes sink through layout-agnostic elementwise ops (the o
 in NHWC) and pairs that undo each other cancel, so transposes remain only at the edges of
 NHWC regions. A transpose whose result is a graph output, or read by more than one op, stays.
 Which ops transposes move through is ``builtins.BUILTINS``' ``layout_agnostic`` column. The
-pass edits the ops through the subgraph's producers/readers index (``Subgraph.uses``), built
-once, and spends at most ``MAX_LAYOUT_WORK`` op visits (``converters/limits.py``).
+pass edits the ops through the subgraph's producers/readers index (``Subgraph.uses``) and spends at most ``MAX_LAYOUT_WORK`` op visits (``converters/limits.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ def _perm(sub: Subgraph, op: Op) -> list[int] | None:
 def _reading(sub: Subgraph, y: int) -> list[Op]:
     """The ops reading ``y``, each once, in op order."""
     rs = {id(r): r for r in sub.uses.readers.get(y, [])}
-    return sorted(rs.values(), key=lambda r: next(k for k, o in enumerate(sub.ops) if o is r))
+    return sorted(rs.values(), key=sub.position)
 
 
 def _reader_count(readers: dict, y: int) -> int:
@@ -178,11 +177,7 @@ def _rewrite_sunk(sub: Subgraph, op: Op, perm: list[int], moved: dict, relaid: d
     sub.rewire(op, inputs, [mid])
     perm_tensor = sub.add(Tensor(t_out.name + "/perm", TensorType.INT32, [len(out_perm)],
                                  np.asarray(out_perm, np.int32)))
-    sub.insert_op(_position(sub, op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out], None, op.origin))
-
-
-def _position(sub: Subgraph, op: Op) -> int:
-    return next(k for k, o in enumerate(sub.ops) if o is op)
+    sub.insert_op(sub.position(op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out], None, op.origin))
 
 
 def _split_fan_out(sub: Subgraph) -> bool:
@@ -199,7 +194,7 @@ def _split_fan_out(sub: Subgraph) -> bool:
         for r in rs[1:]:
             t = sub.tensors[y]
             dup = sub.add(Tensor(t.name + "/dup", t.dtype, t.shape, quant=t.quant))
-            sub.insert_op(_position(sub, op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))
+            sub.insert_op(sub.position(op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))
             sub.rewire(r, inputs=[dup if i == y else i for i in r.inputs])
         return True
     return False
@@ -257,12 +252,12 @@ def nhwc_edges(sub: Subgraph) -> None:
     for k, idx in enumerate(sub.inputs):
         new, perm = _nhwc_twin(sub, idx, to_nchw)
         if new is not None:
-            sub.ops.insert(0, Op("TRANSPOSE", [new, perm], [idx], None, "nhwc_io"))
+            sub.insert_op(0, Op("TRANSPOSE", [new, perm], [idx], None, "nhwc_io"))
             sub.inputs[k] = new
     for k, idx in enumerate(sub.outputs):
         new, perm = _nhwc_twin(sub, idx, to_nhwc)
         if new is not None:
-            sub.ops.append(Op("TRANSPOSE", [idx, perm], [new], None, "nhwc_io"))
+            sub.append_op(Op("TRANSPOSE", [idx, perm], [new], None, "nhwc_io"))
             sub.outputs[k] = new
 
 
@@ -281,7 +276,6 @@ def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
     """``nhwc_io``: the main subgraph's 4-D inputs and outputs become channels-last first."""
     if nhwc_io:
         nhwc_edges(sub)
-    sub.index_uses()
     work = 0
     for _ in range(10 * len(sub.ops) + 10):
         work += 3 * len(sub.ops)  # each step below visits every op
@@ -289,4 +283,3 @@ def optimize_layout(sub: Subgraph, *, nhwc_io: bool = False) -> None:
                                            or _reshape_reads_source(sub)):
             break
     _merge_duplicates(sub)
-    sub.uses = None  # later phases edit the ops directly

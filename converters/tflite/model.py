@@ -73,7 +73,7 @@ ACTIVATION_CODE = {"NONE": 0, "RELU": 1, "RELU_N1_TO_1": 2, "RELU6": 3}
 
 class Uses:
     """The producer of each tensor of a subgraph and its readers (an op once per input slot
-    reading it, in no set order), for a pass that rewrites the op list (``layout.py``)."""
+    reading it, in no set order: a pass that needs op order sorts by position)."""
 
     def __init__(self, ops: list[Op]):
         self.producer: dict[int, Op] = {}
@@ -95,54 +95,76 @@ class Uses:
             if self.producer.get(o) is op:
                 del self.producer[o]
 
+    def count(self, t: int) -> int:
+        """How many input slots read tensor ``t``."""
+        return len(self.readers.get(t, ()))
+
 
 @dataclass
 class Subgraph:
+    """A subgraph's tensors and operators. The operator list is edited only through the methods
+    below (``append_op``, ``insert_op``, ``remove_op``, ``rewire``, ``set_ops``), which keep the
+    producers/readers index ``uses`` current; it is built on first use."""
+
     name: str
     tensors: list[Tensor] = field(default_factory=list)
     ops: list[Op] = field(default_factory=list)
     inputs: list[int] = field(default_factory=list)
     outputs: list[int] = field(default_factory=list)
-    # the producers/readers index: built by ``index_uses``, then kept up to date by the op edits
-    # below (a pass that edits ``ops`` or an op's inputs/outputs directly must not use it)
-    uses: Uses | None = field(default=None, repr=False, compare=False)
+    _uses: Uses | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def uses(self) -> Uses:
+        if self._uses is None:
+            self._uses = Uses(self.ops)
+        return self._uses
 
     def add(self, t: Tensor) -> int:
         self.tensors.append(t)
         return len(self.tensors) - 1
 
-    def reader_counts(self) -> dict[int, int]:
-        """How many input slots of the ops read each tensor (for a pass that needs no ``Uses``)."""
-        n: dict[int, int] = {}
-        for op in self.ops:
-            for i in op.inputs:
-                n[i] = n.get(i, 0) + 1
-        return n
-
-    def index_uses(self) -> Uses:
-        self.uses = Uses(self.ops)
-        return self.uses
+    def append_op(self, op: Op) -> Op:
+        self.ops.append(op)
+        if self._uses is not None:
+            self._uses.add(op)
+        return op
 
     def insert_op(self, pos: int, op: Op) -> None:
         self.ops.insert(pos, op)
-        if self.uses is not None:
-            self.uses.add(op)
+        if self._uses is not None:
+            self._uses.add(op)
 
     def remove_op(self, op: Op) -> None:
-        del self.ops[next(k for k, o in enumerate(self.ops) if o is op)]
-        if self.uses is not None:
-            self.uses.drop(op)
+        del self.ops[self.position(op)]
+        if self._uses is not None:
+            self._uses.drop(op)
+
+    def position(self, op: Op) -> int:
+        """The index of ``op`` in ``ops``."""
+        return next(k for k, o in enumerate(self.ops) if o is op)
 
     def rewire(self, op: Op, inputs: list[int] | None = None, outputs: list[int] | None = None) -> None:
         """Give ``op`` new inputs and/or outputs."""
-        if self.uses is not None:
-            self.uses.drop(op)
+        if self._uses is not None:
+            self._uses.drop(op)
         if inputs is not None:
             op.inputs = inputs
         if outputs is not None:
             op.outputs = outputs
-        if self.uses is not None:
-            self.uses.add(op)
+        if self._uses is not None:
+            self._uses.add(op)
+
+    def set_ops(self, ops: list[Op]) -> None:
+        """The operator list becomes ``ops`` (a reordering, with ops dropped or added)."""
+        if self._uses is not None:
+            old, new = {id(op) for op in self.ops}, {id(op) for op in ops}
+            for op in self.ops:
+                if id(op) not in new:
+                    self._uses.drop(op)
+            for op in ops:
+                if id(op) not in old:
+                    self._uses.add(op)
+        self.ops = list(ops)
 
 
 @dataclass

@@ -121,9 +121,9 @@ def _loop_cond(em: Emitter, state: list[int], label: str) -> int:
     ins = [sub.add(Tensor(f"{label}/cond/in{k}", em.dtype_of(s), em.shape_of(s))) for k, s in enumerate(state)]
     sub.inputs = ins
     below = sub.add(Tensor(f"{label}/cond/below", T.BOOL, []))
-    sub.ops.append(_op("LESS", [ins[0], ins[1]], [below]))
+    sub.append_op(_op("LESS", [ins[0], ins[1]], [below]))
     out = sub.add(Tensor(f"{label}/cond/go", T.BOOL, []))
-    sub.ops.append(_op("LOGICAL_AND", [below, ins[2]], [out]))
+    sub.append_op(_op("LOGICAL_AND", [below, ins[2]], [out]))
     sub.outputs = [out]
     em.subgraphs.append(sub)
     return len(em.subgraphs) - 1
@@ -145,19 +145,19 @@ def _loop_body(em: Emitter, body, state, names, n_carried, n_scan, captured, lab
     sub, used = child.sub, set(child.sub.inputs)
     it = sub.inputs[0]
     nxt = sub.add(Tensor(f"{label}/body/next_iter", T.INT32, []))
-    sub.ops.append(_op("ADD", [it, child.const(np.array(1, np.int32))], [nxt], ("AddOptions", {"fused_activation_function": 0})))
+    sub.append_op(_op("ADD", [it, child.const(np.array(1, np.int32))], [nxt], ("AddOptions", {"fused_activation_function": 0})))
     cond_out = child.output(body.output[0].name, T.BOOL, used)
     cond_s = sub.add(Tensor(f"{label}/body/cond", T.BOOL, []))
-    sub.ops.append(_op("RESHAPE", [cond_out, child.const(np.zeros(0, np.int32))], [cond_s]))
+    sub.append_op(_op("RESHAPE", [cond_out, child.const(np.zeros(0, np.int32))], [cond_s]))
     outs = [nxt, _copy(sub, sub.inputs[1]), cond_s]
     outs += [child.output(body.output[1 + k].name, em.dtype_of(state[3 + k]), used) for k in range(n_carried)]
     for k in range(n_scan):
         y = child.t(body.output[1 + n_carried + k].name)
         row = sub.add(Tensor(f"{label}/body/row{k}", sub.tensors[y].dtype, None))
-        sub.ops.append(_op("EXPAND_DIMS", [y, child.const(np.array(0, np.int32))], [row]))
+        sub.append_op(_op("EXPAND_DIMS", [y, child.const(np.array(0, np.int32))], [row]))
         acc = sub.add(Tensor(f"{label}/body/scan{k}", sub.tensors[y].dtype, None))
-        sub.ops.append(_op("CONCATENATION", [sub.inputs[3 + n_carried + k], row], [acc],
-                           ("ConcatenationOptions", {"axis": 0, "fused_activation_function": 0})))
+        sub.append_op(_op("CONCATENATION", [sub.inputs[3 + n_carried + k], row], [acc],
+                          ("ConcatenationOptions", {"axis": 0, "fused_activation_function": 0})))
         outs.append(acc)
     outs += [_copy(sub, sub.inputs[3 + n_carried + n_scan + k]) for k in range(len(captured))]
     sub.outputs = outs
@@ -167,7 +167,7 @@ def _loop_body(em: Emitter, body, state, names, n_carried, n_scan, captured, lab
 def _copy(sub: Subgraph, idx: int) -> int:
     t = sub.tensors[idx]
     out = sub.add(Tensor(t.name + "/copy", t.dtype, t.shape))
-    sub.ops.append(_op("CAST", [idx], [out], ("CastOptions", {"in_data_type": t.dtype, "out_data_type": t.dtype})))
+    sub.append_op(_op("CAST", [idx], [out], ("CastOptions", {"in_data_type": t.dtype, "out_data_type": t.dtype})))
     return out
 
 

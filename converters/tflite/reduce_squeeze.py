@@ -40,12 +40,11 @@ def _target(sub: Subgraph, reshape) -> list[int] | None:
 
 
 def drop_squeezing_reshapes(sub: Subgraph) -> None:
-    uses = sub.index_uses()
     for op in list(sub.ops):
         if op.code not in _REDUCTIONS or len(op.outputs) != 1:
             continue
         y = op.outputs[0]
-        readers = uses.readers.get(y, [])
+        readers = sub.uses.readers.get(y, [])
         if len(readers) != 1 or readers[0].code != "RESHAPE" or readers[0].inputs[0] != y or y in sub.outputs:
             continue
         reshape = readers[0]
@@ -59,4 +58,3 @@ def drop_squeezing_reshapes(sub: Subgraph) -> None:
         sub.remove_op(reshape)
         op.options = (op.options[0], {**op.options[1], "keep_dims": False})
         sub.rewire(op, outputs=outputs)
-    sub.uses = None

@@ -40,4 +40,4 @@ def hoist_input_only(sub: Subgraph) -> None:
             ready.update(op.outputs)
         else:
             rest.append(op)
-    sub.ops = first + rest
+    sub.set_ops(first + rest)

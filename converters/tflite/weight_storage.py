@@ -132,19 +132,17 @@ def _large_float_constants(sub: Subgraph, known) -> dict[int, list[tuple[Op, int
     """Float32 constants of ``MIN_ELEMENTS`` and more (holding a ``known`` array's values, when
     given) -> their readers (op, slot), in op order; a subgraph input or output is left alone."""
     edges = set(sub.inputs) | set(sub.outputs)
-    readers: dict[int, list[tuple[Op, int]]] = {}
-    eligible: dict[int, bool] = {}
-    for op in sub.ops:
-        for slot, i in enumerate(op.inputs):
-            t = sub.tensors[i] if i >= 0 else None
-            if (t is None or i in edges or t.data is None or t.dtype != TensorType.FLOAT32
-                    or t.data.size < MIN_ELEMENTS):
-                continue
-            if i not in eligible:
-                eligible[i] = known is None or _fingerprint(t.data) in known
-            if eligible[i]:
-                readers.setdefault(i, []).append((op, slot))
-    return readers
+    position = {id(op): k for k, op in enumerate(sub.ops)}
+    found: dict[int, list[tuple[Op, int]]] = {}
+    for i, ops in sub.uses.readers.items():
+        t = sub.tensors[i] if i >= 0 and ops else None
+        if (t is None or i in edges or t.data is None or t.dtype != TensorType.FLOAT32
+                or t.data.size < MIN_ELEMENTS or (known is not None and _fingerprint(t.data) not in known)):
+            continue
+        distinct = {id(op): op for op in ops}.values()
+        found[i] = sorted(((op, slot) for op in distinct for slot, j in enumerate(op.inputs) if j == i),
+                          key=lambda r: (position[id(r[0])], r[1]))
+    return dict(sorted(found.items(), key=lambda kv: (position[id(kv[1][0][0])], kv[1][0][1])))
 
 
 def _dequantized(sub: Subgraph, index: int, stored: Tensor, first_reader: Op) -> Op:
@@ -155,7 +153,7 @@ def _dequantized(sub: Subgraph, index: int, stored: Tensor, first_reader: Op) ->
     t = sub.tensors[index]
     t.data = None
     op = Op("DEQUANTIZE", [source], [index], origin=f"weights of {t.name}", version=dequantize_version(stored))
-    sub.insert_op(next(k for k, o in enumerate(sub.ops) if o is first_reader), op)
+    sub.insert_op(sub.position(first_reader), op)
     return op
 
 

@@ -68,7 +68,7 @@ def _alone(code: str, arity: int) -> bytes:
            for i in range(arity)]
     out = T.BOOL if code in _BOOL_OUT | _BOOL_IN else T.INT32 if code == "CAST" else T.FLOAT32
     y = s.add(Tensor("y", out, [1, 4, 4, 8]))
-    s.ops.append(Op(code, ins, [y], _OPTIONS.get(code)))
+    s.append_op(Op(code, ins, [y], _OPTIONS.get(code)))
     s.inputs, s.outputs = ins, [y]
     return write(Program([s], signature_inputs=[f"x{i}" for i in range(arity)], signature_outputs=["y"]))
 
