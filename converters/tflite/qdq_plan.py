@@ -30,7 +30,7 @@ from onnx import TensorProto
 from ..errors import Unsupported
 from .emit import Emitter, _mapped_domain
 from .qdq_params import QParams, read_params
-from .qdq_registry import INT8_OPS, Int8Op, Pattern, relu6_tie_bound
+from .qdq_registry import constant_reason, INT8_OPS, Int8Op, Pattern, relu6_tie_bound
 
 __all__ = ["Plan", "find_patterns", "real_constant"]
 
@@ -164,7 +164,8 @@ def _match(em: Emitter, g: _Graph, plan: Plan, node, op: Int8Op) -> tuple[Patter
     pattern = Pattern(node, dq, params, q, plan.values[q.output[0]], act, act_node, through, bias, bias_node)
     _exact_six(em, pattern)
     try:
-        reason = op.check(em, pattern)
+        reason = next(filter(None, (constant_reason(em, pattern, s) for s in sorted(dq))), None) \
+            or op.check(em, pattern)
     except Unsupported as e:  # the geometry or an attribute the float mapper would refuse too
         reason = e.reason
     return (None, reason) if reason else (pattern, "")

@@ -26,7 +26,7 @@ from .model import TensorType as T
 from .qdq_params import QParams, storage_quant
 from .op_versions import int8_version
 
-__all__ = ["Pattern", "Int8Op", "INT8_OPS", "int8_op", "append", "qtensor", "q_input", "q_output",
+__all__ = ["Pattern", "Int8Op", "INT8_OPS", "int8_op", "append", "qtensor", "q_input", "q_output", "constant_reason",
            "transpose_q", "ACTIVATION_CODE", "requant_scale_ok", "relu6_tie_bound", "clamp_to_six"]
 
 
@@ -88,8 +88,49 @@ def qtensor(em: Emitter, shape, quant: Quantization, hint: str, dtype: int = T.I
 
 
 def q_input(em: Emitter, p: Pattern, slot: int) -> int:
-    """The int8 tensor of the dequantized value at ``slot`` (the quantized value itself)."""
-    return em.t(p.dq[slot].input[0])
+    """The int8 tensor of the dequantized value at ``slot``: the quantized value itself, or a
+    dequantized constant written as an int8 constant with its parameters (the planner's
+    ``constant_reason`` saw its integers fit int8 after the uint8 shift)."""
+    source = p.dq[slot].input[0]
+    c = em.const_value(source)
+    if c is None:
+        return em.t(source)
+    stored = _stored(c, p.params[slot]).astype(np.int8)
+    idx = qtensor(em, stored.shape, storage_quant(p.params[slot]), "const")
+    em.sub.tensors[idx].data = np.ascontiguousarray(stored)
+    return idx
+
+
+def int8_storage(em: Emitter, p: Pattern, slot: int) -> np.ndarray | None:
+    """A dequantized constant operand's integers and zero point in int8 storage (the uint8
+    shift applied), as int64; None for a run-time value."""
+    c = em.const_value(p.dq[slot].input[0])
+    if c is None:
+        return None
+    prm = p.params[slot]
+    return np.append(_stored(c, prm).reshape(-1), prm.stored_zero_point())
+
+
+def _stored(c: np.ndarray, prm: QParams) -> np.ndarray:
+    """A constant's integers in int8 storage as int64: the uint8 shift applied (per channel
+    along ``prm.axis``)."""
+    shift = prm.stored_zero_point() - prm.zero_point
+    if prm.axis is not None and c.ndim:
+        shape = [1] * c.ndim
+        shape[prm.axis % c.ndim] = -1
+        shift = shift.reshape(shape)
+    return c.astype(np.int64) + shift
+
+
+def constant_reason(em: Emitter, p: Pattern, slot: int) -> str | None:
+    """Why the constant dequantized at ``slot`` cannot be an int8 kernel's operand (its integers
+    or zero point do not fit int8: a cast would wrap), else None. Checked for every kernel."""
+    stored = int8_storage(em, p, slot)
+    if stored is None or (stored.min(initial=0) >= -128 and stored.max(initial=0) <= 127):
+        return None
+    elem = onnx.TensorProto.DataType.Name(p.params[slot].elem)
+    return (f"input {slot} dequantizes a {elem} constant whose integers or zero point do not fit int8 "
+            f"(LiteRT's int8 {p.node.op_type} takes int8 operands)")
 
 
 def q_output(em: Emitter, p: Pattern) -> int:
