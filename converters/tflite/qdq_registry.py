@@ -78,8 +78,8 @@ def int8_op(*op_types: str, slots=(0,), fuses: bool = False, all_inputs: bool = 
 def append(em: Emitter, code: str, inputs: list[int], outputs: list[int], options=None) -> None:
     """An operator on quantized tensors, as is, at the version LiteRT gives its int8 kernel."""
     version = int8_version(em.sub.tensors, code, inputs, outputs, options)
-    em.sub.ops.append(Op(code, list(inputs), list(outputs), options, em.node.name if em.node is not None else "",
-                         version))
+    em.sub.append_op(Op(code, list(inputs), list(outputs), options, em.node.name if em.node is not None else "",
+                        version))
 
 
 def qtensor(em: Emitter, shape, quant: Quantization, hint: str, dtype: int = T.INT8) -> int:
@@ -171,10 +171,10 @@ def clamp_to_six(em: Emitter, p: Pattern) -> None:
     """The pattern's output, written through a fused RELU, clamped above at ``p.six`` by an int8
     MINIMUM (same parameters in and out: an exact integer minimum)."""
     out = em.t(p.q.output[0])
-    producer = next(op for op in reversed(em.sub.ops) if out in op.outputs)
+    producer = em.sub.uses.producer[out]
     t = em.sub.tensors[out]
     below = qtensor(em, t.shape, t.quant, "relu")
-    producer.outputs = [below if o == out else o for o in producer.outputs]
+    em.sub.rewire(producer, outputs=[below if o == out else o for o in producer.outputs])
     six = qtensor(em, [1], t.quant, "six")
     em.sub.tensors[six].data = np.array([p.six], np.int8)
     append(em, "MINIMUM", [below, six], [out])
