@@ -13,6 +13,9 @@
   one alone and reads whether it became a DELEGATE node; LEAKY_RELU with its alpha, CAST from
   float32 to int32); None where not measured (the rest: XNNPACK's choice also depends on their
   options and constant operands);
+- ``options``: the BuiltinOptions table an operator of this code is written with when its maker
+  gives none (``default_options``: ADD, SUB, MUL and DIV take their options table with no fused
+  activation, ``emit.Emitter.op`` fills it in);
 - ``integer_types(code)``: what integer tensors it may take, read from ``int_compute.py``,
   which stays the source of truth for dtypes (the rule there is applied as each op is emitted).
 
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 
 from . import int_compute
 
-__all__ = ["Builtin", "BUILTINS", "broadcast", "integer_types"]
+__all__ = ["Builtin", "BUILTINS", "broadcast", "default_options", "integer_types"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class Builtin:
     layout_agnostic: bool = False
     shape: str | None = None
     xnnpack: bool | None = None
+    options: str | None = None
 
 
 _UNARY_AGNOSTIC = ("RELU", "RELU6", "LOGISTIC", "TANH", "EXP", "ABS", "NEG", "GELU", "HARD_SWISH", "LEAKY_RELU",
@@ -49,6 +53,8 @@ _OWN_RULE = ("TRANSPOSE", "PAD", "PADV2", "MIRROR_PAD", "CONV_2D", "DEPTHWISE_CO
              "EXPAND_DIMS", "SQUEEZE", "FULLY_CONNECTED", "BATCH_MATMUL", "CONCATENATION", "GATHER",
              "STRIDED_SLICE", "SHAPE")
 
+_ARITHMETIC_OPTIONS = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions", "DIV": "DivOptions"}
+
 _XNNPACK = frozenset({"ABS", "ADD", "CEIL", "COS", "DIV", "ELU", "EXP", "FLOOR", "GELU", "HARD_SWISH", "LEAKY_RELU",
                        "LOG", "LOGISTIC", "MAXIMUM", "MINIMUM", "MUL", "NEG", "RELU", "RELU6", "ROUND", "RSQRT",
                        "SIN", "SQRT", "SQUARED_DIFFERENCE", "SUB", "TANH"})
@@ -57,7 +63,7 @@ BUILTINS: dict[str, Builtin] = {
     **{c: Builtin(1, True, "same", c in _XNNPACK) for c in _UNARY_AGNOSTIC},
     **{c: Builtin(1, False, "same", c in _XNNPACK) for c in _UNARY_OTHER},
     **{c: Builtin(None, False, "same") for c in _SAME_SHAPE},
-    **{c: Builtin(2, True, "broadcast", c in _XNNPACK) for c in _BINARY_AGNOSTIC},
+    **{c: Builtin(2, True, "broadcast", c in _XNNPACK, _ARITHMETIC_OPTIONS.get(c)) for c in _BINARY_AGNOSTIC},
     **{c: Builtin(2, False, "broadcast", c in _XNNPACK) for c in _BINARY_OTHER},
     "SELECT_V2": Builtin(3, False, "broadcast", False),
     # per-tensor QUANTIZE/DEQUANTIZE at the edges of the QDQ pass's int8 regions (qdq_pass.py)
@@ -66,6 +72,13 @@ BUILTINS: dict[str, Builtin] = {
     **{c: Builtin(None, False, "reduce") for c in _REDUCE},
     **{c: Builtin(None, False, "own") for c in _OWN_RULE},
 }
+
+
+def default_options(code: str) -> tuple[str, dict] | None:
+    """``(options table, fields)`` for an operator of ``code`` made without options: ADD, SUB,
+    MUL and DIV with no fused activation (the writer writes the table, empty); None for others."""
+    b = BUILTINS.get(code)
+    return None if b is None or b.options is None else (b.options, {"fused_activation_function": 0})
 
 
 def integer_types(code: str) -> str:

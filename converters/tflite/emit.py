@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 
 from ..onnx.lazy_initializers import MIN_LAZY_BYTES, Deferred, array_of
 from ..errors import ConversionError, Unsupported
-from .builtins import broadcast
+from .builtins import broadcast, default_options
 from .int_compute import emit_with_integer_rule
 from .model import NUMPY_OF, Op, Subgraph, Tensor, TensorType
 
@@ -237,7 +237,10 @@ class Emitter:
 
     def op(self, code: str, inputs: list[int], outputs: list[int], options: tuple[str, dict] | None = None) -> None:
         """Append ``code(inputs) -> outputs``, under the integer rule (``int_compute``): an
-        8/16-bit integer never reaches a kernel LiteRT would treat as quantized."""
+        8/16-bit integer never reaches a kernel LiteRT would treat as quantized. Without
+        ``options``, the code's default ones (``builtins.default_options``)."""
+        if options is None:
+            options = default_options(code)
         if emit_with_integer_rule(self, code, inputs, outputs, options):
             return
         origin = self.node.name if self.node is not None else ""

@@ -19,7 +19,6 @@ from .mappers import maps
 from .model import TensorType as T
 
 _SMALL = 1e-2
-_OPT = {code: (f"{code.title()}Options", {"fused_activation_function": 0}) for code in ("ADD", "SUB", "MUL", "DIV")}
 
 
 class _F:
@@ -36,7 +35,7 @@ class _F:
         return self.em.const(np.float32(v))
 
     def op2(self, code: str, a: int, b: int) -> int:
-        return self.em.binary(code, a, b, options=_OPT.get(code))
+        return self.em.binary(code, a, b)
 
     def add(self, a, b):
         return self.op2("ADD", a, b)

@@ -13,7 +13,6 @@ from .emit import Emitter
 from .mappers import MAPPERS, maps
 from .model import TensorType as T
 
-_ADD = ("AddOptions", {"fused_activation_function": 0})
 
 
 def _as(em: Emitter, node, op_type: str, inputs: list[str], **attributes) -> None:
@@ -56,5 +55,5 @@ def mean(em: Emitter, node) -> None:
         raise Unsupported("Mean of integers")
     acc = ins[0]
     for x in ins[1:]:
-        acc = em.binary("ADD", acc, x, options=_ADD)
-    em.op("DIV", [acc, em.const(np.float32(len(ins)))], [em.out()], ("DivOptions", {"fused_activation_function": 0}))
+        acc = em.binary("ADD", acc, x)
+    em.op("DIV", [acc, em.const(np.float32(len(ins)))], [em.out()])

@@ -27,8 +27,6 @@ from .model import TensorType as T
 from .ops_shape import _slice1d, shape_tensor
 
 _MAX_MASK_PAD = 1 << 24  # elements of the constant that pads a short mask
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_ADD = ("AddOptions", {"fused_activation_function": 0})
 _HEADS_FIRST = np.array([0, 2, 1, 3], np.int32)  # [B, L, H, E] <-> [B, H, L, E]
 # qk_matmul_output_mode -> the stage whose scores it outputs
 _QK_STAGES = {0: "matmul", 1: "softcap", 2: "masked", 3: "softmax"}
@@ -126,7 +124,7 @@ def attention(em: Emitter, node) -> None:
         q = _reshape(em, q, _cat(em, [_slice1d(em, qs, 0, 1), em.const(np.array([hkv, group], np.int32)),
                                       _slice1d(em, qs, 2, 4)]))
         k, v = _expand_group(em, k), _expand_group(em, v)
-    q = em.binary("MUL", q, em.const(np.float32(scale)), options=_MUL)
+    q = em.binary("MUL", q, em.const(np.float32(scale)))
     scores = em.tmp(T.FLOAT32, None, "scores")
     em.op("BATCH_MATMUL", [q, k], [scores], ("BatchMatMulOptions", {"adj_x": False, "adj_y": True}))
     stage = _QK_STAGES[int(a.get("qk_matmul_output_mode", 0))] if outs[3] else None
@@ -145,10 +143,10 @@ def attention(em: Emitter, node) -> None:
     if stage == "masked":
         tap("masked", _masked_scores(em, scores, allowed, additive))
     if safe_bias is not None:
-        scores = em.binary("ADD", scores, safe_bias, options=_ADD)
+        scores = em.binary("ADD", scores, safe_bias)
     attn = em.unary("SOFTMAX", scores, options=("SoftmaxOptions", {"beta": 1.0}))
     if live is not None:
-        attn = em.binary("MUL", attn, live, options=_MUL)
+        attn = em.binary("MUL", attn, live)
     tap("softmax", attn)
     y = em.tmp(T.FLOAT32, None, "attended")
     em.op("BATCH_MATMUL", [attn, v], [y], ("BatchMatMulOptions", {"adj_x": False, "adj_y": False}))
@@ -170,8 +168,8 @@ def _static_heads(em: Emitter, ins: list[str], a: dict, three_d: bool) -> tuple[
 
 
 def _softcap(em: Emitter, scores: int, c: float) -> int:
-    t = em.unary("TANH", em.binary("MUL", scores, em.const(np.float32(1.0 / c)), options=_MUL))
-    return em.binary("MUL", t, em.const(np.float32(c)), options=_MUL)
+    t = em.unary("TANH", em.binary("MUL", scores, em.const(np.float32(1.0 / c))))
+    return em.binary("MUL", t, em.const(np.float32(c)))
 
 
 def _ungroup(em: Emitter, s: int, group: int, qs: int, keys: int) -> int:
@@ -207,7 +205,7 @@ def _masked_scores(em: Emitter, scores: int, allowed: int | None, additive: int 
     not allowed. The -inf is written by SELECT_V2 after the ADD, not added: LiteRT's builtin ADD
     saturates -inf to -3.4e38 (docs/tflite.md, "NaN and infinity")."""
     if additive is not None:
-        scores = em.binary("ADD", scores, additive, options=_ADD)
+        scores = em.binary("ADD", scores, additive)
     if allowed is None:
         return scores
     out = em.tmp(T.FLOAT32, None, "masked_scores")
@@ -311,7 +309,7 @@ def _causal(em: Emitter, qs: int, keys: int, past: int | None) -> int:
     rows = em.tmp(T.INT32, [-1, 1], "rows")
     em.op("EXPAND_DIMS", [_arange(em, n), em.const(np.array(1, np.int32))], [rows])
     if past is not None:
-        rows = em.binary("ADD", rows, past, options=_ADD)
+        rows = em.binary("ADD", rows, past)
     return em.binary("LESS_EQUAL", _arange(em, keys), rows, dtype=T.BOOL)
 
 

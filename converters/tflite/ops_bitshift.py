@@ -23,7 +23,7 @@ def bit_shift(em: Emitter, node) -> None:
     scale = em.binary("POW", em.const(np.array(2, np.int32)), s32)
     x32 = em.cast(x, T.INT32)
     if d == "LEFT":
-        y = em.binary("MUL", x32, scale, options=("MulOptions", {"fused_activation_function": 0}))
+        y = em.binary("MUL", x32, scale)
     else:
         y = em.binary("FLOOR_DIV", x32, scale)
     em.op("CAST", [y], [em.out()], ("CastOptions", {"in_data_type": T.INT32, "out_data_type": T.UINT8}))

@@ -17,15 +17,12 @@ from .model import TensorType as T
 
 _NARROW = (T.INT8, T.INT16, T.UINT8)
 _HALF = np.int32(1 << 16)
-_ADD = ("AddOptions", {"fused_activation_function": 0})
-_SUB = ("SubOptions", {"fused_activation_function": 0})
-_MUL = ("MulOptions", {"fused_activation_function": 0})
 
 
 def _and_small(em: Emitter, p: int, q: int) -> int:
     """p & q for operands within 16 bits (signed or not) held in int32."""
-    total = em.binary("ADD", p, q, options=_ADD)
-    carries = em.binary("SUB", total, em.binary("BITWISE_XOR", p, q), options=_SUB)
+    total = em.binary("ADD", p, q)
+    carries = em.binary("SUB", total, em.binary("BITWISE_XOR", p, q))
     return em.binary("FLOOR_DIV", carries, em.const(np.int32(2)))
 
 
@@ -35,8 +32,8 @@ def _halves(em: Emitter, x: int) -> tuple[int, int]:
 
 def _and32(em: Emitter, a: int, b: int) -> int:
     (ah, al), (bh, bl) = _halves(em, a), _halves(em, b)
-    high = em.binary("MUL", _and_small(em, ah, bh), em.const(_HALF), options=_MUL)
-    return em.binary("ADD", high, _and_small(em, al, bl), options=_ADD)
+    high = em.binary("MUL", _and_small(em, ah, bh), em.const(_HALF))
+    return em.binary("ADD", high, _and_small(em, al, bl))
 
 
 def _operands(em: Emitter, node) -> tuple[int, int, int]:
@@ -61,5 +58,5 @@ def bitwise_and(em: Emitter, node) -> None:
 @maps("BitwiseOr")
 def bitwise_or(em: Emitter, node) -> None:
     a, b, dtype = _operands(em, node)
-    y = em.binary("ADD", em.binary("BITWISE_XOR", a, b), _and(em, a, b, dtype), options=_ADD)
+    y = em.binary("ADD", em.binary("BITWISE_XOR", a, b), _and(em, a, b, dtype))
     em.bind(node.output[0], em.cast(y, dtype))

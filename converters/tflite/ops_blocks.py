@@ -12,7 +12,6 @@ from .mappers import maps
 from .model import TensorType as T
 from .ops_shape import _slice1d, shape_tensor
 
-_MUL = ("MulOptions", {"fused_activation_function": 0})
 
 
 def _concat(em: Emitter, pieces: list[int]) -> int:
@@ -52,8 +51,8 @@ def depth_to_space(em: Emitter, node) -> None:
     em.op("RESHAPE", [x, _concat(em, [n, split, h, w])], [x6])
     t = em.tmp(em.dtype_of(x), None, "moved")
     em.op("TRANSPOSE", [x6, em.const(_c(perm))], [t])
-    hb = em.binary("MUL", h, em.const(_c([b])), options=_MUL)
-    wb = em.binary("MUL", w, em.const(_c([b])), options=_MUL)
+    hb = em.binary("MUL", h, em.const(_c([b])))
+    wb = em.binary("MUL", w, em.const(_c([b])))
     em.op("RESHAPE", [t, _concat(em, [n, em.const(_c([cc])), hb, wb])], [em.out()])
 
 

@@ -15,8 +15,6 @@ from .mappers import maps
 from .model import TensorType as T
 
 MAX_KERNEL = 4096  # one STRIDED_SLICE, MUL and ADD per tap
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_ADD = ("AddOptions", {"fused_activation_function": 0})
 
 
 def _slice_last(em: Emitter, x: int, start: int, stop_from_end: int) -> int:
@@ -61,14 +59,14 @@ def causal_conv_with_state(em: Emitter, node) -> None:
     em.op("RESHAPE", [em.t(node.input[1]), em.const(np.array([1, -1, k], np.int32))], [w])
     y = None
     for j in range(k):
-        tap = em.binary("MUL", _slice_last(em, padded, j, k - 1 - j), _slice_last(em, w, j, k - 1 - j), options=_MUL)
-        y = tap if y is None else em.binary("ADD", y, tap, options=_ADD)
+        tap = em.binary("MUL", _slice_last(em, padded, j, k - 1 - j), _slice_last(em, w, j, k - 1 - j))
+        y = tap if y is None else em.binary("ADD", y, tap)
     if len(node.input) > 2 and node.input[2]:
         bias = em.tmp(T.FLOAT32, [-1, 1], "bias")
         em.op("RESHAPE", [em.t(node.input[2]), em.const(np.array([-1, 1], np.int32))], [bias])
-        y = em.binary("ADD", y, bias, options=_ADD)
+        y = em.binary("ADD", y, bias)
     if act != "none":
-        y = em.binary("MUL", y, em.unary("LOGISTIC", y), options=_MUL)
+        y = em.binary("MUL", y, em.unary("LOGISTIC", y))
     em.bind(outs[0], y)
     if outs[1]:
         em.bind(outs[1], _slice_last(em, padded, -(k - 1), 0))

@@ -15,6 +15,7 @@ from onnx import helper
 
 from ..errors import Unsupported
 from ..onnx.graph_tools import free_vars
+from .builtins import default_options
 from .emit import Emitter, attrs, compute_type
 from .mappers import maps
 from .model import NUMPY_OF, Subgraph, Tensor
@@ -132,7 +133,7 @@ def _loop_cond(em: Emitter, state: list[int], label: str) -> int:
 def _op(code, inputs, outputs, options=None):
     from .model import Op
 
-    return Op(code, inputs, outputs, options, "loop")
+    return Op(code, inputs, outputs, options or default_options(code), "loop")
 
 
 def _loop_body(em: Emitter, body, state, names, n_carried, n_scan, captured, label) -> int:
@@ -145,7 +146,7 @@ def _loop_body(em: Emitter, body, state, names, n_carried, n_scan, captured, lab
     sub, used = child.sub, set(child.sub.inputs)
     it = sub.inputs[0]
     nxt = sub.add(Tensor(f"{label}/body/next_iter", T.INT32, []))
-    sub.append_op(_op("ADD", [it, child.const(np.array(1, np.int32))], [nxt], ("AddOptions", {"fused_activation_function": 0})))
+    sub.append_op(_op("ADD", [it, child.const(np.array(1, np.int32))], [nxt]))
     cond_out = child.output(body.output[0].name, T.BOOL, used)
     cond_s = sub.add(Tensor(f"{label}/body/cond", T.BOOL, []))
     sub.append_op(_op("RESHAPE", [cond_out, child.const(np.zeros(0, np.int32))], [cond_s]))

@@ -16,7 +16,6 @@ from .model import NUMPY_OF
 from .model import TensorType as T
 from .ops_shape import _axis
 
-_MUL = ("MulOptions", {"fused_activation_function": 0})
 
 
 def _shifted(em: Emitter, y: int, axis: int, rank: int, n: int, s: int) -> int:
@@ -60,7 +59,7 @@ def cumprod(em: Emitter, node) -> None:
         y = _reversed(em, y, axis)
     s = 1
     while s < n:
-        y = em.binary("MUL", y, _shifted(em, y, axis, rank, n, s), options=_MUL)
+        y = em.binary("MUL", y, _shifted(em, y, axis, rank, n, s))
         s *= 2
     if a.get("exclusive", 0) and n > 0:
         y = _shifted(em, y, axis, rank, n, 1)

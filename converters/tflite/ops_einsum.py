@@ -108,7 +108,7 @@ class _Builder:
             if dtype is None:
                 self.refuse("a diagonal of a value that is neither float nor int")
             mask = self.em.const(np.eye(n, dtype=dtype).reshape(shape))
-            masked = self.em.binary("MUL", x.t, mask, options=("MulOptions", {"fused_activation_function": 0}))
+            masked = self.em.binary("MUL", x.t, mask)
             letters = x.letters[:q] + ["\0"] + x.letters[q + 1:]  # the summed axis: a placeholder letter
             x = self.sum_out(_Operand(masked, letters), set(x.letters))
         return x
@@ -171,7 +171,7 @@ class _Builder:
             b = self.transpose(b, batch + right)
             for k, _ in enumerate(left):
                 b = self.expand(b, len(batch), f"\1l{k}")
-            y = self.em.binary("MUL", a.t, b.t, options=("MulOptions", {"fused_activation_function": 0}))
+            y = self.em.binary("MUL", a.t, b.t)
             self.em.sub.tensors[y].shape = self.shape(batch + left + right)
             return _Operand(y, batch + left + right)
         if self.em.dtype_of(a.t) != T.FLOAT32:

@@ -23,10 +23,9 @@ _UNARY = {
     "Round": "ROUND", "Sign": "SIGN", "Not": "LOGICAL_NOT", "HardSwish": "HARD_SWISH",
 }
 _BINARY = {
-    "Add": ("ADD", "AddOptions"), "Sub": ("SUB", "SubOptions"), "Mul": ("MUL", "MulOptions"),
-    "Div": ("DIV", "DivOptions"), "Pow": ("POW", None), "Equal": ("EQUAL", None), "Less": ("LESS", None),
-    "Greater": ("GREATER", None), "LessOrEqual": ("LESS_EQUAL", None), "GreaterOrEqual": ("GREATER_EQUAL", None),
-    "And": ("LOGICAL_AND", None), "Or": ("LOGICAL_OR", None), "Xor": ("NOT_EQUAL", None),
+    "Add": "ADD", "Sub": "SUB", "Mul": "MUL", "Div": "DIV", "Pow": "POW", "Equal": "EQUAL", "Less": "LESS",
+    "Greater": "GREATER", "LessOrEqual": "LESS_EQUAL", "GreaterOrEqual": "GREATER_EQUAL", "And": "LOGICAL_AND",
+    "Or": "LOGICAL_OR", "Xor": "NOT_EQUAL",
 }
 # kernels with no integer version in TFLite's CPU op set
 _FLOAT_ONLY = {"LOGISTIC", "TANH", "EXP", "LOG", "SQRT", "SIN", "COS", "FLOOR", "CEIL", "ROUND", "HARD_SWISH"}
@@ -45,18 +44,14 @@ def unary(em: Emitter, node) -> None:
     em.op(code, [x], [em.out()])
 
 
-def _options(name):
-    return (name, {"fused_activation_function": 0}) if name else None
-
-
 @maps(*_BINARY)
 def binary(em: Emitter, node) -> None:
-    code, opt = _BINARY[node.op_type]
+    code = _BINARY[node.op_type]
     a, b = em.t(node.input[0]), em.t(node.input[1])
     if node.op_type == "Pow":
         _pow(em, a, b, node)
         return
-    em.op(code, [a, b], [em.out()], _options(opt))
+    em.op(code, [a, b], [em.out()])
 
 
 def _pow(em: Emitter, a: int, b: int, node) -> None:
@@ -77,10 +72,10 @@ def _pow(em: Emitter, a: int, b: int, node) -> None:
     if v == 1.0:
         em.bind(node.output[0], a)
     elif v == 2.0:
-        em.op("MUL", [a, a], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+        em.op("MUL", [a, a], [em.out()])
     elif v == 3.0 and em.dtype_of(a) in _FLOAT:  # torch's (x * x) * x; XNNPACK takes MUL, not POW
-        sq = em.binary("MUL", a, a, options=("MulOptions", {"fused_activation_function": 0}))
-        em.op("MUL", [sq, a], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+        sq = em.binary("MUL", a, a)
+        em.op("MUL", [sq, a], [em.out()])
     elif v == 0.5 and em.dtype_of(a) in _FLOAT:
         em.op("SQRT", [a], [em.out()])
     else:
@@ -95,7 +90,7 @@ def prelu(em: Emitter, node) -> None:
         em.op("PRELU", [x, slope], [em.out()])
         return
     negative = em.binary("LESS", x, em.const(np.zeros((), NUMPY_OF[em.dtype_of(x)])), dtype=T.BOOL)
-    scaled = em.binary("MUL", x, slope, options=("MulOptions", {"fused_activation_function": 0}))
+    scaled = em.binary("MUL", x, slope)
     em.op("SELECT_V2", [negative, scaled, x], [em.out()])
 
 
@@ -105,9 +100,9 @@ def mod(em: Emitter, node) -> None:
         a, b = em.t(node.input[0]), em.t(node.input[1])
         if em.dtype_of(a) in _FLOAT:
             raise Unsupported("Mod with fmod=1 on floats (C fmod) has no TFLite builtin")
-        q = em.binary("DIV", a, b, options=("DivOptions", {"fused_activation_function": 0}))
-        qb = em.binary("MUL", q, b, options=("MulOptions", {"fused_activation_function": 0}))
-        em.op("SUB", [a, qb], [em.out()], ("SubOptions", {"fused_activation_function": 0}))
+        q = em.binary("DIV", a, b)
+        qb = em.binary("MUL", q, b)
+        em.op("SUB", [a, qb], [em.out()])
         return
     a = em.t(node.input[0])
     if em.dtype_of(a) in _FLOAT:  # ONNX Runtime refuses the model
@@ -118,15 +113,14 @@ def mod(em: Emitter, node) -> None:
 @maps("Max", "Min", "Sum")
 def variadic(em: Emitter, node) -> None:
     code = {"Max": "MAXIMUM", "Min": "MINIMUM", "Sum": "ADD"}[node.op_type]
-    opt = ("AddOptions", {"fused_activation_function": 0}) if code == "ADD" else None
     ins = [em.t(i) for i in node.input if i]
     if len(ins) == 1:
         em.bind(node.output[0], ins[0])
         return
     acc = ins[0]
     for x in ins[1:-1]:
-        acc = em.binary(code, acc, x, options=opt)
-    em.op(code, [acc, ins[-1]], [em.out()], opt)
+        acc = em.binary(code, acc, x)
+    em.op(code, [acc, ins[-1]], [em.out()])
 
 
 # all ones in each integer type TFLite's BITWISE_XOR takes; int64 is computed in int32, whose
@@ -165,7 +159,7 @@ def identity(em: Emitter, node) -> None:
 @maps("Reciprocal")
 def reciprocal(em: Emitter, node) -> None:
     x = em.t(node.input[0])
-    em.op("DIV", [em.const(np.ones((), np.float32)), x], [em.out()], ("DivOptions", {"fused_activation_function": 0}))
+    em.op("DIV", [em.const(np.ones((), np.float32)), x], [em.out()])
 
 
 @maps("Where")
@@ -198,9 +192,8 @@ def round_to_bfloat16(em: Emitter, x: int) -> int:
     bits = em.unary("BITCAST", x, T.INT32, hint="bits")
     k16 = em.const(np.array(65536, np.int32))
     odd = em.binary("FLOOR_MOD", em.binary("FLOOR_DIV", bits, k16), em.const(np.array(2, np.int32)))
-    add = ("AddOptions", {"fused_activation_function": 0})
-    up = em.binary("ADD", em.binary("ADD", bits, em.const(np.array(0x7FFF, np.int32)), options=add), odd, options=add)
-    cleared = em.binary("SUB", up, em.binary("FLOOR_MOD", up, k16), options=("SubOptions", {"fused_activation_function": 0}))
+    up = em.binary("ADD", em.binary("ADD", bits, em.const(np.array(0x7FFF, np.int32))), odd)
+    cleared = em.binary("SUB", up, em.binary("FLOOR_MOD", up, k16))
     return em.unary("BITCAST", cleared, T.FLOAT32, hint="bf16")
 
 
@@ -254,13 +247,11 @@ def hard_sigmoid(em: Emitter, node) -> None:
     x = em.t(node.input[0])
     alpha, beta = np.float32(a.get("alpha", 0.2)), np.float32(a.get("beta", 0.5))
     if alpha * np.float32(6) == np.float32(1) and em.dtype_of(x) == T.FLOAT32:
-        shifted = em.binary("ADD", x, em.const(np.float32(float(beta) / float(alpha))),
-                            options=("AddOptions", {"fused_activation_function": 0}))
-        em.op("MUL", [em.unary("RELU6", shifted), em.const(alpha)], [em.out()],
-              ("MulOptions", {"fused_activation_function": 0}))
+        shifted = em.binary("ADD", x, em.const(np.float32(float(beta) / float(alpha))))
+        em.op("MUL", [em.unary("RELU6", shifted), em.const(alpha)], [em.out()])
         return
-    y = em.binary("MUL", x, em.const(np.float32(a.get("alpha", 0.2))), options=("MulOptions", {"fused_activation_function": 0}))
-    y = em.binary("ADD", y, em.const(np.float32(a.get("beta", 0.5))), options=("AddOptions", {"fused_activation_function": 0}))
+    y = em.binary("MUL", x, em.const(np.float32(a.get("alpha", 0.2))))
+    y = em.binary("ADD", y, em.const(np.float32(a.get("beta", 0.5))))
     y = em.binary("MAXIMUM", y, em.const(np.float32(0)))
     em.op("MINIMUM", [y, em.const(np.float32(1))], [em.out()])
 
@@ -292,23 +283,21 @@ _ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
 def erf(em: Emitter, node) -> None:
     x = em.t(node.input[0])
     _check_float(em, "EXP", x)
-    mul, add = ("MulOptions", {"fused_activation_function": 0}), ("AddOptions", {"fused_activation_function": 0})
     ax = em.unary("ABS", x)
-    t = em.binary("ADD", em.binary("MUL", ax, em.const(np.float32(_ERF_P)), options=mul), em.const(np.float32(1)), options=add)
-    t = em.binary("DIV", em.const(np.float32(1)), t, options=("DivOptions", {"fused_activation_function": 0}))
+    t = em.binary("ADD", em.binary("MUL", ax, em.const(np.float32(_ERF_P))), em.const(np.float32(1)))
+    t = em.binary("DIV", em.const(np.float32(1)), t)
     poly = em.const(np.float32(_ERF_A[-1]))
     for a in reversed(_ERF_A[:-1]):
-        poly = em.binary("ADD", em.binary("MUL", poly, t, options=mul), em.const(np.float32(a)), options=add)
-    poly = em.binary("MUL", poly, t, options=mul)
-    e = em.unary("EXP", em.unary("NEG", em.binary("MUL", x, x, options=mul)))
-    y = em.binary("SUB", em.const(np.float32(1)), em.binary("MUL", poly, e, options=mul),
-                  options=("SubOptions", {"fused_activation_function": 0}))
+        poly = em.binary("ADD", em.binary("MUL", poly, t), em.const(np.float32(a)))
+    poly = em.binary("MUL", poly, t)
+    e = em.unary("EXP", em.unary("NEG", em.binary("MUL", x, x)))
+    y = em.binary("SUB", em.const(np.float32(1)), em.binary("MUL", poly, e))
     # sign(x) as clip(x * 2^100, -1, 1): SIGN is not an XNNPACK op and cut every GELU out of the
     # delegated graph. Equal to sign(x) for |x| >= 2^-100; below, y is within the formula's
     # 1.5e-7 of erf(|x|) ~ 0 either way, so the bound holds; NaN stays NaN through y.
-    big = em.binary("MUL", x, em.const(np.float32(2.0**100)), options=mul)
+    big = em.binary("MUL", x, em.const(np.float32(2.0**100)))
     sign = em.binary("MINIMUM", em.binary("MAXIMUM", big, em.const(np.float32(-1))), em.const(np.float32(1)))
-    em.op("MUL", [sign, y], [em.out()], mul)
+    em.op("MUL", [sign, y], [em.out()])
 
 
 @maps("Softplus")
@@ -317,8 +306,7 @@ def softplus(em: Emitter, node) -> None:
     x = em.t(node.input[0])
     _check_float(em, "EXP", x)
     e = em.unary("EXP", em.unary("NEG", em.unary("ABS", x)))
-    em.op("ADD", [em.binary("MAXIMUM", x, em.const(np.float32(0))), _log1p(em, e)], [em.out()],
-          ("AddOptions", {"fused_activation_function": 0}))
+    em.op("ADD", [em.binary("MAXIMUM", x, em.const(np.float32(0))), _log1p(em, e)], [em.out()])
 
 
 # log1p(u) = 2 atanh(s), s = u / (2 + u): the series 2 (s + s^3/3 + ... + s^15/15), within
@@ -330,14 +318,12 @@ def _log1p(em: Emitter, u: int) -> int:
     """log(1 + u) for u in [0, 1] without LOG: LOG(1 + u) loses 1 + u's rounding (0.1% of the
     result at u = 5e-5, where softplus(-10) and Mish are) and XNNPACK's LOG is off by ~1e-7
     near 1 (half the result at u = 2e-7)."""
-    mul, add = ("MulOptions", {"fused_activation_function": 0}), ("AddOptions", {"fused_activation_function": 0})
-    s = em.binary("DIV", u, em.binary("ADD", u, em.const(np.float32(2)), options=add),
-                  options=("DivOptions", {"fused_activation_function": 0}))
-    s2 = em.binary("MUL", s, s, options=mul)
+    s = em.binary("DIV", u, em.binary("ADD", u, em.const(np.float32(2))))
+    s2 = em.binary("MUL", s, s)
     poly = em.const(np.float32(_LOG1P_TERMS[-1]))
     for c in reversed(_LOG1P_TERMS[:-1]):
-        poly = em.binary("ADD", em.binary("MUL", poly, s2, options=mul), em.const(np.float32(c)), options=add)
-    return em.binary("MUL", poly, s, options=mul)
+        poly = em.binary("ADD", em.binary("MUL", poly, s2), em.const(np.float32(c)))
+    return em.binary("MUL", poly, s)
 
 
 @maps("Atan")

@@ -29,6 +29,6 @@ def eye_like(em: Emitter, node) -> None:
     dims = shape_tensor(em, em.t(node.input[0]))
     rows = em.tmp(T.INT32, [-1, 1], "rows")
     em.op("EXPAND_DIMS", [_arange(em, dims, 0), em.const(np.array(1, np.int32))], [rows])
-    diff = em.binary("SUB", _arange(em, dims, 1), rows, options=("SubOptions", {"fused_activation_function": 0}))
+    diff = em.binary("SUB", _arange(em, dims, 1), rows)
     on = em.binary("EQUAL", diff, em.const(np.array(int(a.get("k", 0)), np.int32)), dtype=T.BOOL)
     em.op("CAST", [on], [em.out()], ("CastOptions", {"in_data_type": T.BOOL, "out_data_type": dtype}))

@@ -56,7 +56,7 @@ def trilu(em: Emitter, node) -> None:
     rows = em.tmp(T.INT32, [-1, 1], "rows")
     em.op("EXPAND_DIMS", [r, em.const(np.array(1, np.int32))], [rows])
     cols = arange(1)
-    diff = em.binary("SUB", cols, rows, options=("SubOptions", {"fused_activation_function": 0}))
+    diff = em.binary("SUB", cols, rows)
     k_ = em.cast(k, T.INT32)
     mask = em.binary("GREATER_EQUAL" if attrs(node).get("upper", 1) else "LESS_EQUAL", diff, k_, dtype=T.BOOL)
     zeros = em.const(np.zeros((), NUMPY_OF[em.dtype_of(x)]))

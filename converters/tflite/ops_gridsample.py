@@ -22,7 +22,6 @@ from .model import TensorType as T
 
 __all__ = ["grid_sample"]
 
-_NO_ACT = {"fused_activation_function": 0}
 
 
 def _mode(node) -> tuple[str, str, bool]:
@@ -53,8 +52,7 @@ class _Sampler:
         return self.em.const(np.float32(v))
 
     def bin(self, code: str, a: int, b: int, dtype=None) -> int:
-        opts = {"ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions"}.get(code)
-        return self.em.binary(code, a, b, dtype=dtype, options=(opts, _NO_ACT) if opts else None)
+        return self.em.binary(code, a, b, dtype=dtype)
 
     def _size(self, x: int, axis: int, n: int) -> tuple[int, int, int]:
         """(size, size - 1) as float32 and size - 1 as int32: constants, or from SHAPE at run time."""

@@ -62,10 +62,9 @@ def _from_end(em: Emitter, data: int, axis: int, idx_v: np.ndarray, dim: int) ->
     size = em.tmp(T.INT32, [], "dim")
     em.op("GATHER", [shape_tensor(em, data), em.const(np.array(axis, np.int32))], [size],
           ("GatherOptions", {"axis": 0}))
-    no_activation = {"fused_activation_function": 0}
     if not negative.all():  # only the negative ones move: + dim * (index < 0)
-        size = em.binary("MUL", em.const(negative.astype(np.int32)), size, options=("MulOptions", no_activation))
-    return em.binary("ADD", em.const(idx_v.astype(np.int32)), size, options=("AddOptions", no_activation))
+        size = em.binary("MUL", em.const(negative.astype(np.int32)), size)
+    return em.binary("ADD", em.const(idx_v.astype(np.int32)), size)
 
 
 @maps("GatherND")
@@ -82,7 +81,7 @@ def _element_coords(em: Emitter, data: int, idx: int, rank: int, axis: int) -> i
     dim = em.tmp(T.INT32, [], "dim")
     em.op("GATHER", [shape_tensor(em, data), em.const(np.array(axis, np.int32))], [dim], ("GatherOptions", {"axis": 0}))
     negative = em.binary("LESS", idx, em.const(np.array(0, np.int32)), dtype=T.BOOL)
-    shifted = em.binary("ADD", idx, dim, options=("AddOptions", {"fused_activation_function": 0}))
+    shifted = em.binary("ADD", idx, dim)
     idx_n = em.tmp(T.INT32, em.shape_of(idx), "index")
     em.op("SELECT_V2", [negative, shifted, idx], [idx_n])
     s = shape_tensor(em, idx)
@@ -210,7 +209,7 @@ def _scatter_add(em: Emitter, node, data: int, coords: int, updates: int) -> Non
         raise Unsupported(f"{node.op_type} with reduction='add' of booleans: TFLite's ADD takes no bool")
     scattered = em.tmp(em.dtype_of(data), em.shape_of(data), "scattered")
     em.op("SCATTER_ND", [coords, updates, shape_tensor(em, data)], [scattered])
-    em.op("ADD", [data, scattered], [em.out()], ("AddOptions", {"fused_activation_function": 0}))
+    em.op("ADD", [data, scattered], [em.out()])
 
 
 @maps("ScatterElements")
@@ -267,7 +266,7 @@ def one_hot(em: Emitter, node) -> None:
     em.op("RESHAPE", [em.cast(em.t(node.input[1]), T.INT32), em.const(np.zeros(0, np.int32))], [depth])
     negative = em.binary("LESS", idx, em.const(np.array(0, np.int32)), dtype=T.BOOL)
     wrapped = em.tmp(T.INT32, em.shape_of(idx), "index")
-    em.op("SELECT_V2", [negative, em.binary("ADD", idx, depth, options=("AddOptions", {"fused_activation_function": 0})),
+    em.op("SELECT_V2", [negative, em.binary("ADD", idx, depth),
                         idx], [wrapped])
     values = em.t(node.input[2])
     off, on = (em.tmp(em.dtype_of(values), [], n) for n in ("off", "on"))

@@ -10,7 +10,6 @@ from .emit import Emitter, attrs, to_compute_array
 from .mappers import maps
 from .model import TensorType as T
 
-_NO_ACT = {"fused_activation_function": 0}
 
 
 def _fully_connected(em: Emitter, x: int, w_kn: np.ndarray, bias: np.ndarray | None, out: int) -> None:
@@ -86,11 +85,11 @@ def gemm(em: Emitter, node) -> None:
     y = em.tmp(em.dtype_of(a), em.shape(node.output[0]), "mm")
     em.op("BATCH_MATMUL", [a, b], [y], ("BatchMatMulOptions", {"adj_x": bool(trans_a), "adj_y": bool(trans_b)}))
     if alpha != 1.0:
-        y = em.binary("MUL", y, em.const(np.float32(alpha)), options=("MulOptions", _NO_ACT))
+        y = em.binary("MUL", y, em.const(np.float32(alpha)))
     if not has_c:
         em.bind(node.output[0], y)
         return
     c = em.t(node.input[2])
     if beta != 1.0:
-        c = em.binary("MUL", c, em.const(np.float32(beta)), options=("MulOptions", _NO_ACT))
-    em.op("ADD", [y, c], [em.out()], ("AddOptions", _NO_ACT))
+        c = em.binary("MUL", c, em.const(np.float32(beta)))
+    em.op("ADD", [y, c], [em.out()])

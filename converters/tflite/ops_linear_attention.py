@@ -19,9 +19,6 @@ from .mappers import maps
 from .model import TensorType as T
 
 MAX_UNROLLED_STEPS = 1024  # each step is ~10 builtins
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_ADD = ("AddOptions", {"fused_activation_function": 0})
-_SUB = ("SubOptions", {"fused_activation_function": 0})
 _RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, True), "gated_delta": (True, True)}
 
 
@@ -95,7 +92,7 @@ def linear_attention(em: Emitter, node) -> None:
     k, _ = _heads(em, ins[1], hkv, steps)
     v, dv = _heads(em, ins[2], hkv, steps)
     scale = float(a.get("scale", 0.0)) or 1.0 / math.sqrt(dk)
-    q = em.binary("MUL", q, em.const(np.float32(scale)), options=_MUL)
+    q = em.binary("MUL", q, em.const(np.float32(scale)))
     decay = em.unary("EXP", _per_head(em, ins[4], steps, {hkv: 1, hkv * dk: dk}, "decay", [0, 2, 3, 1])) \
         if gating else None  # [B, Hkv, dk|1, T]
     beta = _per_head(em, ins[5], steps, {hkv: 1, 1: 1}, "beta", [0, 2, 1, 3]) if delta else None  # [B, h, T, 1]
@@ -116,13 +113,13 @@ def linear_attention(em: Emitter, node) -> None:
 def _update(em: Emitter, state: int | None, k_t: int, v_t: int, g_t: int | None, beta_t: int | None) -> int:
     """One step's state: decayed, then k_t^T (corrected v_t) added. None is the zero state."""
     if state is not None and g_t is not None:
-        state = em.binary("MUL", state, g_t, options=_MUL)
+        state = em.binary("MUL", state, g_t)
     if beta_t is not None:
         if state is not None:
-            v_t = em.binary("SUB", v_t, _matmul(em, k_t, state), options=_SUB)
-        v_t = em.binary("MUL", v_t, beta_t, options=_MUL)
+            v_t = em.binary("SUB", v_t, _matmul(em, k_t, state))
+        v_t = em.binary("MUL", v_t, beta_t)
     write = _matmul(em, k_t, v_t, adj_x=True)  # [B, Hkv, dk, 1] x [B, Hkv, 1, dv]
-    return write if state is None else em.binary("ADD", state, write, options=_ADD)
+    return write if state is None else em.binary("ADD", state, write)
 
 
 def _read(em: Emitter, q_t: int, state: int, hq: int, hkv: int, dk: int, dv: int) -> int:

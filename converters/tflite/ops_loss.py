@@ -21,8 +21,6 @@ from .model import TensorType as T
 from .ops_reduce import _reduce
 from .ops_shape import _slice1d, shape_tensor
 
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_DIV = ("DivOptions", {"fused_activation_function": 0})
 _REDUCTIONS = ("none", "sum", "mean")
 
 
@@ -66,7 +64,7 @@ def _nll(em: Emitter, node, log_prob: int, rank: int, classes: int) -> None:
         w = em.tmp(T.FLOAT32, along, "weight")
         em.op("RESHAPE", [em.t(node.input[2]), em.const(np.asarray(along, np.int32))], [w])
         weight = _picked(em, hit, w, rank)
-        loss = em.binary("MUL", loss, weight, options=_MUL)
+        loss = em.binary("MUL", loss, weight)
     if "ignore_index" in a:
         valid = em.binary("NOT_EQUAL", target, em.const(np.array(int(a["ignore_index"]), np.int32)), dtype=T.BOOL)
         zero = em.const(np.float32(0))
@@ -107,7 +105,7 @@ def _finish(em: Emitter, node, loss: int, weight: int | None, rank: int, reducti
     _reduce(em, "SUM", loss, every, False, total)
     norm = em.tmp(T.FLOAT32, [], "norm")
     _reduce(em, "SUM", weight, every, False, norm)
-    em.op("DIV", [total, norm], [em.out()], _DIV)
+    em.op("DIV", [total, norm], [em.out()])
 
 
 def _classes(em: Emitter, node) -> tuple[int, int]:

@@ -150,7 +150,7 @@ def _depthwise(em: Emitter, node, w: np.ndarray | None, x_bias: list[int], y: in
               [part], ("DepthwiseConv2DOptions", {**options, **dil}))
         if acc is not None:
             total = y if k == len(parts) - 1 else em.tmp(T.FLOAT32, None, "dw_sum")
-            em.op("ADD", [acc, part], [total], ("AddOptions", {"fused_activation_function": 0}))
+            em.op("ADD", [acc, part], [total])
             part = total
         acc = part
 
@@ -242,11 +242,10 @@ def _conv3d(em: Emitter, node, a: dict, w: np.ndarray, axes: list[Axis], padding
         y = em.tmp(T.FLOAT32, None, "conv3d")
         em.op("CONCATENATION", ys, [y], ("ConcatenationOptions", {"axis": 4}))
     if len(node.input) > 2 and node.input[2]:
-        y = em.binary("ADD", y, em.t(node.input[2]), options=("AddOptions", {"fused_activation_function": 0}))
+        y = em.binary("ADD", y, em.t(node.input[2]))
     em.op("TRANSPOSE", [y, em.const(np.asarray(TO_NCHW[5], np.int32))], [em.out()])
 
 
-_ADD = ("AddOptions", {"fused_activation_function": 0})
 
 
 @maps("ConvTranspose")
@@ -280,7 +279,7 @@ def conv_transpose(em: Emitter, node) -> None:
         em.op("CONCATENATION", ys, [y], ("ConcatenationOptions", {"axis": 3}))
     y = _crop_or_extend(em, y, begin, end)
     if len(node.input) > 2 and node.input[2]:
-        y = em.binary("ADD", y, em.t(node.input[2]), options=_ADD)
+        y = em.binary("ADD", y, em.t(node.input[2]))
     _from_4d(em, y, rank)
 
 
@@ -369,11 +368,9 @@ def _transpose_conv(em: Emitter, x: int, w, strides: list[int]) -> int:
         filt = em.const(np.ascontiguousarray(w.transpose(1, 2, 3, 0)))  # [M, kh, kw, C]
     dims = shape_tensor(em, x)  # NHWC
     hw = _slice1d(em, dims, 1, 3)
-    full = em.binary("ADD", em.binary("MUL", em.binary("SUB", hw, em.const(np.array(1, np.int32)),
-                                                       options=("SubOptions", {"fused_activation_function": 0})),
-                                      em.const(np.asarray(strides, np.int32)),
-                                      options=("MulOptions", {"fused_activation_function": 0})),
-                     em.const(np.array([kh, kw], np.int32)), options=_ADD)
+    full = em.binary("ADD", em.binary("MUL", em.binary("SUB", hw, em.const(np.array(1, np.int32))),
+                                      em.const(np.asarray(strides, np.int32))),
+                     em.const(np.array([kh, kw], np.int32)))
     out_shape = em.tmp(T.INT32, [4], "out_shape")
     em.op("CONCATENATION", [_slice1d(em, dims, 0, 1), full, em.const(np.array([m], np.int32))], [out_shape],
           ("ConcatenationOptions", {"axis": 0}))

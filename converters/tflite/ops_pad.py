@@ -54,7 +54,7 @@ def _expand_by_mul(em: Emitter, node, x: int, xs: list[int] | None) -> bool:
             return False
     if int(np.prod(ones)) > 1 << 20:  # the constant's size
         return False
-    em.op("MUL", [x, em.const(np.ones(ones, np.float32))], [em.out()], ("MulOptions", {"fused_activation_function": 0}))
+    em.op("MUL", [x, em.const(np.ones(ones, np.float32))], [em.out()])
     return True
 
 

@@ -27,8 +27,6 @@ _VALID, _SAME = 1, 0
 # 8/16-bit integers pool in float32 (exact: every value is a float32), as LiteRT's integer pools
 # are its quantized kernels
 _VIA_FLOAT = (T.INT8, T.UINT8, T.INT16)
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_ADD = ("AddOptions", {"fused_activation_function": 0})
 
 
 def _pool_axes(em: Emitter, node, a: dict) -> list[Axis] | None:
@@ -108,11 +106,10 @@ def _dilated(em: Emitter, code: str, x: int, axes: list[Axis]) -> int:
                                                        left + (ow - 1) * axes[1].stride + 1, 0], np.int32)),
                                     em.const(np.array([1, axes[0].stride, axes[1].stride, 1], np.int32))], [tap],
                   ("StridedSliceOptions", {"begin_mask": 9, "end_mask": 9}))
-            acc = tap if acc is None else em.binary("MAXIMUM" if code == "MAX_POOL_2D" else "ADD", acc, tap,
-                                                    options=None if code == "MAX_POOL_2D" else _ADD)
+            acc = tap if acc is None else em.binary("MAXIMUM" if code == "MAX_POOL_2D" else "ADD", acc, tap)
     if code == "MAX_POOL_2D":
         return acc
-    return em.binary("MUL", acc, em.const(np.float32(1.0 / (axes[0].kernel * axes[1].kernel))), options=_MUL)
+    return em.binary("MUL", acc, em.const(np.float32(1.0 / (axes[0].kernel * axes[1].kernel))))
 
 
 def _padded_sizes(em: Emitter, x: int, axes: list[Axis]) -> tuple[int, int]:
@@ -203,7 +200,7 @@ def _average(em: Emitter, node, a: dict, x: int, axes: list[Axis], include: bool
     if not include and ends == [ax.end for ax in axes] and all(_is_same(ax) for ax in axes):
         return _pool2d(em, "AVERAGE_POOL_2D", x, axes, _SAME)
     y = _pool2d(em, "AVERAGE_POOL_2D", _pad(em, x, axes, ends, 0.0), axes, _VALID)
-    return em.binary("MUL", y, em.const(_rescale(a, axes, include)[None, :, :, None]), options=_MUL)
+    return em.binary("MUL", y, em.const(_rescale(a, axes, include)[None, :, :, None]))
 
 
 def _is_same(ax: Axis) -> bool:
@@ -252,7 +249,7 @@ def _pool3d(em: Emitter, node, a: dict, code: str) -> None:
         cells = np.einsum("i,j,k->ijk", *counts).reshape(od, oh * ow, 1)
         full = float(np.prod([ax.kernel for ax in axes]))
         with np.errstate(divide="ignore"):
-            y = em.binary("MUL", y, em.const((full / cells).astype(np.float32)[None]), options=_MUL)
+            y = em.binary("MUL", y, em.const((full / cells).astype(np.float32)[None]))
     out = em.tmp(T.FLOAT32, [-1, od, oh, ow, c], "ndhwc")
     em.op("RESHAPE", [y, em.const(np.array([-1, od, oh, ow, c], np.int32))], [out])
     em.op("TRANSPOSE", [em.cast(out, em.dtype_of(em.out())), em.const(np.asarray(TO_NCHW[5], np.int32))],
@@ -277,11 +274,11 @@ def lp_pool(em: Emitter, node) -> None:
     x, rank = _to_4d(em, node.input[0])
     x = em.unary("ABS", _in_float(em, x, node))
     if p == 2:
-        x = em.binary("MUL", x, x, options=_MUL)
+        x = em.binary("MUL", x, x)
     elif p > 2:
         x = em.binary("POW", x, em.const(np.float32(p)))
     y = _pool2d(em, "AVERAGE_POOL_2D", _pad(em, x, axes, _end_pads(a, axes), 0.0), axes, _VALID)
-    y = em.binary("MUL", y, em.const(np.float32(axes[0].kernel * axes[1].kernel)), options=_MUL)
+    y = em.binary("MUL", y, em.const(np.float32(axes[0].kernel * axes[1].kernel)))
     if p == 2:
         y = em.unary("SQRT", y)
     elif p > 2:

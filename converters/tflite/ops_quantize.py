@@ -19,9 +19,6 @@ from .model import TensorType as T
 # ONNX integer type -> (TFLite type, min, max)
 _QUANT_TYPES = {TensorProto.UINT8: (T.UINT8, 0, 255), TensorProto.INT8: (T.INT8, -128, 127),
                 TensorProto.INT16: (T.INT16, -32768, 32767)}
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_ADD = ("AddOptions", {"fused_activation_function": 0})
-_SUB = ("SubOptions", {"fused_activation_function": 0})
 
 
 def _check(node, a: dict) -> None:
@@ -92,8 +89,8 @@ def dequantize_linear(em: Emitter, node) -> None:
     x = em.cast(em.t(node.input[0]), T.FLOAT32)
     zp = _zero_point(node)
     if zp:
-        x = em.binary("SUB", x, _broadcast(em, node, zp, rank), options=_SUB)
-    em.op("MUL", [x, _broadcast(em, node, node.input[1], rank)], [em.out()], _MUL)
+        x = em.binary("SUB", x, _broadcast(em, node, zp, rank))
+    em.op("MUL", [x, _broadcast(em, node, node.input[1], rank)], [em.out()])
 
 
 @maps("QuantizeLinear")
@@ -108,11 +105,10 @@ def quantize_linear(em: Emitter, node) -> None:
         raise Unsupported(f"QuantizeLinear to {TensorProto.DataType.Name(out_elem)} (uint8, int8, int16 only)")
     dtype, lo, hi = _QUANT_TYPES[out_elem]
     rank = em.rank(node.input[0])
-    q = em.binary("DIV", em.t(node.input[0]), _broadcast(em, node, node.input[1], rank),
-                  options=("DivOptions", {"fused_activation_function": 0}))
+    q = em.binary("DIV", em.t(node.input[0]), _broadcast(em, node, node.input[1], rank))
     q = em.unary("ROUND", q)
     if zp:
-        q = em.binary("ADD", q, _broadcast(em, node, zp, rank), options=_ADD)
+        q = em.binary("ADD", q, _broadcast(em, node, zp, rank))
     q = em.binary("MINIMUM", em.binary("MAXIMUM", q, em.const(np.float32(lo))), em.const(np.float32(hi)))
     em.op("CAST", [q], [em.out()], ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": dtype}))
 
@@ -138,15 +134,14 @@ def dynamic_quantize_linear(em: Emitter, node) -> None:
     zero = em.const(np.float32(0))
     hi = em.binary("MAXIMUM", _reduce_all(em, "REDUCE_MAX", x, rank), zero)
     lo = em.binary("MINIMUM", _reduce_all(em, "REDUCE_MIN", x, rank), zero)
-    span = em.binary("SUB", hi, lo, options=_SUB)
+    span = em.binary("SUB", hi, lo)
     empty = em.binary("EQUAL", span, zero, dtype=T.BOOL)
     span_or_one = em.tmp(T.FLOAT32, [], "span")
     em.op("SELECT_V2", [empty, em.const(np.float32(1)), span], [span_or_one])
-    div = ("DivOptions", {"fused_activation_function": 0})
-    scale = em.binary("DIV", span_or_one, em.const(np.float32(255)), options=div)
-    zp = em.unary("ROUND", _clip(em, em.binary("SUB", zero, em.binary("DIV", lo, scale, options=div), options=_SUB),
+    scale = em.binary("DIV", span_or_one, em.const(np.float32(255)))
+    zp = em.unary("ROUND", _clip(em, em.binary("SUB", zero, em.binary("DIV", lo, scale)),
                                  0, 255))
-    q = _clip(em, em.binary("ADD", em.unary("ROUND", em.binary("DIV", x, scale, options=div)), zp, options=_ADD), 0, 255)
+    q = _clip(em, em.binary("ADD", em.unary("ROUND", em.binary("DIV", x, scale)), zp), 0, 255)
     em.op("CAST", [q], [em.out(0)], ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": T.UINT8}))
     em.bind(node.output[1], scale)
     em.op("CAST", [zp], [em.out(2)], ("CastOptions", {"in_data_type": T.FLOAT32, "out_data_type": T.UINT8}))

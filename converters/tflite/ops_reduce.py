@@ -22,9 +22,6 @@ _REDUCE = {"ReduceSum": (None, "SUM", None), "ReduceMean": (None, "MEAN", None),
            "ReduceProd": (None, "REDUCE_PROD", None), "ReduceSumSquare": ("SQUARE", "SUM", None),
            "ReduceL1": ("ABS", "SUM", None), "ReduceL2": ("SQUARE", "SUM", "SQRT"),
            "ReduceLogSum": (None, "SUM", "LOG")}
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_ADD = ("AddOptions", {"fused_activation_function": 0})
-_SUB = ("SubOptions", {"fused_activation_function": 0})
 
 
 def _reduce_axes(em: Emitter, node) -> int | None:
@@ -79,7 +76,7 @@ def _step(em: Emitter, code: str | None, x: int) -> int:
     if code is None:
         return x
     if code == "SQUARE":
-        return em.binary("MUL", x, x, options=_MUL)
+        return em.binary("MUL", x, x)
     if em.dtype_of(x) != T.FLOAT32 and code in ("SQRT", "LOG"):
         raise Unsupported(f"TFLite's {code} computes float32 only")
     return em.unary(code, x)
@@ -161,16 +158,16 @@ def reduce_log_sum_exp(em: Emitter, node) -> None:
     keep = bool(attrs(node).get("keepdims", 1))
     m = em.tmp(T.FLOAT32, None, "max")
     _reduce(em, "REDUCE_MAX", x, axes, True, m)
-    finite = em.binary("EQUAL", em.binary("SUB", m, m, options=_SUB), em.const(np.float32(0)), dtype=T.BOOL)
+    finite = em.binary("EQUAL", em.binary("SUB", m, m), em.const(np.float32(0)), dtype=T.BOOL)
     shift = em.tmp(T.FLOAT32, None, "shift")
     em.op("SELECT_V2", [finite, m, em.const(np.float32(0))], [shift])
     s = em.tmp(T.FLOAT32, None, "sum")
-    _reduce(em, "SUM", em.unary("EXP", em.binary("SUB", x, shift, options=_SUB)), axes, keep, s)
+    _reduce(em, "SUM", em.unary("EXP", em.binary("SUB", x, shift)), axes, keep, s)
     if not keep:
         shift_r = em.tmp(T.FLOAT32, None, "shift")
         _reduce(em, "REDUCE_MAX", shift, axes, False, shift_r)  # drops the kept axes (all size 1)
         shift = shift_r
-    em.op("ADD", [em.unary("LOG", s), shift], [em.out()], _ADD)
+    em.op("ADD", [em.unary("LOG", s), shift], [em.out()])
 
 
 def _last_axis(em: Emitter, node, code: str, options) -> None:
@@ -220,8 +217,8 @@ def arg_max_min(em: Emitter, node) -> None:
     if last:
         dim = em.tmp(T.INT32, [], "dim")
         em.op("GATHER", [shape_tensor(em, x), em.const(np.array(axis, np.int32))], [dim], ("GatherOptions", {"axis": 0}))
-        top = em.binary("SUB", dim, em.const(np.array(1, np.int32)), options=_SUB)
-        y = em.binary("SUB", top, y, options=_SUB)
+        top = em.binary("SUB", dim, em.const(np.array(1, np.int32)))
+        y = em.binary("SUB", top, y)
     if not a.get("keepdims", 1):
         em.bind(node.output[0], y)
         return
@@ -268,14 +265,14 @@ def lp_normalization(em: Emitter, node) -> None:
     axis = _axis(int(a.get("axis", -1)), rank)
     x = em.t(node.input[0])
     norm = em.tmp(T.FLOAT32, None, "norm")
-    _reduce(em, "SUM", em.unary("ABS", x) if p == 1 else em.binary("MUL", x, x, options=_MUL), [axis], True, norm)
+    _reduce(em, "SUM", em.unary("ABS", x) if p == 1 else em.binary("MUL", x, x), [axis], True, norm)
     if p == 2:
         norm = em.unary("SQRT", norm)
     # a zero norm divides by 1 (its slice is all zeros: 0, as ONNX Runtime gives, not 0/0)
     zero = em.binary("EQUAL", norm, em.const(np.float32(0)), dtype=T.BOOL)
     safe = em.tmp(T.FLOAT32, None, "norm")
     em.op("SELECT_V2", [zero, em.const(np.float32(1)), norm], [safe])
-    em.op("DIV", [x, safe], [em.out()], ("DivOptions", {"fused_activation_function": 0}))
+    em.op("DIV", [x, safe], [em.out()])
 
 
 @maps("TopK")
@@ -328,13 +325,13 @@ def _normalized(em: Emitter, x: int, axes: list[int], eps: float, parts: list | 
     given, receives the mean and 1 / sqrt(var + eps) (kept dims)."""
     mean = em.tmp(T.FLOAT32, None, "mean")
     _reduce(em, "MEAN", x, axes, True, mean)
-    d = em.binary("SUB", x, mean, options=("SubOptions", {"fused_activation_function": 0}))
+    d = em.binary("SUB", x, mean)
     var = em.tmp(T.FLOAT32, None, "var")
-    _reduce(em, "MEAN", em.binary("MUL", d, d, options=_MUL), axes, True, var)
-    inv = em.unary("RSQRT", em.binary("ADD", var, em.const(np.float32(eps)), options=_ADD))
+    _reduce(em, "MEAN", em.binary("MUL", d, d), axes, True, var)
+    inv = em.unary("RSQRT", em.binary("ADD", var, em.const(np.float32(eps))))
     if parts is not None:
         parts.extend([mean, inv])
-    return em.binary("MUL", d, inv, options=_MUL)
+    return em.binary("MUL", d, inv)
 
 
 @maps("LayerNormalization")
@@ -351,9 +348,9 @@ def layer_norm(em: Emitter, node) -> None:
             em.bind(node.output[i], part)
     has_bias = len(node.input) > 2 and node.input[2]
     y_out = em.out() if not has_bias else em.tmp(T.FLOAT32, em.shape(node.output[0]), "scaled")
-    em.op("MUL", [y, em.t(node.input[1])], [y_out], _MUL)
+    em.op("MUL", [y, em.t(node.input[1])], [y_out])
     if has_bias:
-        em.op("ADD", [y_out, em.t(node.input[2])], [em.out()], _ADD)
+        em.op("ADD", [y_out, em.t(node.input[2])], [em.out()])
 
 
 def _channel_shape(rank: int) -> list[int]:
@@ -373,8 +370,8 @@ def batch_norm(em: Emitter, node) -> None:
     shift = bias.astype(np.float64) - mean.astype(np.float64) * k
     shape = _channel_shape(em.rank(node.input[0]))
     x = em.t(node.input[0])
-    y = em.binary("MUL", x, em.const(k.astype(np.float32).reshape(shape)), options=_MUL)
-    em.op("ADD", [y, em.const(shift.astype(np.float32).reshape(shape))], [em.out()], _ADD)
+    y = em.binary("MUL", x, em.const(k.astype(np.float32).reshape(shape)))
+    em.op("ADD", [y, em.const(shift.astype(np.float32).reshape(shape))], [em.out()])
 
 
 @maps("InstanceNormalization")
@@ -387,8 +384,8 @@ def instance_norm(em: Emitter, node) -> None:
     scale, bias = em.const_value(node.input[1]), em.const_value(node.input[2])
     if scale is None or bias is None:
         raise Unsupported("InstanceNormalization with scale/bias computed at run time")
-    y = em.binary("MUL", y, em.const(scale.astype(np.float32).reshape(shape)), options=_MUL)
-    em.op("ADD", [y, em.const(bias.astype(np.float32).reshape(shape))], [em.out()], _ADD)
+    y = em.binary("MUL", y, em.const(scale.astype(np.float32).reshape(shape)))
+    em.op("ADD", [y, em.const(bias.astype(np.float32).reshape(shape))], [em.out()])
 
 
 @maps("RMSNormalization")
@@ -399,6 +396,6 @@ def rms_norm(em: Emitter, node) -> None:
     axes = list(range(_axis(int(a.get("axis", -1)), rank), rank))
     x = em.t(node.input[0])
     ms = em.tmp(T.FLOAT32, None, "mean_square")
-    _reduce(em, "MEAN", em.binary("MUL", x, x, options=_MUL), axes, True, ms)
-    inv = em.unary("RSQRT", em.binary("ADD", ms, em.const(np.float32(a.get("epsilon", 1e-5))), options=_ADD))
-    em.op("MUL", [em.binary("MUL", x, inv, options=_MUL), em.t(node.input[1])], [em.out()], _MUL)
+    _reduce(em, "MEAN", em.binary("MUL", x, x), axes, True, ms)
+    inv = em.unary("RSQRT", em.binary("ADD", ms, em.const(np.float32(a.get("epsilon", 1e-5)))))
+    em.op("MUL", [em.binary("MUL", x, inv), em.t(node.input[1])], [em.out()])

@@ -450,6 +450,5 @@ def _run_time_size(em: Emitter, node, spec: _Spec) -> int:
         return sizes if spec.axes == [2, 3] else _slice1d(em, sizes, 2, 4)
     scales = np.asarray([spec.scales.get(ax, 1.0) for ax in range(4)], np.float32)
     hw = em.cast(_slice1d(em, shape_tensor(em, em.t(node.input[0])), 2, 4), T.FLOAT32)
-    scaled = em.unary("FLOOR", em.binary("MUL", hw, em.const(scales[2:]),
-                                         options=("MulOptions", {"fused_activation_function": 0})))
+    scaled = em.unary("FLOOR", em.binary("MUL", hw, em.const(scales[2:])))
     return em.cast(scaled, T.INT32)

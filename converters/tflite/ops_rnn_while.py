@@ -20,8 +20,6 @@ from .rnn_cells import directions, emit_outputs, fc, gru_cell, initial_state, ls
 
 __all__ = ["lstm_over_dynamic_sequence", "gru_over_dynamic_sequence"]
 
-_ADD = ("AddOptions", {"fused_activation_function": 0})
-_SUB = ("SubOptions", {"fused_activation_function": 0})
 
 
 def _time_major(em: Emitter, x: int, layout: int) -> int:
@@ -75,8 +73,8 @@ def _body(em: Emitter, state: list[int], label: str, reverse: bool, step) -> int
     body.node = em.node
     t, n, xw, *carried, y = sub.inputs
     one = body.const(np.array(1, np.int32))
-    t_next = body.binary("ADD", t, one, options=_ADD, hint="t_next")
-    at = body.binary("SUB", n, t_next, options=_SUB, hint="rev_t") if reverse else t
+    t_next = body.binary("ADD", t, one, hint="t_next")
+    at = body.binary("SUB", n, t_next, hint="rev_t") if reverse else t
     x_t = body.tmp(T.FLOAT32, None, "x_t")
     body.op("GATHER", [xw, at], [x_t], ("GatherOptions", {"axis": 0}))
     new = step(body, x_t, carried)

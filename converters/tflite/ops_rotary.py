@@ -17,7 +17,6 @@ from .model import TensorType as T
 from .ops_shape import _slice1d, shape_tensor
 
 MAX_HEAD_SIZE = 1 << 16  # the pair index tables are this long; a declared size of 2**31 would be 8 GB
-_MUL = ("MulOptions", {"fused_activation_function": 0})
 
 
 def _gather(em: Emitter, x: int, idx: np.ndarray | int, axis: int) -> int:
@@ -79,9 +78,9 @@ def rotary_embedding(em: Emitter, node) -> None:
     first, second = (2 * pairs, 2 * pairs + 1) if int(a.get("interleaved", 0)) else (pairs, pairs + half)
     x1, x2 = _gather(em, x, first, 3), _gather(em, x, second, 3)
     cos, sin = _cache(em, node, 1, half, heads_axis), _cache(em, node, 2, half, heads_axis)
-    mul = lambda p, q: em.binary("MUL", p, q, options=_MUL)  # noqa: E731
-    real = em.binary("SUB", mul(cos, x1), mul(sin, x2), options=("SubOptions", {"fused_activation_function": 0}))
-    imag = em.binary("ADD", mul(sin, x1), mul(cos, x2), options=("AddOptions", {"fused_activation_function": 0}))
+    mul = lambda p, q: em.binary("MUL", p, q)  # noqa: E731
+    real = em.binary("SUB", mul(cos, x1), mul(sin, x2))
+    imag = em.binary("ADD", mul(sin, x1), mul(cos, x2))
     parts = [real, imag] + ([_gather(em, x, np.arange(r, d, dtype=np.int32), 3)] if r < d else [])
     y = _concat(em, parts, 3)
     if int(a.get("interleaved", 0)):  # [reals, imags, rest] -> [re0, im0, re1, im1, .., rest]

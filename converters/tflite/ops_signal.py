@@ -20,8 +20,6 @@ from .model import TensorType as T
 MAX_DFT_WEIGHT = 1 << 24
 """Elements of DFT's constant cos/sin matrix (64 MB of float32): a file of a few bytes could
 claim a length of 10**6 and make the converter build 10**12."""
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_ADD = ("AddOptions", {"fused_activation_function": 0})
 
 # window -> [(coefficient, harmonic)]: w(n) = sum c * cos(h * 2 pi n / N)  (Hann is SIN squared)
 _COSINE_SUMS = {"HammingWindow": [(25.0 / 46.0, 0), (-(1 - 25.0 / 46.0), 1)],
@@ -45,10 +43,9 @@ def _phase(em: Emitter, node, scale: float) -> int:
     n = em.tmp(T.INT32, [-1], "n")
     em.op("RANGE", [em.const(np.array(0, np.int32)), size, em.const(np.array(1, np.int32))], [n])
     periodic = int(attrs(node).get("periodic", 1))
-    big_n = size if periodic else em.binary("SUB", size, em.const(np.array(1, np.int32)),
-                                              options=("SubOptions", {"fused_activation_function": 0}))
-    steps = em.binary("MUL", em.cast(n, T.FLOAT32), em.const(np.float32(scale * np.pi)), options=_MUL)
-    return em.binary("DIV", steps, em.cast(big_n, T.FLOAT32), options=("DivOptions", {"fused_activation_function": 0}))
+    big_n = size if periodic else em.binary("SUB", size, em.const(np.array(1, np.int32)))
+    steps = em.binary("MUL", em.cast(n, T.FLOAT32), em.const(np.float32(scale * np.pi)))
+    return em.binary("DIV", steps, em.cast(big_n, T.FLOAT32))
 
 
 def _window_out(em: Emitter, node, y: int) -> None:
@@ -59,7 +56,7 @@ def _window_out(em: Emitter, node, y: int) -> None:
 @maps("HannWindow")
 def hann_window(em: Emitter, node) -> None:
     s = em.unary("SIN", _phase(em, node, 1.0))
-    _window_out(em, node, em.binary("MUL", s, s, options=_MUL))
+    _window_out(em, node, em.binary("MUL", s, s))
 
 
 @maps("HammingWindow", "BlackmanWindow")
@@ -67,8 +64,8 @@ def cosine_sum_window(em: Emitter, node) -> None:
     y = None
     for c, h in _COSINE_SUMS[node.op_type]:
         term = em.const(np.float32(c)) if h == 0 else \
-            em.binary("MUL", em.unary("COS", _phase(em, node, 2.0 * h)), em.const(np.float32(c)), options=_MUL)
-        y = term if y is None else em.binary("ADD", y, term, options=_ADD)
+            em.binary("MUL", em.unary("COS", _phase(em, node, 2.0 * h)), em.const(np.float32(c)))
+        y = term if y is None else em.binary("ADD", y, term)
     _window_out(em, node, y)
 
 
@@ -146,7 +143,7 @@ def dft(em: Emitter, node) -> None:
     em.op("FULLY_CONNECTED", [z, em.const(np.ascontiguousarray(w.T.astype(np.float32))), -1], [y],
           ("FullyConnectedOptions", {"fused_activation_function": 0, "keep_num_dims": False}))
     if inverse:  # 1/n after the sums (a DIV rounds once; weights cos/n rounded each term)
-        y = em.binary("DIV", y, em.const(np.float32(n)), options=("DivOptions", {"fused_activation_function": 0}))
+        y = em.binary("DIV", y, em.const(np.float32(n)))
     parts = 1 if inverse and onesided else 2
     y = _reshaped(em, y, lead + [parts, w.shape[1] // parts])
     back = [0] * rank  # [others.., parts, m] -> the input's order with m at axis, parts last

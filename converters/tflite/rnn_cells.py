@@ -13,9 +13,6 @@ from .model import TensorType as T
 
 __all__ = ["check", "fc", "initial_state", "directions", "emit_outputs", "lstm_cell", "gru_cell"]
 
-_ADD = ("AddOptions", {"fused_activation_function": 0})
-_MUL = ("MulOptions", {"fused_activation_function": 0})
-_SUB = ("SubOptions", {"fused_activation_function": 0})
 
 
 def check(em: Emitter, node, n_gates: int):
@@ -98,12 +95,12 @@ def emit_outputs(em: Emitter, node, layout: int, per_dir_hs: list[list[int]], fi
 
 def lstm_cell(em: Emitter, xw: int, h: int, c: int, r: np.ndarray) -> tuple[int, int]:
     """One step: ``xw`` is x_t @ W^T + Wb + Rb [B, 4H] (gates i, o, f, c); the new (h, c)."""
-    g = em.binary("ADD", xw, fc(em, h, r, None), options=_ADD)
+    g = em.binary("ADD", xw, fc(em, h, r, None))
     i, o, f, cc = _split(em, g, 4)
     i, o, f = em.unary("LOGISTIC", i), em.unary("LOGISTIC", o), em.unary("LOGISTIC", f)
-    c = em.binary("ADD", em.binary("MUL", f, c, options=_MUL),
-                  em.binary("MUL", i, em.unary("TANH", cc), options=_MUL), options=_ADD)
-    return em.binary("MUL", o, em.unary("TANH", c), options=_MUL), c
+    c = em.binary("ADD", em.binary("MUL", f, c),
+                  em.binary("MUL", i, em.unary("TANH", cc)))
+    return em.binary("MUL", o, em.unary("TANH", c)), c
 
 
 def gru_cell(em: Emitter, xw: int, h: int, r: np.ndarray, rb: np.ndarray, before_reset: int) -> int:
@@ -114,11 +111,11 @@ def gru_cell(em: Emitter, xw: int, h: int, r: np.ndarray, rb: np.ndarray, before
         hz, hr, hh = _split(em, fc(em, h, r, rb), 3)
     else:
         hz, hr = _split(em, fc(em, h, r[: 2 * H], rb[: 2 * H]), 2)
-    z = em.unary("LOGISTIC", em.binary("ADD", xz, hz, options=_ADD))
-    rr = em.unary("LOGISTIC", em.binary("ADD", xr, hr, options=_ADD))
+    z = em.unary("LOGISTIC", em.binary("ADD", xz, hz))
+    rr = em.unary("LOGISTIC", em.binary("ADD", xr, hr))
     if before_reset:
-        pre = em.binary("MUL", rr, hh, options=_MUL)
+        pre = em.binary("MUL", rr, hh)
     else:
-        pre = fc(em, em.binary("MUL", rr, h, options=_MUL), r[2 * H:], rb[2 * H:])
-    n = em.unary("TANH", em.binary("ADD", xh, pre, options=_ADD))
-    return em.binary("ADD", n, em.binary("MUL", z, em.binary("SUB", h, n, options=_SUB), options=_MUL), options=_ADD)
+        pre = fc(em, em.binary("MUL", rr, h), r[2 * H:], rb[2 * H:])
+    n = em.unary("TANH", em.binary("ADD", xh, pre))
+    return em.binary("ADD", n, em.binary("MUL", z, em.binary("SUB", h, n)))
