@@ -398,9 +398,10 @@ def masked_scatter(ctx, node):
     flat = ctx.op("Reshape", ctx.cast(m, ST.BOOL, ST.LONG), ctx.ints([-1]))
     pos = ctx.op("Max", ctx.op("Sub", ctx.op("CumSum", flat, ctx.const(0, ST.LONG)), ctx.const(1, ST.LONG)),
                  ctx.const(0, ST.LONG))
-    src = ctx.op("Reshape", ctx.t(a.source, out.dtype), ctx.ints([-1]))
+    cst = ST.INT if out.dtype == ST.BOOL else out.dtype  # ONNX Runtime has no Where for bool values
+    src = ctx.op("Reshape", ctx.t(a.source, cst), ctx.ints([-1]))
     picked = ctx.op("Reshape", ctx.op("Gather", src, pos, axis=0), shape)
-    return ctx.op("Where", m, picked, ctx.t(a.self))
+    return ctx.cast(ctx.op("Where", m, picked, ctx.t(a.self, cst)), cst, out.dtype)
 
 
 @lowering("onnx", "aten.diagonal_scatter.default")

@@ -288,3 +288,17 @@ def test_max_min_of_booleans(tmp_path):
 def test_diff_of_booleans(n, tmp_path):
     # was: n=0 left the value in int32 under a bool output (ONNX Runtime rejected the file, LiteRT gave int32)
     check_both(lambda a: torch.diff(a, n=n), torch.tensor([True, False, False, True, True]), tmp_path=tmp_path)
+
+
+def test_masked_scatter_of_booleans(tmp_path):
+    # was: Where of bool values, which ONNX Runtime has no kernel for (rejected at load)
+    g = torch.Generator().manual_seed(0)
+    mask = torch.rand(3, 3, generator=g) > 0.5
+    check_both(lambda x, m, s: x.masked_scatter(m, s), torch.zeros(3, 3, dtype=torch.bool), mask,
+               torch.ones(3, 3, dtype=torch.bool), tmp_path=tmp_path)
+
+
+def test_matmul_over_an_empty_dim(tmp_path):
+    # ONNX Runtime gives the zeros; LiteRT's XNNPACK delegate failed to prepare the file: refused by name
+    check_both(torch.matmul, torch.zeros(5, 0), torch.zeros(0, 10), tmp_path=tmp_path,
+               tflite_refuses="MatMul of an operand with no elements")
