@@ -13,6 +13,10 @@
   one alone and reads whether it became a DELEGATE node; LEAKY_RELU with its alpha, CAST from
   float32 to int32); None where not measured (the rest: XNNPACK's choice also depends on their
   options and constant operands);
+- ``reduction``: a reduction of numbers over a constant axes operand (MEAN, SUM, REDUCE_MAX,
+  REDUCE_MIN, REDUCE_PROD; not the boolean REDUCE_ANY/REDUCE_ALL), which the layout pass moves
+  transposes through with its axes remapped and ``reduce_squeeze.py`` turns into one without
+  keep_dims (``REDUCTIONS``, the set of them);
 - ``options``: the BuiltinOptions table an operator of this code is written with when its maker
   gives none (``default_options``: ADD, SUB, MUL and DIV take their options table with no fused
   activation, ``emit.Emitter.op`` fills it in);
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 
 from . import int_compute
 
-__all__ = ["Builtin", "BUILTINS", "broadcast", "default_options", "integer_types"]
+__all__ = ["Builtin", "BUILTINS", "REDUCTIONS", "broadcast", "default_options", "integer_types"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,7 @@ class Builtin:
     shape: str | None = None
     xnnpack: bool | None = None
     options: str | None = None
+    reduction: bool = False
 
 
 _UNARY_AGNOSTIC = ("RELU", "RELU6", "LOGISTIC", "TANH", "EXP", "ABS", "NEG", "GELU", "HARD_SWISH", "LEAKY_RELU",
@@ -47,7 +52,8 @@ _SAME_SHAPE = ("SOFTMAX", "LOG_SOFTMAX", "CUMSUM", "PRELU")  # along an axis, or
 _BINARY_AGNOSTIC = ("ADD", "SUB", "MUL", "DIV", "MAXIMUM", "MINIMUM")
 _BINARY_OTHER = ("POW", "FLOOR_DIV", "FLOOR_MOD", "EQUAL", "NOT_EQUAL", "LESS", "LESS_EQUAL", "GREATER",
                  "GREATER_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "ATAN2", "SQUARED_DIFFERENCE")
-_REDUCE = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD", "REDUCE_ANY", "REDUCE_ALL")
+_NUMERIC_REDUCE = ("MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD")
+_BOOL_REDUCE = ("REDUCE_ANY", "REDUCE_ALL")
 _OWN_RULE = ("TRANSPOSE", "PAD", "PADV2", "MIRROR_PAD", "CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D",
              "AVERAGE_POOL_2D", "TRANSPOSE_CONV", "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "RESHAPE",
              "EXPAND_DIMS", "SQUEEZE", "FULLY_CONNECTED", "BATCH_MATMUL", "CONCATENATION", "GATHER",
@@ -69,9 +75,12 @@ BUILTINS: dict[str, Builtin] = {
     # per-tensor QUANTIZE/DEQUANTIZE at the edges of the QDQ pass's int8 regions (qdq_pass.py)
     # map each element alone; per-channel ones read constants, which the layout pass never moves
     "QUANTIZE": Builtin(1, True, "same"), "DEQUANTIZE": Builtin(1, True, "same"),
-    **{c: Builtin(None, False, "reduce") for c in _REDUCE},
+    **{c: Builtin(None, False, "reduce", reduction=True) for c in _NUMERIC_REDUCE},
+    **{c: Builtin(None, False, "reduce") for c in _BOOL_REDUCE},
     **{c: Builtin(None, False, "own") for c in _OWN_RULE},
 }
+
+REDUCTIONS = frozenset(c for c, b in BUILTINS.items() if b.reduction)
 
 
 def default_options(code: str) -> tuple[str, dict] | None:

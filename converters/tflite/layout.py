@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..limits import MAX_LAYOUT_WORK
-from .builtins import BUILTINS
+from .builtins import BUILTINS, REDUCTIONS
 from .model import Op, Subgraph, Tensor, TensorType
 
 __all__ = ["optimize_layout"]
@@ -121,9 +121,8 @@ def _sink(sub: Subgraph) -> bool:
     return False
 
 
-# reductions over constant axes and concatenation run on the untransposed value with their
-# axes remapped through the perm (``_remap``)
-_REDUCTIONS = frozenset({"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"})
+# reductions over constant axes (``builtins.REDUCTIONS``) and concatenation run on the
+# untransposed value with their axes remapped through the perm (``_remap``)
 
 
 def _movable(sub: Subgraph, op: Op) -> list[int] | None:
@@ -131,7 +130,7 @@ def _movable(sub: Subgraph, op: Op) -> list[int] | None:
     data = _data_inputs(op)
     if data is not None:
         return data
-    if op.code in _REDUCTIONS and len(op.outputs) == 1 and sub.tensors[op.inputs[1]].data is not None:
+    if op.code in REDUCTIONS and len(op.outputs) == 1 and sub.tensors[op.inputs[1]].data is not None:
         return op.inputs[:1]
     if (op.code == "CONCATENATION" and len(op.outputs) == 1 and op.options is not None
             and not op.options[1].get("fused_activation_function")):
@@ -144,7 +143,7 @@ def _remap(sub: Subgraph, op: Op, perm: list[int]) -> tuple[list[int], tuple | N
     (reductions) remapped, its options (concatenation's axis), and the perm q its output then
     needs (y = TRANSPOSE(q)(op'(x)))."""
     r = len(perm)
-    if op.code in _REDUCTIONS:
+    if op.code in REDUCTIONS:
         axes = sorted({int(a) % r for a in np.asarray(sub.tensors[op.inputs[1]].data).reshape(-1)})
         new_axes = sorted(perm[a] for a in axes)
         name = sub.tensors[op.inputs[1]].name + "/relaid"

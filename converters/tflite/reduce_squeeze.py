@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .builtins import REDUCTIONS
 from .model import Subgraph
 
 __all__ = ["drop_squeezing_reshapes"]
-
-_REDUCTIONS = frozenset({"MEAN", "SUM", "REDUCE_MAX", "REDUCE_MIN", "REDUCE_PROD"})
 
 
 def _kept_dims(sub: Subgraph, op) -> list[int] | None:
@@ -41,7 +40,7 @@ def _target(sub: Subgraph, reshape) -> list[int] | None:
 
 def drop_squeezing_reshapes(sub: Subgraph) -> None:
     for op in list(sub.ops):
-        if op.code not in _REDUCTIONS or len(op.outputs) != 1:
+        if op.code not in REDUCTIONS or len(op.outputs) != 1:
             continue
         y = op.outputs[0]
         readers = sub.uses.readers.get(y, [])
