@@ -25,8 +25,9 @@ from .emit import Emitter, compute_type
 from .fuse_gelu import fuse_gelu
 from .mappers import MAPPERS
 from .model import Program, Subgraph, Tensor, TensorType
+from .normalise import TARGET_OPSET
 from .pipeline import run_subgraph_passes
-from .prepare import ONNX_OPSET, load_onnx, prepare
+from .prepare import load_onnx, prepare
 from .qdq_pass import install as install_qdq
 from .weight_storage import onnx_weights, store_weights
 from .writer import write, write_file
@@ -104,7 +105,7 @@ def convert_prepared(p, *, nhwc_io: bool = False) -> Program:
     problems.raise_if_any()
     names = _declare_outputs(em, g)
     run_subgraph_passes(em.subgraphs, nhwc_io=nhwc_io)  # pipeline.py: the order, and why
-    meta = {"producer": "pt2x", "source": p.source, "onnx_opset": ONNX_OPSET if p.source == "pt2" else _opset(p.model),
+    meta = {"producer": "pt2x", "source": p.source, "onnx_opset": TARGET_OPSET if p.source == "pt2" else _opset(p.model),
             "range_constraints": p.ranges, "min_runtime": MIN_RUNTIME, "int64_computed_as": "int32",
             "inputs": _input_names(g), "outputs": names}
     if quantization is not None:

@@ -2,9 +2,9 @@
 target, its weights left in the archive's map) or an ONNX file/``ModelProto`` from anywhere
 (its external data memory-mapped), then run through the ONNX half of ``pipeline.py``.
 
-pt2x's ONNX target is asked for ``ONNX_OPSET`` (18): at that opset it decomposes
-``Attention`` and ``RMSNormalization`` into plain ops itself, so ATen semantics stay written
-once (in the ONNX lowerings).
+pt2x's ONNX target is asked for the mappers' opset, ``normalise.TARGET_OPSET`` (18): at that
+opset it decomposes ``Attention`` and ``RMSNormalization`` into plain ops itself, so ATen
+semantics stay written once (in the ONNX lowerings).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import onnx
 from ..errors import ConversionError, UnsupportedOpsError
 from ..onnx.lazy_initializers import LazyInitializers, is_lazy
 from .external_data import load_external_data
-from .normalise import normalise
+from .normalise import TARGET_OPSET, normalise
 from .onnx_check import check_onnx_model
 from .pipeline import OnnxStep, run_onnx_passes
 
-__all__ = ["Prepared", "ONNX_OPSET", "load_onnx", "prepare"]
+__all__ = ["Prepared", "load_onnx", "prepare"]
 
-ONNX_OPSET = 18
+
 @dataclass
 class Prepared:
     """A shape-inferred, folded ONNX model and what the TFLite model records about its source."""
@@ -51,7 +51,7 @@ def _is_onnx_path(src) -> bool:
 
 def load_onnx(src, model: str = "model", state: str = "outputs") -> Prepared:
     """``src`` as ONNX: a ``ModelProto``, an ``.onnx`` path, or a .pt2 (path, file, archive,
-    ``Pt2Model``) converted by pt2x's ONNX target at ``ONNX_OPSET``; ``state="inputs"`` makes
+    ``Pt2Model``) converted by pt2x's ONNX target at ``TARGET_OPSET``; ``state="inputs"`` makes
     each buffer the program writes an input too (TFLite inputs have no default value)."""
     if isinstance(src, onnx.ModelProto):
         return Prepared(src, "onnx")
@@ -75,7 +75,7 @@ def load_onnx(src, model: str = "model", state: str = "outputs") -> Prepared:
         shapes: dict = {}
         lazy = LazyInitializers()  # the weights stay in the archive's map until the file is written
         try:
-            m = convert_view(view, opset=ONNX_OPSET, shapes=shapes, lazy=lazy,
+            m = convert_view(view, opset=TARGET_OPSET, shapes=shapes, lazy=lazy,
                              state="inputs-no-default" if state == "inputs" else state)
         except UnsupportedOpsError as e:
             raise _as_tflite_report(e) from None
