@@ -22,7 +22,7 @@ import numpy as np
 from onnx import helper
 
 from ..errors import ConversionError
-from .graph_tools import DefUse, copy_stamp
+from .graph_tools import DefUse, attrs, copy_stamp
 
 __all__ = ["fold_batch_norms"]
 
@@ -40,25 +40,18 @@ def _rank2(ctx, name: str) -> bool:
     return False
 
 
-def _attr(node, name, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
-
-
 def _bn_params(bn, consts):
     """(scale, bias, mean, var, eps) as float64 when ``bn`` is a foldable inference BN."""
     if bn.domain not in ("", "ai.onnx") or len(bn.output) != 1 or len(bn.input) != 5:
         return None
-    if _attr(bn, "training_mode", 0):
+    if attrs(bn).get("training_mode", 0):
         return None
     vals = [consts.get(x) for x in bn.input[1:]]
     if any(v is None or v.ndim != 1 for v in vals) or len({v.shape for v in vals}) != 1:
         return None
     if any(v.dtype.kind != "f" for v in vals):
         return None
-    return [v.astype(np.float64) for v in vals] + [float(_attr(bn, "epsilon", 1e-5)), vals[0].dtype]
+    return [v.astype(np.float64) for v in vals] + [float(attrs(bn).get("epsilon", 1e-5)), vals[0].dtype]
 
 
 def _scaled_weight(prod, w, s):
@@ -70,7 +63,7 @@ def _scaled_weight(prod, w, s):
             return None
         return w * s.reshape((c,) + (1,) * (w.ndim - 1))
     if prod.op_type == "ConvTranspose":
-        g = int(_attr(prod, "group", 1))
+        g = int(attrs(prod).get("group", 1))
         if w.ndim < 3 or w.shape[0] % g or w.shape[1] * g != c:
             return None
         wg = w.reshape((g, w.shape[0] // g) + w.shape[1:])  # [g, cin/g, cout/g, k...]
@@ -78,9 +71,9 @@ def _scaled_weight(prod, w, s):
         return (wg * sg).reshape(w.shape)
     # Gemm: Y = A' @ B' with B' = B.T when transB; output channel is B''s last axis.
     # MatMul reaches here only 2-D x 2-D (it becomes a Gemm without attributes)
-    if _attr(prod, "alpha", 1.0) != 1.0 or _attr(prod, "beta", 1.0) != 1.0 or w.ndim != 2:
+    if attrs(prod).get("alpha", 1.0) != 1.0 or attrs(prod).get("beta", 1.0) != 1.0 or w.ndim != 2:
         return None
-    if _attr(prod, "transB", 0):
+    if attrs(prod).get("transB", 0):
         return w * s[:, None] if w.shape[0] == c else None
     return w * s[None, :] if w.shape[1] == c else None
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 import onnx
-from onnx import AttributeProto
+from onnx import AttributeProto, helper
 
-__all__ = ["PassResult", "DefUse", "subgraphs", "walk_nodes", "subgraph_reads", "free_vars", "live_nodes",
+__all__ = ["PassResult", "DefUse", "attrs", "subgraphs", "walk_nodes", "subgraph_reads", "free_vars", "live_nodes",
            "prune_unused", "ORIGIN_KEYS", "stamp", "origin_of", "copy_stamp", "carry_stamps"]
 
 
@@ -27,6 +27,12 @@ class PassResult:
 
     model: onnx.ModelProto
     modified: bool
+
+
+def attrs(node: onnx.NodeProto) -> dict:
+    """The node's attributes, name -> value (``onnx.helper.get_attribute_value``): the one reader
+    of ONNX attributes, for both targets."""
+    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

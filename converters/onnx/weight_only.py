@@ -21,6 +21,7 @@ import json
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+from .graph_tools import attrs
 from .lazy_initializers import array_of
 from ..weight_quant import MIN_ELEMENTS, NotStorable, check_weight_option, describe, quantize_symmetric, to_float16
 
@@ -30,7 +31,7 @@ METADATA_KEY = "pt2x.weights"
 
 
 def _gemm_axis(node) -> int:
-    trans_b = next((a.i for a in node.attribute if a.name == "transB"), 0)
+    trans_b = attrs(node).get("transB", 0)
     return 0 if trans_b else 1  # B is [N, K] transposed, else [K, N]: N is the output channel
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from ..onnx.graph_tools import attrs
 from ..onnx.lazy_initializers import MIN_LAZY_BYTES, Deferred, array_of
 from ..errors import ConversionError, Unsupported
 from .builtins import broadcast, default_options
@@ -41,10 +42,6 @@ COMPUTE_TYPE = {
     TensorProto.BOOL: T.BOOL,
 }
 _INT32 = np.iinfo(np.int32)
-
-
-def attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
 def compute_type(elem: int, what: str) -> int:

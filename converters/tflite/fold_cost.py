@@ -26,6 +26,8 @@ import math
 import numpy as np
 import onnx
 
+from ..onnx.graph_tools import attrs
+
 __all__ = ["fold_work", "PYTHON_STEP"]
 
 PYTHON_STEP = 10_000
@@ -56,13 +58,6 @@ def _elements(shape) -> float:
     return float(np.prod(np.asarray(shape, dtype=np.float64))) if len(shape) else 1.0
 
 
-def _attr(node: onnx.NodeProto, name: str, default):
-    for a in node.attribute:
-        if a.name == name:
-            return onnx.helper.get_attribute_value(a)
-    return default
-
-
 def fold_work(node: onnx.NodeProto, in_shapes: list, out_shapes: list) -> float:
     """Element operations evaluating ``node`` costs at most; ``in_shapes``/``out_shapes`` are the
     inputs' and outputs' dims (an output's None: not known; its size is then taken as the inputs')."""
@@ -82,7 +77,7 @@ def _contraction(node: onnx.NodeProto, in_shapes: list, written: float) -> float
     """Multiply-adds: the outputs times the contracted size (Einsum: every index's size)."""
     if node.op_type == "Einsum":
         sizes: dict[str, int] = {}
-        equation = _attr(node, "equation", b"")
+        equation = attrs(node).get("equation", b"")
         equation = equation.decode(errors="replace") if isinstance(equation, bytes) else str(equation)
         terms = equation.split("->")[0].replace(" ", "").split(",")
         for term, shape in zip(terms, in_shapes):
@@ -96,7 +91,7 @@ def _contraction(node: onnx.NodeProto, in_shapes: list, written: float) -> float
     if not in_shapes or not in_shapes[0]:
         return written
     a = list(in_shapes[0])
-    k = a[0] if node.op_type == "Gemm" and _attr(node, "transA", 0) else a[-1]
+    k = a[0] if node.op_type == "Gemm" and attrs(node).get("transA", 0) else a[-1]
     return written * float(k)
 
 
@@ -106,7 +101,7 @@ def _windowed(node: onnx.NodeProto, in_shapes: list, written: float, read: float
         return written
     x = list(in_shapes[0])
     if node.op_type in ("MaxPool", "AveragePool", "LpPool"):
-        kernel = _elements(_attr(node, "kernel_shape", []))
+        kernel = _elements(attrs(node).get("kernel_shape", []))
         return written * kernel
     w = list(in_shapes[1]) if len(in_shapes) > 1 else []
     kernel = _elements(w[2:]) if len(w) > 2 else 1.0

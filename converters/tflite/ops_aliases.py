@@ -9,7 +9,7 @@ import numpy as np
 from onnx import helper
 
 from ..errors import Unsupported
-from .emit import Emitter
+from .emit import Emitter, attrs
 from .mappers import MAPPERS, maps
 from .model import TensorType as T
 
@@ -27,7 +27,7 @@ def _as(em: Emitter, node, op_type: str, inputs: list[str], **attributes) -> Non
 
 @maps("CastLike")
 def cast_like(em: Emitter, node) -> None:
-    keep = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    keep = attrs(node)
     _as(em, node, "Cast", [node.input[0]], to=em.elem(node.input[1]), **keep)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from ..onnx.graph_tools import attrs
 from ..onnx.lazy_initializers import array_of
 
 __all__ = ["transpose_into_weights"]
@@ -36,18 +37,18 @@ def _rewritten(node, producer, inits, added) -> onnx.NodeProto | None:
         return None
     x = array_of(inits[dq.input[0]])
     scale = array_of(inits[dq.input[1]])
-    a = {at.name: helper.get_attribute_value(at) for at in dq.attribute}
+    a = attrs(dq)
     if x.dtype not in (np.int8, np.uint8) or set(a) - {"axis"} or scale.ndim > 1:
         return None
-    perm_attr = next((helper.get_attribute_value(at) for at in node.attribute if at.name == "perm"), None)
+    perm_attr = attrs(node).get("perm")
     perm = list(perm_attr) if perm_attr is not None else list(range(x.ndim))[::-1]
     if len(perm) != x.ndim:
         return None
     name = f"{dq.input[0]}/transposed_{'_'.join(map(str, perm))}"
     if all(t.name != name for t in added):
         added.append(numpy_helper.from_array(np.ascontiguousarray(x.transpose(perm)), name))
-    attrs = {}
+    axis = {}
     if scale.size > 1:
-        attrs["axis"] = perm.index(int(a.get("axis", 1)) % x.ndim)
+        axis["axis"] = perm.index(int(a.get("axis", 1)) % x.ndim)
     return helper.make_node("DequantizeLinear", [name, *dq.input[1:]], list(node.output),
-                            name=(node.name or node.output[0]) + "/dequantize_transposed", **attrs)
+                            name=(node.name or node.output[0]) + "/dequantize_transposed", **axis)

@@ -38,6 +38,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from ..errors import Unsupported
 from ..report import Problems
 from .op_attributes import ATTRIBUTES
+from ..onnx.graph_tools import attrs
 from ..onnx.lazy_initializers import array_of
 
 __all__ = ["INTEGER_OPS", "rewrite_integer_ops"]
@@ -284,11 +285,10 @@ def _requantize(g: _Graph, node, acc: str, xs: str, ws: str, ys: str, yz: str, b
 def _attrs(node, allowed: tuple) -> dict:
     """The node's attributes, each one its schema has (the Conv ones are handed to the Conv node,
     whose mapper reads or refuses each value); any other is refused."""
-    out = {}
-    for a in node.attribute:
-        if a.name not in allowed:
-            raise Unsupported(f"{node.op_type} attribute {a.name!r} (not in its schema)")
-        out[a.name] = helper.get_attribute_value(a)
+    out = attrs(node)
+    for name in out:
+        if name not in allowed:
+            raise Unsupported(f"{node.op_type} attribute {name!r} (not in its schema)")
     return out
 
 
