@@ -11,7 +11,7 @@ from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
 from .lazy_initializers import MIN_LAZY_BYTES
-from .shapes import axes_const
+from .shapes import axes_const, one_d
 
 
 @lowering("onnx", "aten.einsum.default")
@@ -108,6 +108,8 @@ def _rep(v, n):
 
 def _conv(ctx, x, w, b, stride, padding, dilation, groups, transposed=False, output_padding=0):
     out, cst = _ct(ctx)
+    if not dtypes.is_floating(cst):
+        raise Unsupported("convolution of integers (ONNX's Conv and ConvTranspose take floats)")
     n = ctx.rank(w) - 2
     attrs = dict(strides=_rep(stride, n), dilations=_rep(dilation, n), group=int(groups))
     if isinstance(padding, str):
@@ -385,7 +387,7 @@ def instance_norm(ctx, node):
 def cosine_similarity(ctx, node):
     a = bind(node, "x1", "x2")
     out, cst = _ct(ctx)
-    x, y = ctx.t(a.x1, cst), ctx.t(a.x2, cst)
+    x, y = one_d(ctx, ctx.t(a.x1, cst), a.x1), one_d(ctx, ctx.t(a.x2, cst), a.x2)  # 0-d: one element along dim 0
     ax = axes_const(ctx, [a.dim])
     dot = ctx.op("ReduceSum", ctx.op("Mul", x, y), ax, keepdims=0)
     nx = ctx.op("ReduceSum", ctx.op("Mul", x, x), ax, keepdims=0)

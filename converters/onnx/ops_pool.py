@@ -44,6 +44,8 @@ def _pool(ctx, node, op, n, with_indices=False):
     if a.divisor_override is not None:
         raise Unsupported("avg_pool divisor_override")
     out, cst = _ct(ctx)
+    if not dtypes.is_floating(cst):
+        raise Unsupported(f"{op} of integers (ONNX's pools take floats)")
     attrs = _pool_attrs(ctx, a.self, a.kernel_size, a.stride, a.padding, n, a.ceil_mode,
                         a.dilation if op == "MaxPool" else None)
     if op == "AveragePool":

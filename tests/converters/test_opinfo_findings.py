@@ -302,3 +302,25 @@ def test_matmul_over_an_empty_dim(tmp_path):
     # ONNX Runtime gives the zeros; LiteRT's XNNPACK delegate failed to prepare the file: refused by name
     check_both(torch.matmul, torch.zeros(5, 0), torch.zeros(0, 10), tmp_path=tmp_path,
                tflite_refuses="MatMul of an operand with no elements")
+
+
+def test_relu_of_integers(tmp_path):
+    # was: Relu of int64, which ONNX Runtime has no kernel for (rejected at load)
+    check_both(F.relu, torch.tensor([-3, 0, 4, -1]), tmp_path=tmp_path)
+
+
+def test_cosine_similarity_of_0d_inputs(tmp_path):
+    # was: ReduceSum over axis 0 of a 0-d value (ONNX Runtime rejected the file at load)
+    check_both(lambda a, b: F.cosine_similarity(a, b, 0), torch.tensor(1.5), torch.tensor(-2.0), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("fn, args, reason", [
+    (lambda a: F.avg_pool1d(a, 3), (torch.ones(2, 3, 9, dtype=torch.long),), "AveragePool of integers"),
+    (lambda a: F.max_pool2d(a, 2), (torch.ones(1, 2, 4, 4, dtype=torch.long),), "MaxPool of integers"),
+    (lambda a, w: F.conv1d(a, w), (torch.ones(1, 3, 6, dtype=torch.long), torch.ones(2, 3, 3, dtype=torch.long)),
+     "convolution of integers"),
+], ids=["avg_pool", "max_pool", "conv"])
+def test_integer_pools_and_convolutions_are_refused(fn, args, reason, tmp_path):
+    # were: AveragePool/ConvTranspose/... of int64, which ONNX takes for floats only (rejected at load)
+    with pytest.raises(UnsupportedOpsError, match=reason):
+        to_onnx(_saved(fn, args, tmp_path))
