@@ -293,7 +293,10 @@ def _group_norm(ctx, x, w, b, groups, eps, stats=False):
     out, cst = _ct(ctx)
     r = ctx.rank(x)
     xx = ctx.t(x, cst)
-    xr = ctx.op("Reshape", xx, ctx.ints([0, groups, -1]))
+    rest = ctx.info(x).shape[1:]
+    # the group's size spelled out where static: Reshape's -1 is undefined for an empty batch
+    per_group = int(np.prod(rest)) // groups if all(isinstance(d, int) for d in rest) and groups else -1
+    xr = ctx.op("Reshape", xx, ctx.ints([0, groups, per_group]))
     ax = axes_const(ctx, [2])
     mean = ctx.op("ReduceMean", xr, ax, keepdims=1)
     d = ctx.op("Sub", xr, mean)

@@ -324,3 +324,11 @@ def test_integer_pools_and_convolutions_are_refused(fn, args, reason, tmp_path):
     # were: AveragePool/ConvTranspose/... of int64, which ONNX takes for floats only (rejected at load)
     with pytest.raises(UnsupportedOpsError, match=reason):
         to_onnx(_saved(fn, args, tmp_path))
+
+
+def test_group_norm_of_an_empty_batch(tmp_path):
+    # was: Reshape to [0, groups, -1] of no elements, which ONNX leaves undefined (rejected at load)
+    check_both(lambda a, w, b: F.group_norm(a, 1, w, b), torch.zeros(0, 2), torch.randn(2), torch.randn(2),
+               tmp_path=tmp_path)
+    check_both(lambda a, w, b: F.group_norm(a, 2, w, b), torch.randn(3, 4, 5), torch.randn(4), torch.randn(4),
+               tmp_path=tmp_path)
