@@ -240,8 +240,7 @@ class Emitter:
             options = default_options(code)
         if emit_with_integer_rule(self, code, inputs, outputs, options):
             return
-        origin = self.node.name if self.node is not None else ""
-        self.sub.append_op(Op(code, list(inputs), list(outputs), options, origin))
+        self.sub.append_op(Op(code, list(inputs), list(outputs), options))
 
     def unary(self, code: str, x: int, dtype: int | None = None, shape=None, options=None, hint: str = "t") -> int:
         """A new tensor ``code(x)``."""

@@ -176,7 +176,7 @@ def _rewrite_sunk(sub: Subgraph, op: Op, perm: list[int], moved: dict, relaid: d
     sub.rewire(op, inputs, [mid])
     perm_tensor = sub.add(Tensor(t_out.name + "/perm", TensorType.INT32, [len(out_perm)],
                                  np.asarray(out_perm, np.int32)))
-    sub.insert_op(sub.position(op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out], None, op.origin))
+    sub.insert_op(sub.position(op) + 1, Op("TRANSPOSE", [mid, perm_tensor], [out]))
 
 
 def _split_fan_out(sub: Subgraph) -> bool:
@@ -193,7 +193,7 @@ def _split_fan_out(sub: Subgraph) -> bool:
         for r in rs[1:]:
             t = sub.tensors[y]
             dup = sub.add(Tensor(t.name + "/dup", t.dtype, t.shape, quant=t.quant))
-            sub.insert_op(sub.position(op) + 1, Op("TRANSPOSE", list(op.inputs), [dup], None, op.origin))
+            sub.insert_op(sub.position(op) + 1, Op("TRANSPOSE", list(op.inputs), [dup]))
             sub.rewire(r, inputs=[dup if i == y else i for i in r.inputs])
         return True
     return False
@@ -251,12 +251,12 @@ def nhwc_edges(sub: Subgraph) -> None:
     for k, idx in enumerate(sub.inputs):
         new, perm = _nhwc_twin(sub, idx, to_nchw)
         if new is not None:
-            sub.insert_op(0, Op("TRANSPOSE", [new, perm], [idx], None, "nhwc_io"))
+            sub.insert_op(0, Op("TRANSPOSE", [new, perm], [idx]))
             sub.inputs[k] = new
     for k, idx in enumerate(sub.outputs):
         new, perm = _nhwc_twin(sub, idx, to_nhwc)
         if new is not None:
-            sub.append_op(Op("TRANSPOSE", [idx, perm], [new], None, "nhwc_io"))
+            sub.append_op(Op("TRANSPOSE", [idx, perm], [new]))
             sub.outputs[k] = new
 
 

@@ -62,7 +62,6 @@ class Op:
     inputs: list[int]  # tensor indices; -1 for an omitted optional input
     outputs: list[int]
     options: tuple[str, dict] | None = None  # (BuiltinOptions member, {field: value})
-    origin: str = ""  # the ONNX node it came from (messages)
     version: int = 1  # its operator code's version, where its tensor types need more (LiteRT's op_version rules)
 
 

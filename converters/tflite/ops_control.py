@@ -133,7 +133,7 @@ def _loop_cond(em: Emitter, state: list[int], label: str) -> int:
 def _op(code, inputs, outputs, options=None):
     from .model import Op
 
-    return Op(code, inputs, outputs, options or default_options(code), "loop")
+    return Op(code, inputs, outputs, options or default_options(code))
 
 
 def _loop_body(em: Emitter, body, state, names, n_carried, n_scan, captured, label) -> int:

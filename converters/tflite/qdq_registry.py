@@ -78,8 +78,7 @@ def int8_op(*op_types: str, slots=(0,), fuses: bool = False, all_inputs: bool = 
 def append(em: Emitter, code: str, inputs: list[int], outputs: list[int], options=None) -> None:
     """An operator on quantized tensors, as is, at the version LiteRT gives its int8 kernel."""
     version = int8_version(em.sub.tensors, code, inputs, outputs, options)
-    em.sub.append_op(Op(code, list(inputs), list(outputs), options, em.node.name if em.node is not None else "",
-                        version))
+    em.sub.append_op(Op(code, list(inputs), list(outputs), options, version=version))
 
 
 def qtensor(em: Emitter, shape, quant: Quantization, hint: str, dtype: int = T.INT8) -> int:

@@ -152,7 +152,7 @@ def _dequantized(sub: Subgraph, index: int, stored: Tensor, first_reader: Op) ->
     source = sub.add(stored)
     t = sub.tensors[index]
     t.data = None
-    op = Op("DEQUANTIZE", [source], [index], origin=f"weights of {t.name}", version=dequantize_version(stored))
+    op = Op("DEQUANTIZE", [source], [index], version=dequantize_version(stored))
     sub.insert_op(sub.position(first_reader), op)
     return op
 
