@@ -1,9 +1,8 @@
 """The ONNX-graph toolkit both targets use: the walk into subgraph attributes (If/Loop/Scan
 bodies), a def-use index, unused-node pruning, and the origin stamps on each node.
 
-Each pass is a small unit that takes a model and returns a ``PassResult`` saying whether it
-changed it (onnx-ir's pass style); the list-level helpers under it serve the ONNX target, which
-prunes its node list before a model exists. Subgraph recursion here is unbounded: an ONNX
+Each pass is a small unit that edits a model in place; the list-level helpers under it serve the
+ONNX target, which prunes its node list before a model exists. Subgraph recursion here is unbounded: an ONNX
 model from outside pt2x has been through ``tflite/onnx_check.py`` (``MAX_ONNX_SUBGRAPH_DEPTH``)
 before any of this reads it, and pt2x's own models nest only as deep as the program's
 control flow (``MAX_SUBGRAPH_DEPTH``).
@@ -17,16 +16,8 @@ from dataclasses import dataclass, field
 import onnx
 from onnx import AttributeProto, helper
 
-__all__ = ["PassResult", "DefUse", "attrs", "subgraphs", "walk_nodes", "subgraph_reads", "free_vars", "live_nodes",
+__all__ = ["DefUse", "attrs", "subgraphs", "walk_nodes", "subgraph_reads", "free_vars", "live_nodes",
            "prune_unused", "ORIGIN_KEYS", "stamp", "origin_of", "copy_stamp", "carry_stamps"]
-
-
-@dataclass
-class PassResult:
-    """What a pass returns: the model (the same object, edited in place) and whether it changed."""
-
-    model: onnx.ModelProto
-    modified: bool
 
 
 def attrs(node: onnx.NodeProto) -> dict:
@@ -153,19 +144,17 @@ def live_nodes(nodes: list[onnx.NodeProto], outputs: Iterable[str]) -> tuple[lis
     return keep, used
 
 
-def prune_unused(m: onnx.ModelProto) -> PassResult:
+def prune_unused(m: onnx.ModelProto) -> None:
     """Drop the main graph's nodes and initializers nothing reads (graph outputs and subgraph
     captures count as reads)."""
     g = m.graph
     keep, used = live_nodes(list(g.node), [o.name for o in g.output])
     inits = [t for t in g.initializer if t.name in used]
-    modified = len(keep) != len(g.node) or len(inits) != len(g.initializer)
-    if modified:
+    if len(keep) != len(g.node) or len(inits) != len(g.initializer):
         del g.node[:]
         g.node.extend(keep)
         del g.initializer[:]
         g.initializer.extend(inits)
-    return PassResult(m, modified)
 
 
 # --- origin stamps: the ATen node each ONNX node was made from (docs/onnx.md) ---------------
@@ -207,14 +196,13 @@ def copy_stamp(src: onnx.NodeProto, dst: onnx.NodeProto) -> None:
             dst.metadata_props.add(key=key, value=value)
 
 
-def carry_stamps(src: onnx.ModelProto, dst: onnx.ModelProto) -> PassResult:
+def carry_stamps(src: onnx.ModelProto, dst: onnx.ModelProto) -> onnx.ModelProto:
     """Stamp ``dst``'s unstamped nodes from the node of ``src`` that made the same output: for
-    a rewrite that drops ``metadata_props`` (onnx's version converter does) but keeps names."""
+    a rewrite that drops ``metadata_props`` (onnx's version converter does) but keeps names.
+    Returns ``dst``."""
     by_output = {o: n for n in walk_nodes(src.graph) if origin_of(n) for o in n.output if o}
-    modified = False
     for n in walk_nodes(dst.graph):
         was = next((by_output[o] for o in n.output if o in by_output), None)
         if was is not None and not origin_of(n):
             copy_stamp(was, n)
-            modified = True
-    return PassResult(dst, modified)
+    return dst

@@ -84,7 +84,7 @@ def normalise(m: onnx.ModelProto) -> onnx.ModelProto:
 def _convert(m: onnx.ModelProto) -> onnx.ModelProto:
     opset = default_opset(m)
     try:
-        return carry_stamps(m, _converted(m)).model  # it drops them
+        return carry_stamps(m, _converted(m))  # it drops them
     except Exception as e:  # noqa: BLE001 - onnx raises RuntimeError/ConvertError/InferenceError
         reason = f"onnx's version converter cannot bring it from opset {opset} to {TARGET_OPSET}: {_text(e)}"
         _refuse_op(m, e, reason)
