@@ -1,4 +1,6 @@
-"""Comparison tolerances per dtype, in one place (ONNX and TFLite parity).
+"""Comparison tolerances per dtype for the parity tests (ONNX and TFLite), read from the one
+table: ``pt2x.verification.compare.TOLERANCES`` (what ``pt2x verify`` holds a converted model
+to), with its LiteRT factor (``RUNTIME_SCALE["litert"]``). Integers and bools compare exactly.
 
 float32 allows for reassociation (fused attention/layer norm, Gemm blocking); bf16/fp16
 for per-op rounding differences (pt2x computes low-precision ops in float32 and rounds
@@ -8,13 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-# dtype name -> (rtol, atol)
-TOLERANCES = {
-    "float64": (1e-7, 1e-9),
-    "float32": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (2e-2, 2e-2),
-}
+from pt2x.verification.compare import RUNTIME_SCALE, TOLERANCES
+
 EXACT = (0.0, 0.0)  # integers and bools
 
 
@@ -44,5 +41,5 @@ def assert_close(actual: np.ndarray, expected: np.ndarray, dtype, *, what: str =
 
 
 # TFLite (LiteRT): float32 kernels (XNNPACK's fused GEMMs, SOFTMAX's exp, the Erf polynomial)
-# reassociate more than ONNX Runtime's: scale the float32 tolerances.
-TFLITE_SCALE = {"float32": 10.0}
+# reassociate more than ONNX Runtime's: scale the float32 tolerances (the table's LiteRT factor).
+TFLITE_SCALE = {"float32": RUNTIME_SCALE["litert"]}
