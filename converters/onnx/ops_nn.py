@@ -364,7 +364,7 @@ def prelu(ctx, node):
     out, cst = _ct(ctx)
     r = ctx.rank(a.self)
     w = ctx.t(a.weight, cst)
-    if r > 2 and ctx.info(a.weight).shape[0] != 1:
+    if r > 2 and ctx.rank(a.weight) == 1 and ctx.info(a.weight).shape[0] != 1:  # one weight per channel (dim 1)
         w = ctx.op("Reshape", w, ctx.ints([-1] + [1] * (r - 2)))
     return ctx.cast(ctx.op("PRelu", ctx.t(a.self, cst), w), cst, out)
 

@@ -16,6 +16,8 @@ def constant_pad_nd(ctx, node):
             raise Unsupported(f"pad mode {a.mode} at opset {ctx.opset}")
     else:
         mode = "constant"
+    if mode != "constant":
+        _check_extents(ctx, a.self, a.pad, a.mode)
     out = ctx.out_info().dtype
     value = None if mode != "constant" else ctx.const(a.value or 0, out)
     return ctx.op("Pad", ctx.t(a.self), ctx.ints(_onnx_pads(ctx.rank(a.self), a.pad)), value, mode=mode)
@@ -30,11 +32,26 @@ def _onnx_pads(rank: int, pads) -> list:
     return begins + ends
 
 
+def _check_extents(ctx, x, pads, mode: str) -> None:
+    """Refuse a reflect/edge/wrap pad of a tensor with no elements, or one whose negative pads leave
+    a padded dim nothing to read: ONNX Runtime fails at run there, LiteRT's MIRROR_PAD at allocate."""
+    shape = ctx.info(x).shape
+    if any(d == 0 for d in shape):
+        raise Unsupported(f"{mode} padding of a tensor with no elements")
+    for i in range(len(pads) // 2):
+        lo, hi, size = pads[2 * i], pads[2 * i + 1], shape[len(shape) - 1 - i]
+        if isinstance(size, int) and isinstance(lo, int) and isinstance(hi, int) \
+                and size + min(lo, 0) + min(hi, 0) <= 0 and max(lo, hi) > 0:
+            raise Unsupported(f"{mode} padding by ({lo}, {hi}) of a dim of {size}: negative pads leave nothing to "
+                              f"repeat")
+
+
 def _pad_mode(mode):
     def lower(ctx, node):
         a = bind(node, "self", "padding")
         if mode == "wrap" and ctx.opset < 19:
             raise Unsupported("circular padding needs opset >= 19")
+        _check_extents(ctx, a.self, list(a.padding), {"edge": "replicate", "wrap": "circular"}.get(mode, mode))
         return ctx.op("Pad", ctx.t(a.self), ctx.ints(_onnx_pads(ctx.rank(a.self), list(a.padding))), mode=mode)
 
     return lower

@@ -376,5 +376,6 @@ def im2col(ctx, node):
     if ph or pw:
         x = ctx.op("Pad", x, ctx.ints([0, 0, ph, pw, 0, 0, ph, pw]))
     idx = _patch_index(ctx, c, h + 2 * ph, w + 2 * pw, kh, kw, dh, dw, sh, sw)
-    flat = ctx.op("Reshape", x, ctx.ints([0, -1]))
+    # the row length spelled out: Reshape's -1 is undefined for an empty batch
+    flat = ctx.op("Reshape", x, ctx.ints([0, c * (h + 2 * ph) * (w + 2 * pw)]))
     return ctx.cast(ctx.op("Gather", flat, ctx.const_array(idx, "im2col_index"), axis=1), cst, out)

@@ -332,3 +332,29 @@ def test_group_norm_of_an_empty_batch(tmp_path):
                tmp_path=tmp_path)
     check_both(lambda a, w, b: F.group_norm(a, 2, w, b), torch.randn(3, 4, 5), torch.randn(4), torch.randn(4),
                tmp_path=tmp_path)
+
+
+def test_prelu_with_a_0d_weight(tmp_path):
+    # was: IndexError out of the lowering (the weight's shape[0] read on a 0-d weight)
+    check_both(F.prelu, torch.randn(2, 3, 4), torch.tensor(0.25), tmp_path=tmp_path)
+    check_both(F.prelu, torch.randn(1, 0, 3), torch.tensor(0.25), tmp_path=tmp_path)
+
+
+def test_unfold_of_an_empty_batch(tmp_path):
+    # was: Reshape to [0, -1] of no elements (rejected at load)
+    check_both(lambda a: F.unfold(a, 2), torch.zeros(0, 1, 5, 5), tmp_path=tmp_path)
+    check_both(lambda a: F.unfold(a, 2, padding=1, stride=2), torch.randn(2, 1, 5, 5), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("mode, pads, shape, reason", [
+    ("reflect", (1, 2), (0, 3, 3), "reflect padding of a tensor with no elements"),
+    ("replicate", (-4, 5, 0, 0), (5, 3, 4, 4), r"replicate padding by \(-4, 5\) of a dim of 4"),
+])
+def test_pads_with_nothing_to_repeat_are_refused(mode, pads, shape, reason, tmp_path):
+    # were: files ONNX Runtime failed at run (and LiteRT's MIRROR_PAD at allocate)
+    with pytest.raises(UnsupportedOpsError, match=reason):
+        to_onnx(_saved(lambda a: F.pad(a, pads, mode=mode), (torch.randn(shape),), tmp_path))
+
+
+def test_replicate_pad_with_a_negative_pad(tmp_path):
+    check_both(lambda a: F.pad(a, (-1, 2, 1, 0), mode="replicate"), torch.randn(2, 3, 4, 4), tmp_path=tmp_path)
