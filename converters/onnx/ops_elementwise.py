@@ -147,6 +147,8 @@ def _unary(op_type, **attrs):
         x = bind(node, "self")[0]
         if op_type in ("Floor", "Ceil", "Round") and not dtypes.is_floating(ctx.dtype(x)):
             return ctx.op("Identity", ctx.t(x))  # torch rounds an integer to itself; ONNX's take floats only
+        if op_type == "Sign" and ctx.dtype(x) == ST.BOOL:
+            return ctx.op("Identity", ctx.t(x))  # the sign of a boolean is itself; ONNX's Sign takes numbers
         if op_type == "Relu" and not dtypes.is_floating(ctx.dtype(x)):
             return nary(ctx, "Max", x, 0)  # ONNX Runtime has no integer Relu
         return nary(ctx, op_type, x, **attrs)

@@ -358,3 +358,8 @@ def test_pads_with_nothing_to_repeat_are_refused(mode, pads, shape, reason, tmp_
 
 def test_replicate_pad_with_a_negative_pad(tmp_path):
     check_both(lambda a: F.pad(a, (-1, 2, 1, 0), mode="replicate"), torch.randn(2, 3, 4, 4), tmp_path=tmp_path)
+
+
+def test_sign_of_booleans(tmp_path):
+    # was: Sign of bool, which ONNX rejects (and LiteRT's SIGN at invoke)
+    check_both(lambda a: (torch.sign(a), torch.sgn(a)), torch.tensor([True, False, True]), tmp_path=tmp_path)
