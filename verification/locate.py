@@ -101,7 +101,7 @@ def _chain(order, at: int, known: set[str]) -> list[str]:
     return [f"{order[i][0]} ({order[i][1]}) -> {', '.join(order[i][3])}" for i in sorted(picked)]
 
 
-def _channels_last_twin(name: str, g: np.ndarray, want: dict, tol_of, runtime: str) -> bool:
+def _channels_last_twin(name: str, g: np.ndarray, want: dict, tol_of) -> bool:
     """``name`` (``value/…``, a tensor the TFLite layout pass made) holds ``value`` channels-last and
     equals it. Used only to confirm: a pairing by name prefix is not sure enough to blame."""
     base = name.split("/", 1)[0]
@@ -160,7 +160,7 @@ def first_divergence(order, got_values: list[dict], want_values: list[dict], run
                     continue
                 g = np.asarray(got[name])
                 if name not in want:
-                    if _channels_last_twin(name, g, want, tol_of, runtime):
+                    if _channels_last_twin(name, g, want, tol_of):
                         good.add(name)
                     continue
                 if name in seen:

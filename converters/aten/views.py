@@ -171,7 +171,7 @@ def link(view: GraphView, node: d.Node, value: str) -> Link:
         return Link(node, source, value, None)
     if target in _SCATTER_OF:
         if target == "aten.narrow.default":
-            rest = _narrow_as_slice(view, node)
+            rest = _narrow_as_slice(node)
         return Link(node, source, value, (_SCATTER_OF[target], rest))
     if target in _PERMUTE:
         return Link(node, source, value, _inverse_permute(view, node, target, rest))
@@ -190,7 +190,7 @@ def link(view: GraphView, node: d.Node, value: str) -> Link:
     raise Unprovable(f"{_where(node)}: no write-back through this view op")
 
 
-def _narrow_as_slice(view: GraphView, node: d.Node) -> list:
+def _narrow_as_slice(node: d.Node) -> list:
     a = bind(node, "self", "dim", "start", "length")
     if isinstance(a.start, int) and isinstance(a.length, int):
         end = d.Argument(as_sym_int=d.SymIntArgument(as_int=a.start + a.length))

@@ -58,7 +58,7 @@ def sdpa(ctx, node):
         mask = ctx.op("Trilu", ones, upper=0)
     live = None
     if mask is not None:
-        if _is_bool(ctx, a, mask):
+        if _is_bool(ctx, a):
             mask = ctx.op("Where", mask, ctx.const(0.0, cst), ctx.const(-np.inf, cst))
         if a.attn_mask is not None:  # a causal mask alone keeps key 0 in every row
             mask, live = _live_rows(ctx, mask, cst)
@@ -110,7 +110,7 @@ def _repeat_heads(ctx, t, hq, hkv, rank, e):
     return ctx.op("Reshape", ex, ctx.ints([0, hq, -1, e]))
 
 
-def _is_bool(ctx, a, mask):
+def _is_bool(ctx, a):
     return a.is_causal or (a.attn_mask is not None and ctx.dtype(a.attn_mask) == ST.BOOL)
 
 

@@ -28,7 +28,7 @@ def grid_sampler(ctx, node):
     return ctx.cast(r, cst, out)
 
 
-def _pool_attrs(ctx, x, kernel, stride, padding, n, ceil_mode, dilation=None):
+def _pool_attrs(kernel, stride, padding, n, ceil_mode, dilation=None):
     k = _rep(kernel, n)
     s = _rep(stride, n) if stride not in (None, [], ()) else k
     p = _rep(padding, n)
@@ -46,7 +46,7 @@ def _pool(ctx, node, op, n, with_indices=False):
     out, cst = _ct(ctx)
     if not dtypes.is_floating(cst):
         raise Unsupported(f"{op} of integers (ONNX's pools take floats)")
-    attrs = _pool_attrs(ctx, a.self, a.kernel_size, a.stride, a.padding, n, a.ceil_mode,
+    attrs = _pool_attrs(a.kernel_size, a.stride, a.padding, n, a.ceil_mode,
                         a.dilation if op == "MaxPool" else None)
     if op == "AveragePool":
         attrs["count_include_pad"] = int(bool(a.count_include_pad))

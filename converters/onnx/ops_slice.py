@@ -33,7 +33,7 @@ def stack(ctx, node):
     return parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, axis=dim)
 
 
-def _split_by_sizes(ctx, x, dim, n_out):
+def _split_by_sizes(ctx, x, dim):
     """Split into the node's outputs along ``dim`` using their metadata sizes."""
     from ..aten.graph import output_names
 
@@ -62,7 +62,7 @@ def split(ctx, node):
     a.declare("split_size", "split_sizes", "chunks")  # the sizes of the outputs' metadata (_split_by_sizes)
     dim = a.dim % ctx.rank(a.self)
     n = len(_flat(node))
-    r = _split_by_sizes(ctx, a.self, dim, n)
+    r = _split_by_sizes(ctx, a.self, dim)
     if r is not None:
         return r
     size = a.get("split_size", a.get("split_sizes"))
@@ -120,7 +120,7 @@ def select(ctx, node):
     return folded or ctx.op("Gather", ctx.t(a.self), idx, axis=dim)
 
 
-def _bound(ctx, v, default):
+def _bound(v, default):
     return default if v is None else v
 
 
@@ -129,7 +129,7 @@ def slice_(ctx, node):
     a = bind(node, "self", "dim", "start", "end", "step")
     info = ctx.info(a.self)
     dim = a.dim % info.rank
-    start, end = _bound(ctx, a.start, 0), _bound(ctx, a.end, INT64_MAX)
+    start, end = _bound(a.start, 0), _bound(a.end, INT64_MAX)
     if start == 0 and a.step == 1 and (end == INT64_MAX or end == info.shape[dim]) and isinstance(end, int):
         return ctx.t(a.self)
     if isinstance(end, int) and end > INT64_MAX:

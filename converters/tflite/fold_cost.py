@@ -69,7 +69,7 @@ def fold_work(node: onnx.NodeProto, in_shapes: list, out_shapes: list) -> float:
     if op in _CONTRACTIONS:
         return read + written + _contraction(node, in_shapes, written)
     if op in _WINDOWED:
-        return read + PYTHON_STEP * max(written, _windowed(node, in_shapes, written, read))
+        return read + PYTHON_STEP * max(written, _windowed(node, in_shapes, written))
     return (read + written) * PYTHON_STEP * _TAPS.get(op, 1)
 
 
@@ -95,7 +95,7 @@ def _contraction(node: onnx.NodeProto, in_shapes: list, written: float) -> float
     return written * float(k)
 
 
-def _windowed(node: onnx.NodeProto, in_shapes: list, written: float, read: float) -> float:
+def _windowed(node: onnx.NodeProto, in_shapes: list, written: float) -> float:
     """Reads of every window: outputs (inputs for ConvTranspose) x kernel x channels per group."""
     if not in_shapes:
         return written

@@ -57,7 +57,7 @@ def _dim(em: Emitter, x: int, i: int) -> int:
     return n
 
 
-def _check(node, a: dict, ins: list[str], outs: list[str]) -> None:
+def _check(a: dict, ins: list[str], outs: list[str]) -> None:
     mode = int(a.get("qk_matmul_output_mode", 0))
     if outs[3] and mode not in _QK_STAGES:
         raise Unsupported(f"Attention qk_matmul_output_mode={mode}")
@@ -106,7 +106,7 @@ def attention(em: Emitter, node) -> None:
     a = attrs(node)
     ins = list(node.input) + [""] * (7 - len(node.input))
     outs = list(node.output) + [""] * (4 - len(node.output))
-    _check(node, a, ins, outs)
+    _check(a, ins, outs)
     three_d = em.rank(ins[0]) == 3
     q = _heads(em, ins[0], a.get("q_num_heads"), "query")
     k = _with_past(em, ins[4], _heads(em, ins[1], a.get("kv_num_heads"), "key"))

@@ -88,7 +88,7 @@ def loop(em: Emitter, node) -> None:
     c0r = em.tmp(T.BOOL, [], "cond")
     em.op("RESHAPE", [c0, em.const(np.zeros(0, np.int32))], [c0r])
     carried = [em.t(n) for n in ins[2:]]
-    accs = [_empty_accumulator(em, body, body.output[1 + n_carried + k]) for k in range(n_scan)]
+    accs = [_empty_accumulator(em, body.output[1 + n_carried + k]) for k in range(n_scan)]
     captured = _captures(em, [body])
     state = [i0, m, c0r] + carried + accs + [em.t(n) for n in captured]
     names = ["__iter", "__trip_count", "__cond"] + [f"__v{k}" for k in range(n_carried)] + \
@@ -104,7 +104,7 @@ def loop(em: Emitter, node) -> None:
     em.op("WHILE", state, outs, ("WhileOptions", {"cond_subgraph_index": cond_index, "body_subgraph_index": body_index}))
 
 
-def _empty_accumulator(em: Emitter, body, out_vi) -> int:
+def _empty_accumulator(em: Emitter, out_vi) -> int:
     elem = out_vi.type.tensor_type
     shape = [d.dim_value if d.HasField("dim_value") else -1 for d in elem.shape.dim] if elem.HasField("shape") else None
     if shape is None or any(d < 0 for d in shape):

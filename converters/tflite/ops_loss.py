@@ -32,7 +32,7 @@ def _reduction(node) -> str:
     return r
 
 
-def _picked(em: Emitter, hit: int, values: int, rank: int) -> int:
+def _picked(em: Emitter, hit: int, values: int) -> int:
     """SUM over axis 1 of ``values`` where ``hit``, else 0."""
     kept = em.tmp(T.FLOAT32, None, "kept")
     em.op("SELECT_V2", [hit, values, em.const(np.float32(0))], [kept])
@@ -58,12 +58,12 @@ def _nll(em: Emitter, node, log_prob: int, rank: int, classes: int) -> None:
     t1 = em.tmp(T.INT32, None, "target")
     em.op("EXPAND_DIMS", [target, em.const(np.array(1, np.int32))], [t1])
     hit = em.binary("EQUAL", t1, class_ids, dtype=T.BOOL)
-    loss = em.unary("NEG", _picked(em, hit, log_prob, rank))
+    loss = em.unary("NEG", _picked(em, hit, log_prob))
     weight = None
     if len(node.input) > 2 and node.input[2]:
         w = em.tmp(T.FLOAT32, along, "weight")
         em.op("RESHAPE", [em.t(node.input[2]), em.const(np.asarray(along, np.int32))], [w])
-        weight = _picked(em, hit, w, rank)
+        weight = _picked(em, hit, w)
         loss = em.binary("MUL", loss, weight)
     if "ignore_index" in a:
         valid = em.binary("NOT_EQUAL", target, em.const(np.array(int(a["ignore_index"]), np.int32)), dtype=T.BOOL)

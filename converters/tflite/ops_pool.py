@@ -94,7 +94,7 @@ def _dilated(em: Emitter, code: str, x: int, axes: list[Axis]) -> int:
     """A VALID dilated pool of the padded NHWC ``x`` (static sizes): one strided slice per
     kernel tap, combined by MAXIMUM, or summed and divided by the kernel size (the average
     pool's full-window divisor, which the caller rescales as for any pool)."""
-    h, w = _padded_sizes(em, x, axes)
+    h, w = _padded_sizes(em, x)
     oh, ow = ((n - ax.extent) // ax.stride + 1 for n, ax in zip((h, w), axes))
     acc = None
     for i in range(axes[0].kernel):
@@ -112,7 +112,7 @@ def _dilated(em: Emitter, code: str, x: int, axes: list[Axis]) -> int:
     return em.binary("MUL", acc, em.const(np.float32(1.0 / (axes[0].kernel * axes[1].kernel))))
 
 
-def _padded_sizes(em: Emitter, x: int, axes: list[Axis]) -> tuple[int, int]:
+def _padded_sizes(em: Emitter, x: int) -> tuple[int, int]:
     shape = em.shape_of(x)
     if shape is None or any(d < 0 for d in shape[1:3]):
         raise Unsupported("dilated pooling over a size known only at run time")
@@ -136,7 +136,7 @@ def _in_float(em: Emitter, x: int, node) -> int:
     return x
 
 
-def _finish(em: Emitter, node, y: int, rank: int) -> None:
+def _finish(em: Emitter, y: int, rank: int) -> None:
     """The pooled NHWC float tensor back to the output's layout and type."""
     want = em.dtype_of(em.out())
     _from_4d(em, em.cast(y, want), rank)
@@ -166,11 +166,11 @@ def max_pool(em: Emitter, node) -> None:
         return
     x, rank, axes = pool_input
     if axes is None:
-        _finish(em, node, _pool2d(em, "MAX_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
+        _finish(em, _pool2d(em, "MAX_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
         return
     ends = _end_pads(a, axes)
     x = _pad(em, x, axes, ends, _max_pad_value(em, node, axes, ends))
-    _finish(em, node, _pool2d(em, "MAX_POOL_2D", x, axes, _VALID), rank)
+    _finish(em, _pool2d(em, "MAX_POOL_2D", x, axes, _VALID), rank)
 
 
 @maps("AveragePool")
@@ -185,12 +185,12 @@ def average_pool(em: Emitter, node) -> None:
         if include:
             raise Unsupported("AveragePool with auto_pad=SAME_UPPER and count_include_pad=1 over a spatial dim "
                               "known only at run time")
-        _finish(em, node, _pool2d(em, "AVERAGE_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
+        _finish(em, _pool2d(em, "AVERAGE_POOL_2D", x, _same_axes(em, node, a), _SAME), rank)
         return
-    _finish(em, node, _average(em, node, a, x, axes, include), rank)
+    _finish(em, _average(em, a, x, axes, include), rank)
 
 
-def _average(em: Emitter, node, a: dict, x: int, axes: list[Axis], include: bool) -> int:
+def _average(em: Emitter, a: dict, x: int, axes: list[Axis], include: bool) -> int:
     ends = _end_pads(a, axes)
     padded = any(ax.begin for ax in axes) or any(ends)
     if not padded or (include and ends == [ax.end for ax in axes]):
@@ -283,7 +283,7 @@ def lp_pool(em: Emitter, node) -> None:
         y = em.unary("SQRT", y)
     elif p > 2:
         y = em.binary("POW", y, em.const(np.float32(1.0 / p)))
-    _finish(em, node, y, rank)
+    _finish(em, y, rank)
 
 
 @maps("GlobalAveragePool", "GlobalMaxPool")

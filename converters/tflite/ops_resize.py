@@ -122,7 +122,7 @@ def _read(em: Emitter, node) -> _Spec:
         raise Unsupported("Resize with neither scales nor sizes")
     if a["keep_aspect_ratio_policy"] != "stretch" and sizes is None:
         a["keep_aspect_ratio_policy"] = "stretch"  # ONNX: the policy applies to sizes only
-    return _Spec(a, rank, list(shape), axes, scales, sizes, _roi(em, ins[1], a, axes, rank))
+    return _Spec(a, rank, list(shape), axes, scales, sizes, _roi(em, ins[1], a, axes))
 
 
 def _attributes(node) -> dict:
@@ -153,7 +153,7 @@ def _axes(a: dict, rank: int) -> list[int]:
     return axes
 
 
-def _roi(em: Emitter, name: str, a: dict, axes: list[int], rank: int) -> dict:
+def _roi(em: Emitter, name: str, a: dict, axes: list[int]) -> dict:
     """axis -> (start, end); ONNX reads roi only for tf_crop_and_resize."""
     if a["coordinate_transformation_mode"] != "tf_crop_and_resize":
         return {ax: (0.0, 1.0) for ax in axes}

@@ -99,7 +99,7 @@ def _copy(em: Emitter, idx: int) -> int:
     return em.unary("CAST", idx, options=("CastOptions", {"in_data_type": dtype, "out_data_type": dtype}), hint="same")
 
 
-def _run(em: Emitter, node, x: int, xw: int, init: list[int], hidden: int, reverse: bool, step, label: str):
+def _run(em: Emitter, x: int, xw: int, init: list[int], hidden: int, reverse: bool, step, label: str):
     """WHILE over the steps of one direction; (Y [S, B, H], final states...)."""
     shape = em.tmp(T.INT32, [3], "shape")
     em.op("SHAPE", [x], [shape], ("ShapeOptions", {"out_type": T.INT32}))
@@ -142,7 +142,7 @@ def lstm_over_dynamic_sequence(em: Emitter, node, ins, layout, w, r, b, directio
     for d, reverse in enumerate(directions(direction)):
         xw = fc(em, xs, w[d], b[d, : 4 * hidden] + b[d, 4 * hidden:])
         init = [initial_state(em, ins[5], d, x, layout, hidden), initial_state(em, ins[6], d, x, layout, hidden)]
-        y, (h, c) = _run(em, node, xs, xw, init, hidden, reverse,
+        y, (h, c) = _run(em, xs, xw, init, hidden, reverse,
                          lambda body, x_t, hc, rd=r[d]: lstm_cell(body, x_t, hc[0], hc[1], rd), f"{node.name}/d{d}")
         ys.append(y)
         last_h.append(h)
@@ -158,7 +158,7 @@ def gru_over_dynamic_sequence(em: Emitter, node, ins, layout, w, r, b, direction
     for d, reverse in enumerate(directions(direction)):
         xw = fc(em, xs, w[d], b[d, : 3 * H])
         init = [initial_state(em, ins[5], d, x, layout, hidden)]
-        y, (h,) = _run(em, node, xs, xw, init, hidden, reverse,
+        y, (h,) = _run(em, xs, xw, init, hidden, reverse,
                        lambda body, x_t, hs, rd=r[d], rb=b[d, 3 * H:]: (gru_cell(body, x_t, hs[0], rd, rb, before_reset),),
                        f"{node.name}/d{d}")
         ys.append(y)

@@ -25,7 +25,7 @@ def concat(em: Emitter, node) -> None:
           ("ConcatenationOptions", {"axis": _axis(int(attrs(node)["axis"]), rank)}))
 
 
-def _full(em: Emitter, node, rank: int, axes: list[int], name: str, default: int) -> tuple[int, int]:
+def _full(em: Emitter, rank: int, axes: list[int], name: str, default: int) -> tuple[int, int]:
     """(1-D int32 tensor over all ``rank`` axes, mask of axes not sliced) for Slice's starts/ends/steps."""
     mask = sum(1 << a for a in range(rank) if a not in axes)
     v = em.const_value(name) if name else None
@@ -122,8 +122,8 @@ def slice_(em: Emitter, node) -> None:
         ins[1:3] = _drop_axes(em, ins[1], axes, empty), _drop_axes(em, ins[2], axes, empty)
         steps = [st for a, st in zip(axes, steps) if a not in empty]
         axes = [a for a in axes if a not in empty]
-    begin, mask = _full(em, node, rank, axes, ins[1], 0)
-    end, _ = _full(em, node, rank, axes, ins[2], 0)
+    begin, mask = _full(em, rank, axes, ins[1], 0)
+    end, _ = _full(em, rank, axes, ins[2], 0)
     vals = [1] * rank
     for a, st in zip(axes, steps):
         vals[a] = st

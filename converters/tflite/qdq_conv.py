@@ -47,7 +47,7 @@ def _channel_scales(p: Pattern, slot: int, channels: int) -> np.ndarray:
     return np.broadcast_to(s, (channels,)).astype(np.float32) if s.size == 1 else s
 
 
-def _bias_reason(em: Emitter, p: Pattern, w_slot: int, channels: int) -> str | None:
+def _bias_reason(p: Pattern, w_slot: int, channels: int) -> str | None:
     s_in, _ = p.params[0].scalar()
     s_w = _channel_scales(p, w_slot, channels)
     if not requant_scale_ok(np.float32(s_in) * s_w, p.out.scalar()[0]):
@@ -94,7 +94,7 @@ def _conv_check(em: Emitter, p: Pattern) -> str | None:
     if group != 1 and not (group == c and w.shape[1] == 1 and m % c == 0):
         return f"it is a grouped convolution (group={group}) that is not depthwise"
     _conv_axes(em, node, a, list(w.shape[2:]))  # raises Unsupported for a geometry TFLite lacks
-    return _weight_reason(p, 1, 0, m) or _bias_reason(em, p, 1, m)
+    return _weight_reason(p, 1, 0, m) or _bias_reason(p, 1, m)
 
 
 @int8_op("Conv", slots=(0, 1), bias_slot=2, fuses=True, check=_conv_check)
@@ -160,7 +160,7 @@ def _fc_check(em: Emitter, p: Pattern) -> str | None:
     if rank < 2 or (p.node.op_type == "Gemm" and rank != 2):
         return f"its input has rank {rank}"
     n = layout[0].shape[0]
-    return _weight_reason(p, 1, layout[1], n) or _bias_reason(em, p, 1, n)
+    return _weight_reason(p, 1, layout[1], n) or _bias_reason(p, 1, n)
 
 
 @int8_op("Gemm", slots=(0, 1), bias_slot=2, fuses=True, check=_fc_check)

@@ -98,7 +98,7 @@ def find_patterns(em: Emitter) -> Plan:
             if extra is not None:
                 plan.absorbed.add(extra.output[0])
     plan.float_ops = [(n, r) for n, r in plan.float_ops if n.output[0] not in plan.absorbed]
-    plan.dq_absorbed = _absorbed_dequantizes(em, g, plan)
+    plan.dq_absorbed = _absorbed_dequantizes(g, plan)
     return plan
 
 
@@ -270,7 +270,7 @@ def real_constant(em: Emitter, g: _Graph, name: str) -> np.ndarray | None:
     return real.astype(np.float64)
 
 
-def _absorbed_dequantizes(em: Emitter, g: _Graph, plan: Plan) -> set[str]:
+def _absorbed_dequantizes(g: _Graph, plan: Plan) -> set[str]:
     claimed = {d.output[0] for p in plan.patterns.values() for d in p.dq.values()}
     for p in plan.patterns.values():
         op = INT8_OPS[p.node.op_type]

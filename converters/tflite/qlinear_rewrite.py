@@ -232,7 +232,7 @@ def _bias_bound(node, g: _Graph, bias: str) -> int:
     return int(np.abs(g.consts[bias].astype(np.int64)).max()) if g.consts[bias].size else 0
 
 
-def _int32_sum(g: _Graph, node, runs, one_run, xi: str, wi: str, axes, bias: str, base: str) -> str:
+def _int32_sum(g: _Graph, runs, one_run, xi: str, wi: str, axes, bias: str, base: str) -> str:
     """Σ over the runs of ``one_run(x part, w part)`` (each exact in float32), in int32, + B: int32."""
     acc = ""
     for lo, hi in runs:
@@ -309,7 +309,7 @@ def _conv(g: _Graph, node, x, xz, w, wz, bias, base):
     if float_bias:
         inputs = [xi, wi] + ([_float(g, bias, base)] if bias else [])
         return g.add("Conv", inputs, base, "conv", **attrs), rank
-    return _int32_sum(g, node, runs, lambda xp, wp: g.add("Conv", [xp, wp], base, "conv", **attrs),
+    return _int32_sum(g, runs, lambda xp, wp: g.add("Conv", [xp, wp], base, "conv", **attrs),
                       xi, wi, (1, 1, rank - 2), bias, base), rank
 
 
@@ -324,7 +324,7 @@ def _matmul(g: _Graph, node, a, az, b, bz, base):
     ai, bi = _shifted(g, a, az, base, "a_shift"), _shifted(g, b, bz, base, "b_shift")
     if len(runs) == 1:
         return g.add("MatMul", [ai, bi], base, "mm")
-    return _int32_sum(g, node, runs, lambda ap, bp: g.add("MatMul", [ap, bp], base, "mm"),
+    return _int32_sum(g, runs, lambda ap, bp: g.add("MatMul", [ap, bp], base, "mm"),
                       ai, bi, (-1, -2, 0), "", base)
 
 

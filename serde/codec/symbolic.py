@@ -493,7 +493,7 @@ class _Parser:
     def call(self, name_tok) -> Expr:
         name, pos = name_tok[1], name_tok[2]
         if name == "Symbol":
-            return self.symbol_call(name_tok)
+            return self.symbol_call()
         if name == "Float":
             return self.float_call(name_tok)
         if name not in FUNCTIONS and name not in _REL_NAMES and name not in ("Integer", "Add", "Mul", "Pow"):
@@ -528,7 +528,7 @@ class _Parser:
             raise SymbolicExprError(f"Piecewise() takes ExprCondPair(...) arguments at position {pos}")
         return Call(name, tuple(args))
 
-    def symbol_call(self, name_tok) -> Symbol:
+    def symbol_call(self) -> Symbol:
         self.next()  # (
         tok = self.next()
         if tok[0] != "str":
