@@ -388,7 +388,7 @@ class _quiet_stdio:
         sys.stdout, sys.stderr = self.saved
 
 
-def _selftest(ctx: _Ctx, what: str) -> None:
+def _selftest(what: str) -> None:
     if what == "selftest-sleep":
         time.sleep(3600)
     elif what == "selftest-alloc":
@@ -530,7 +530,7 @@ def _run_stage(stage: str, ctx: _Ctx, want_tb: bool) -> tuple[dict, str | None]:
     tb_text = None
     try:
         if stage in _SELFTEST:
-            _selftest(ctx, stage)
+            _selftest(stage)
         else:
             _STAGE_FUNCS[stage](ctx)
     except KeyboardInterrupt:
