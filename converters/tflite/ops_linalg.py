@@ -25,7 +25,7 @@ def matmul(em: Emitter, node) -> None:
     a_name, b_name = node.input
     ra, rb = em.rank(a_name), em.rank(b_name)
     a, bv = em.t(a_name), em.const_value(b_name)
-    if any(0 in list(em.shape_of(em.t(n)) or ()) for n in (a_name, b_name)):
+    if any(0 in list(em.shape(n) or ()) for n in (a_name, b_name)):  # (em.t would write a constant B twice)
         raise Unsupported("MatMul of an operand with no elements (ai-edge-litert 2.3.0's XNNPACK delegate fails "
                           "to prepare it)")
     if bv is not None and rb == 2 and ra >= 2 and em.dtype_of(a) == T.FLOAT32:
