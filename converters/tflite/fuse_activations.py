@@ -27,21 +27,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .fold_affine import fold_affine
 from .layer_constants import channel_constant, constant_bias, is_float32, out_channels, unfused
 from .model import ACTIVATION_CODE, Op, Subgraph, Tensor, TensorType
 
-__all__ = ["fuse_float_ops"]
+__all__ = ["fold_biases", "fuse_activations"]
 
 # the operators with a fused_activation_function field that XNNPACK also takes with one
 _FUSES = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "SUB", "MUL"})
 _BIASED = frozenset({"CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"})
-
-
-def fuse_float_ops(sub: Subgraph) -> None:
-    fold_biases(sub)
-    fold_affine(sub)  # after the biases: a layer's ADD of its bias sits between it and a scale
-    fuse_activations(sub)
 
 
 def _sole_float_output(sub: Subgraph, op: Op) -> int | None:

@@ -17,11 +17,7 @@ from __future__ import annotations
 from .layer_constants import is_float32
 from .model import Op, Subgraph
 
-__all__ = ["fuse_matmuls"]
-
-
-def fuse_matmuls(sub: Subgraph) -> None:
-    transposes_into_adj_y(sub)
+__all__ = ["transposes_into_adj_y"]
 
 
 def _last_two_swapped(sub: Subgraph, op: Op) -> bool:
