@@ -33,7 +33,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ..onnx.lazy_initializers import array_of
-from ..onnx.graph_tools import subgraph_reads
+from ..onnx.graph_tools import DefUse, subgraph_reads
 from .emit import attrs
 
 __all__ = ["dim_known", "sink_expands"]
@@ -65,7 +65,7 @@ class _Sinker:
         g = m.graph
         self.consts = {t.name: array_of(t) for t in g.initializer}
         self.infos = {vi.name: vi for vi in list(g.value_info) + list(g.input) + list(g.output)}
-        self.producer = {o: n for n in g.node for o in n.output}
+        self.producer = DefUse.of_graph(g).producers
         self.tracked: dict[str, _Broadcast] = {}
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []

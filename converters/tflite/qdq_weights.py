@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
-from ..onnx.graph_tools import attrs
+from ..onnx.graph_tools import DefUse, attrs
 from ..onnx.lazy_initializers import array_of
 
 __all__ = ["transpose_into_weights"]
@@ -20,7 +20,7 @@ def transpose_into_weights(m: onnx.ModelProto) -> None:
     """Rewrite, in place, each Transpose(DequantizeLinear(constants)) of the main graph."""
     g = m.graph
     inits = {t.name: t for t in g.initializer}
-    producer = {o: n for n in g.node for o in n.output}
+    producer = DefUse.of_graph(g).producers
     nodes, added = [], []
     for node in g.node:
         new = _rewritten(node, producer, inits, added) if node.op_type == "Transpose" and not node.domain else None
