@@ -1,7 +1,8 @@
 """The TFLite model pt2x builds before writing it: tensors, operators and subgraphs.
 
-Plain data. ``ops_*`` modules append to a ``Subgraph`` through ``emit.Emitter``; the layout
-pass (``layout.py``) rewrites the operator list; ``writer.py`` serialises a ``Program``.
+Plain data. ``ops_*`` modules append to a ``Subgraph`` through ``emit.Emitter``; the passes
+(``pipeline.py``) rewrite the operator list through ``Subgraph``'s edit methods, which keep its
+producers/readers index (``Subgraph.uses``) current; ``writer.py`` serialises a ``Program``.
 A tensor's ``shape`` holds ints with ``-1`` for a dimension known only at run time (its
 ``shape_signature``); ``None`` means the rank itself is unknown.
 """
