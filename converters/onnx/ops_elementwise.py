@@ -401,12 +401,22 @@ for _name, _op, _bit in [("and", "And", "BitwiseAnd"), ("or", "Or", "BitwiseOr")
 @lowering("onnx", "aten.isnan.default")
 def isnan(ctx, node):
     x = bind(node, "self")[0]
+    if not dtypes.is_floating(ctx.dtype(x)):
+        return _all_false(ctx, x)
     return ctx.op("IsNaN", ctx.t(x, ctx.compute_type(ctx.dtype(x))))
+
+
+def _all_false(ctx, x):
+    """False in every place of ``x`` (an integer or boolean has no NaN or infinity)."""
+    xi = ctx.t(x, ST.INT)
+    return ctx.op("Not", ctx.op("Equal", xi, xi))
 
 
 @lowering("onnx", "aten.isinf.default")
 def isinf(ctx, node):
     x = bind(node, "self")[0]
+    if not dtypes.is_floating(ctx.dtype(x)):
+        return _all_false(ctx, x)
     return ctx.op("IsInf", ctx.t(x, ctx.compute_type(ctx.dtype(x))))
 
 
@@ -453,6 +463,9 @@ def addcmul(ctx, node):
 def nan_to_num(ctx, node):
     a = bind(node, "self")
     out = ctx.out_info().dtype
+    if not dtypes.is_floating(out):  # integers and booleans hold no NaN or infinity
+        a.declare("nan", "posinf", "neginf")  # replacements for values an integer cannot hold
+        return ctx.op("Identity", ctx.t(a.self))
     cst = ctx.compute_type(out)
     x = ctx.t(a.self, cst)
     fi = np.finfo(dtypes.to_numpy(out)) if out != ST.BFLOAT16 else None

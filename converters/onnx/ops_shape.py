@@ -9,6 +9,7 @@ import numpy as np
 from ..aten.args import TensorRef, bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
+from ..errors import Unsupported
 from .shapes import axes_const, reshape_target
 
 
@@ -32,6 +33,12 @@ def view(ctx, node):
             return folded
     if tuple(ctx.info(a.self).shape) == tuple(out.shape):
         return ctx.t(a.self)
+    if any(d == 0 for d in out.shape) and len(sizes) == len(out.shape):
+        # no elements: Reshape reads a 0 as "copy the input's dim" unless allowzero, and -1 is undefined
+        vals = [d if isinstance(d, int) else s for d, s in zip(out.shape, sizes)]
+        if any(isinstance(v, int) and v < 0 for v in vals):
+            raise Unsupported("reshape to no elements with a dim inferred (-1) at run time")
+        return ctx.op("Reshape", ctx.t(a.self), ctx.ints(vals), allowzero=1)
     return ctx.op("Reshape", ctx.t(a.self), reshape_target(ctx, a.self, sizes, out.shape))
 
 
@@ -58,6 +65,10 @@ def unflatten(ctx, node):
     dim = a.dim % r
     out = ctx.out_info()
     mid = [out.shape[dim + i] if isinstance(out.shape[dim + i], int) else s for i, s in enumerate(a.sizes)]
+    if any(d == 0 for d in out.shape):  # no elements: a 0 in Reshape's shape would copy the input's dim
+        if not out.is_static:
+            raise Unsupported("unflatten to no elements with dims known only at run time")
+        return ctx.op("Reshape", ctx.t(a.self), ctx.ints(list(out.shape)), allowzero=1)
     tail = ctx.info(a.self).shape[dim + 1:]
     if all(isinstance(d, int) for d in tail):
         return ctx.op("Reshape", ctx.t(a.self), ctx.ints([0] * dim + mid + list(tail)))

@@ -363,3 +363,15 @@ def test_replicate_pad_with_a_negative_pad(tmp_path):
 def test_sign_of_booleans(tmp_path):
     # was: Sign of bool, which ONNX rejects (and LiteRT's SIGN at invoke)
     check_both(lambda a: (torch.sign(a), torch.sgn(a)), torch.tensor([True, False, True]), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("x", [torch.tensor([[3, -1], [0, 7]]), torch.tensor([True, False])], ids=["int64", "bool"])
+def test_nan_to_num_isnan_isinf_of_integers(x, tmp_path):
+    # were: ValueError out of nan_to_num's lowering (np.finfo of an integer), IsNaN/IsInf of integers rejected at load
+    check_both(lambda a: (torch.nan_to_num(a), torch.isnan(a), torch.isinf(a)), x, tmp_path=tmp_path)
+
+
+def test_reshape_to_no_elements(tmp_path):
+    # was: a 0 in Reshape's shape read as "copy the input's dim" (rejected at load)
+    check_both(lambda a: a.unflatten(0, (2, 2)), torch.zeros(4, 0), tmp_path=tmp_path)
+    check_both(lambda a: a.reshape(0, 4), torch.zeros(4, 0), tmp_path=tmp_path)
