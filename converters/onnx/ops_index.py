@@ -130,7 +130,9 @@ def _gather_per_row(ctx, x, first, second):
 @lowering("onnx", "aten.index_select.default")
 def index_select(ctx, node):
     a = bind(node, "self", "dim", "index")
-    return ctx.op("Gather", ctx.t(a.self), ctx.t(a.index, ST.LONG), axis=a.dim % max(ctx.rank(a.self), 1))
+    x = one_d(ctx, ctx.t(a.self), a.self)  # a 0-d self: one element along dim 0
+    r = ctx.op("Gather", x, ctx.t(a.index, ST.LONG), axis=a.dim % max(ctx.rank(a.self), 1))
+    return ctx.op("Reshape", r, ctx.ints([])) if ctx.out_info().rank == 0 else r
 
 
 @lowering("onnx", "aten.gather.default")

@@ -375,3 +375,9 @@ def test_reshape_to_no_elements(tmp_path):
     # was: a 0 in Reshape's shape read as "copy the input's dim" (rejected at load)
     check_both(lambda a: a.unflatten(0, (2, 2)), torch.zeros(4, 0), tmp_path=tmp_path)
     check_both(lambda a: a.reshape(0, 4), torch.zeros(4, 0), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("index", [[0], 0], ids=["index_1d", "index_0d"])
+def test_index_select_of_a_0d_tensor(index, tmp_path):
+    # was: Gather of a 0-d value (ONNX Runtime rejected it at load, LiteRT's GATHER at allocate)
+    check_both(lambda a, i: torch.index_select(a, 0, i), torch.tensor(2.5), torch.tensor(index), tmp_path=tmp_path)
