@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["TOLERANCES", "QUANTIZED_STEPS", "RUNTIME_SCALE", "SENTINEL_FLOOR", "Tolerance", "Difference", "tolerance",
+__all__ = ["TOLERANCES", "QUANTIZED_STEPS", "RUNTIME_SCALE", "PARITY_TEST_SCALE", "SENTINEL_FLOOR", "Tolerance", "Difference", "tolerance",
            "compare", "sentinel_floor"]
 
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -36,6 +36,11 @@ QUANTIZED_STEPS: dict[str, int] = {"int8": 1, "uint8": 1}
 
 RUNTIME_SCALE: dict[str, float] = {"onnxruntime": 1.0, "litert": 10.0}
 """The float tolerances are multiplied by the runtime's factor."""
+
+PARITY_TEST_SCALE: dict[str, float] = {"float64": 0.1, "float32": 0.1}
+"""pt2x's own parity tests (its conversions of known programs, tests/support/tolerances.py) hold
+these dtypes to the tolerances above times this factor: 10x tighter than ``pt2x verify`` holds
+any file a user brings."""
 
 SENTINEL_FLOOR = 1e8
 """A reference value this large (in magnitude) is a fill, not a result: a mask's -1e9 or

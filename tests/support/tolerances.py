@@ -1,6 +1,8 @@
 """Comparison tolerances per dtype for the parity tests (ONNX and TFLite), read from the one
 table: ``pt2x.verification.compare.TOLERANCES`` (what ``pt2x verify`` holds a converted model
-to), with its LiteRT factor (``RUNTIME_SCALE["litert"]``). Integers and bools compare exactly.
+to), tightened by its ``PARITY_TEST_SCALE`` (these tests know their programs: 10x tighter for
+float32/float64 than verify), with its LiteRT factor (``RUNTIME_SCALE["litert"]``). Integers and
+bools compare exactly.
 
 float32 allows for reassociation (fused attention/layer norm, Gemm blocking); bf16/fp16
 for per-op rounding differences (pt2x computes low-precision ops in float32 and rounds
@@ -10,14 +12,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from pt2x.verification.compare import RUNTIME_SCALE, TOLERANCES
+from pt2x.verification.compare import PARITY_TEST_SCALE, RUNTIME_SCALE, TOLERANCES
 
 EXACT = (0.0, 0.0)  # integers and bools
 
 
 def tolerance(dtype) -> tuple[float, float]:
     name = str(dtype).replace("torch.", "")
-    return TOLERANCES.get(name, EXACT)
+    rtol, atol = TOLERANCES.get(name, EXACT)
+    k = PARITY_TEST_SCALE.get(name, 1.0)
+    return rtol * k, atol * k
 
 
 # A deep or wide model accumulates more reassociation error: scale float tolerances.
