@@ -25,12 +25,12 @@ def matmul(em: Emitter, node) -> None:
     a_name, b_name = node.input
     ra, rb = em.rank(a_name), em.rank(b_name)
     a, bv = em.t(a_name), em.const_value(b_name)
-    if any(0 in list(em.shape(n) or ()) for n in (a_name, b_name)):  # (em.t would write a constant B twice)
-        raise Unsupported("MatMul of an operand with no elements (ai-edge-litert 2.3.0's XNNPACK delegate fails "
-                          "to prepare it)")
     if bv is not None and rb == 2 and ra >= 2 and em.dtype_of(a) == T.FLOAT32:
-        _fully_connected(em, a, bv, None, em.out())
+        _fully_connected(em, a, bv, None, em.out())  # runs with no elements (an adaptive pool of an empty batch)
         return
+    if any(0 in list(em.shape(n) or ()) for n in (a_name, b_name)):  # (em.t would write a constant B twice)
+        raise Unsupported("BATCH_MATMUL of an operand with no elements (ai-edge-litert 2.3.0's XNNPACK delegate "
+                          "fails to prepare it)")
     b = em.t(b_name)
     if ra == 1 or rb == 1:
         _matmul_vector(em, a, b, ra, rb)

@@ -301,7 +301,9 @@ def test_masked_scatter_of_booleans(tmp_path):
 def test_matmul_over_an_empty_dim(tmp_path):
     # ONNX Runtime gives the zeros; LiteRT's XNNPACK delegate failed to prepare the file: refused by name
     check_both(torch.matmul, torch.zeros(5, 0), torch.zeros(0, 10), tmp_path=tmp_path,
-               tflite_refuses="MatMul of an operand with no elements")
+               tflite_refuses="BATCH_MATMUL of an operand with no elements")
+    # with a constant weight it is a FULLY_CONNECTED, which runs (an adaptive pool of an empty batch)
+    check_both(lambda a: F.adaptive_avg_pool1d(a, 3), torch.zeros(0, 2, 8), tmp_path=tmp_path)
 
 
 def test_relu_of_integers(tmp_path):
