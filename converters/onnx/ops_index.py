@@ -204,7 +204,7 @@ def topk(ctx, node):
     a = bind(node, "self", "k")
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
-    cst = ctx.compute_type(st)
+    cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT  # ONNX's TopK takes no bool
     if ctx.rank(a.self) == 0 and a.k != 1:
         raise Unsupported(f"topk of a 0-d tensor with k={a.k} (torch returns the element itself for k=0)")
     v, i = ctx.op("TopK", one_d(ctx, ctx.t(a.self, cst), a.self), ctx.ints([a.k]), axis=dim, largest=int(a.largest),
@@ -217,7 +217,7 @@ def sort(ctx, node):
     a = bind(node, "self", stable=None)  # sort.default has no stable
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
-    cst = ctx.compute_type(st)
+    cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT  # ONNX's TopK takes no bool
     k = ctx.dim(a.self, dim) if ctx.rank(a.self) else ctx.ints([1])
     v, i = ctx.op("TopK", one_d(ctx, ctx.t(a.self, cst), a.self), k, axis=dim, largest=int(bool(a.descending)),
                   sorted=1, outputs=2)
@@ -229,7 +229,7 @@ def argsort(ctx, node):
     a = bind(node, "self")
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
-    cst = ctx.compute_type(st)
+    cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT  # ONNX's TopK takes no bool
     k = ctx.dim(a.self, dim) if ctx.rank(a.self) else ctx.ints([1])
     _, i = ctx.op("TopK", one_d(ctx, ctx.t(a.self, cst), a.self), k, axis=dim, largest=int(bool(a.descending)),
                   sorted=1, outputs=2)

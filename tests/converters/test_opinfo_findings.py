@@ -383,3 +383,12 @@ def test_reshape_to_no_elements(tmp_path):
 def test_index_select_of_a_0d_tensor(index, tmp_path):
     # was: Gather of a 0-d value (ONNX Runtime rejected it at load, LiteRT's GATHER at allocate)
     check_both(lambda a, i: torch.index_select(a, 0, i), torch.tensor(2.5), torch.tensor(index), tmp_path=tmp_path)
+
+
+def test_sort_of_booleans(tmp_path):
+    # was: TopK of bool, which ONNX rejects (rejected at load; LiteRT's TOPK_V2 at invoke)
+    x = torch.tensor([[True, False, True, False], [False, False, True, True]])
+    check_both(lambda a: torch.sort(a, dim=1, descending=True)[0], x, tmp_path=tmp_path)
+    fn = lambda a: torch.sort(a, dim=1)[0]  # noqa: E731  (ascending: TFLite refuses TopK of the smallest integers)
+    sess = ort.InferenceSession(to_onnx(_saved(fn, (x,), tmp_path)).SerializeToString(), providers=["CPUExecutionProvider"])
+    _check(sess.run(None, {sess.get_inputs()[0].name: x.numpy()}), _want(fn, (x,)), "onnx")
