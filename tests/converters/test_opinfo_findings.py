@@ -390,5 +390,6 @@ def test_sort_of_booleans(tmp_path):
     x = torch.tensor([[True, False, True, False], [False, False, True, True]])
     check_both(lambda a: torch.sort(a, dim=1, descending=True)[0], x, tmp_path=tmp_path)
     fn = lambda a: torch.sort(a, dim=1)[0]  # noqa: E731  (ascending: TFLite refuses TopK of the smallest integers)
-    sess = ort.InferenceSession(to_onnx(_saved(fn, (x,), tmp_path)).SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(to_onnx(_saved(fn, (x,), tmp_path)).SerializeToString(),
+                                providers=["CPUExecutionProvider"])
     _check(sess.run(None, {sess.get_inputs()[0].name: x.numpy()}), _want(fn, (x,)), "onnx")
