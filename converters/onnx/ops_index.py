@@ -253,8 +253,9 @@ def one_hot(ctx, node):
     a = bind(node, "self")
     if a.num_classes < 0:
         raise Unsupported("one_hot without num_classes")
-    r = ctx.op("OneHot", ctx.t(a.self, ST.LONG), ctx.const(a.num_classes, ST.LONG), ctx.const([0, 1], ST.LONG), axis=-1)
-    return r
+    idx = one_d(ctx, ctx.t(a.self, ST.LONG), a.self)  # OneHot's indices need rank >= 1
+    r = ctx.op("OneHot", idx, ctx.const(a.num_classes, ST.LONG), ctx.const([0, 1], ST.LONG), axis=-1)
+    return ctx.op("Squeeze", r, axes_const(ctx, [0])) if ctx.rank(a.self) == 0 else r
 
 
 @lowering("onnx", "aten.nonzero.default")

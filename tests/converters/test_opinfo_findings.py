@@ -393,3 +393,9 @@ def test_sort_of_booleans(tmp_path):
     sess = ort.InferenceSession(to_onnx(_saved(fn, (x,), tmp_path)).SerializeToString(),
                                 providers=["CPUExecutionProvider"])
     _check(sess.run(None, {sess.get_inputs()[0].name: x.numpy()}), _want(fn, (x,)), "onnx")
+
+
+def test_one_hot_of_a_0d_index(tmp_path):
+    # was: OneHot of 0-d indices (ONNX Runtime rejected the file at load)
+    check_both(lambda i: F.one_hot(i, 10), torch.tensor(3), tmp_path=tmp_path)
+    check_both(lambda i: F.one_hot(i, 4), torch.tensor([[0, 3], [1, 1]]), tmp_path=tmp_path)
