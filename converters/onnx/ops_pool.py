@@ -317,7 +317,17 @@ lowering("onnx", "aten._upsample_bicubic2d_aa.vec", "aten._upsample_bicubic2d_aa
 @lowering("onnx", "aten.pixel_shuffle.default")
 def pixel_shuffle(ctx, node):
     a = bind(node, "self", "upscale_factor")
-    return ctx.op("DepthToSpace", ctx.t(a.self), blocksize=int(a.upscale_factor), mode="CRD")
+    r = int(a.upscale_factor)
+    if dtypes.is_floating(ctx.dtype(a.self)):
+        return ctx.op("DepthToSpace", ctx.t(a.self), blocksize=r, mode="CRD")
+    # ONNX Runtime's DepthToSpace takes floats only: integers and booleans moved by Reshape/Transpose
+    shape = ctx.info(a.self).shape
+    if ctx.rank(a.self) != 4 or not all(isinstance(d, int) for d in shape[1:]):
+        raise Unsupported("pixel_shuffle of integers with a rank other than 4 or run-time C/H/W")
+    c, h, w = shape[1] // (r * r), shape[2], shape[3]
+    x = ctx.op("Reshape", ctx.t(a.self), ctx.ints([0, c, r, r, h, w]))
+    x = ctx.op("Transpose", x, perm=[0, 1, 4, 2, 5, 3])
+    return ctx.op("Reshape", x, ctx.ints([0, c, h * r, w * r]))
 
 
 @lowering("onnx", "aten.col2im.default")

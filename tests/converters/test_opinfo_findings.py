@@ -399,3 +399,10 @@ def test_one_hot_of_a_0d_index(tmp_path):
     # was: OneHot of 0-d indices (ONNX Runtime rejected the file at load)
     check_both(lambda i: F.one_hot(i, 10), torch.tensor(3), tmp_path=tmp_path)
     check_both(lambda i: F.one_hot(i, 4), torch.tensor([[0, 3], [1, 1]]), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool])
+def test_pixel_shuffle_of_integers(dtype, tmp_path):
+    # was: DepthToSpace of int64/bool, which ONNX Runtime has no kernel for (rejected at load)
+    x = torch.arange(2 * 8 * 3 * 2).reshape(2, 8, 3, 2).to(dtype)
+    check_both(lambda a: F.pixel_shuffle(a, 2), x, tmp_path=tmp_path)
