@@ -6,6 +6,7 @@ forces the latter) on the archive's sample inputs, inputs drawn from the signatu
 or ``--inputs``; prints each output's max abs/rel difference and the tolerance used, and with
 ``--locate`` the first diverging value with its ATen node, module path and converted node/op.
 Exit 0 equal, 1 different, 2 a file or input that cannot be used (one line, no traceback).
+On a terminal, a run past a few seconds shows a progress line (``conversion_progress``).
 ``add_verify_options``/``report`` are shared with ``pt2x convert --verify``.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 
 from .cli import check_input
+from .conversion_progress import ConversionProgress
 from .terminal import json_text, printable, say
 
 EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
@@ -44,9 +46,10 @@ def report(model: str, converted: str, args: argparse.Namespace, *, locate: bool
 
     if args.inputs is not None:
         check_input(args.inputs)
-    r = verify(model, converted, args.inputs, locate=locate, seed=args.seed,
-               model_name=getattr(args, "model_name", None) or getattr(args, "model", None) or "model",
-               use_torch=args.reference == "auto")
+    with ConversionProgress(f"verifying {printable(converted)} against {printable(model)}"):
+        r = verify(model, converted, args.inputs, locate=locate, seed=args.seed,
+                   model_name=getattr(args, "model_name", None) or getattr(args, "model", None) or "model",
+                   use_torch=args.reference == "auto")
     if as_json:
         say(json_text(r.as_dict()))
     else:
