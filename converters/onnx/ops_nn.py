@@ -45,7 +45,7 @@ def linear(ctx, node):
     a = bind(node, "input", "weight")
     out, cst = _ct(ctx)
     x = ctx.t(a.input, cst)
-    if ctx.rank(a.input) == 2:
+    if ctx.rank(a.input) == 2 and dtypes.is_floating(cst):  # ONNX's Gemm is float only
         b = None if a.bias is None else ctx.t(a.bias, cst)
         return ctx.cast(ctx.op("Gemm", x, ctx.t(a.weight, cst), b, transB=1), cst, out)
     y = ctx.op("MatMul", x, _transposed(ctx, a.weight, cst))

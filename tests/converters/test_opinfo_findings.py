@@ -406,3 +406,11 @@ def test_pixel_shuffle_of_integers(dtype, tmp_path):
     # was: DepthToSpace of int64/bool, which ONNX Runtime has no kernel for (rejected at load)
     x = torch.arange(2 * 8 * 3 * 2).reshape(2, 8, 3, 2).to(dtype)
     check_both(lambda a: F.pixel_shuffle(a, 2), x, tmp_path=tmp_path)
+
+
+def test_linear_of_integers(tmp_path):
+    # was: Gemm of int64, which ONNX Runtime has no kernel for (rejected at load); TFLite refuses the MatMul
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randint(-5, 5, (2, 3), generator=g), torch.randint(-5, 5, (4, 3), generator=g),
+            torch.randint(-5, 5, (4,), generator=g))
+    check_both(F.linear, *args, tmp_path=tmp_path, tflite_refuses="BATCH_MATMUL has no integer kernel")
