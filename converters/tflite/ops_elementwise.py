@@ -79,6 +79,9 @@ def _pow(em: Emitter, a: int, b: int, node) -> None:
     elif v == 0.5 and em.dtype_of(a) in _FLOAT:
         em.op("SQRT", [a], [em.out()])
     else:
+        if em.dtype_of(a) not in _FLOAT and (e is None or np.any(np.asarray(e) < 0)):
+            # LiteRT's integer POW fails at invoke on a negative exponent, which only the run knows
+            raise Unsupported("Pow of integers with an exponent that may be negative (known only at run time)")
         em.op("POW", [a, em.cast(b, em.dtype_of(a))], [em.out()])
 
 

@@ -84,6 +84,9 @@ def gemm(em: Emitter, node) -> None:
         if not has_c or bias is not None:
             _fully_connected(em, a, w, bias, em.out())
             return
+    if any(0 in list(em.shape(n) or ()) for n in node.input[:2]):
+        raise Unsupported("Gemm as a BATCH_MATMUL of an operand with no elements (ai-edge-litert 2.3.0's XNNPACK "
+                          "delegate fails to prepare it)")
     b = em.t(node.input[1])
     y = em.tmp(em.dtype_of(a), em.shape(node.output[0]), "mm")
     em.op("BATCH_MATMUL", [a, b], [y], ("BatchMatMulOptions", {"adj_x": bool(trans_a), "adj_y": bool(trans_b)}))

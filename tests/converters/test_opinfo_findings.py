@@ -414,3 +414,13 @@ def test_linear_of_integers(tmp_path):
     args = (torch.randint(-5, 5, (2, 3), generator=g), torch.randint(-5, 5, (4, 3), generator=g),
             torch.randint(-5, 5, (4,), generator=g))
     check_both(F.linear, *args, tmp_path=tmp_path, tflite_refuses="BATCH_MATMUL has no integer kernel")
+
+
+def test_tflite_refuses_what_litert_fails_on_at_run(tmp_path):
+    # were: a Gemm/BATCH_MATMUL of an empty batch (XNNPACK failed to prepare it) and an integer POW whose
+    # exponent turned out negative (LiteRT failed at invoke): refusals naming the node now
+    check_both(F.linear, torch.zeros(0, 3), torch.randn(4, 3), torch.randn(4), tmp_path=tmp_path,
+               tflite_refuses="Gemm as a BATCH_MATMUL of an operand with no elements")
+    check_both(lambda a, b: a ** b, torch.tensor([2, 3, -1]), torch.tensor([2, 0, 3]), tmp_path=tmp_path,
+               tflite_refuses="Pow of integers with an exponent that may be negative")
+    check_both(lambda a: a ** 3, torch.tensor([2, 3, -1]), tmp_path=tmp_path)  # a constant exponent still runs
