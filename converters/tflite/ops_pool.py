@@ -149,6 +149,8 @@ def _pool_input(em: Emitter, node, a: dict, code: str, op: str) -> tuple[int, in
     if rank == 5:
         _pool3d(em, node, a, code)
         return None
+    if 0 in list(em.shape(node.input[0]) or ()):  # XNNPACK's delegate fails to prepare it (ai-edge-litert 2.3.0)
+        raise Unsupported(f"{op} of a tensor with no elements")
     if rank not in (3, 4):
         raise Unsupported(f"{rank - 2}-D {op}")
     axes = _pool_axes(em, node, a)

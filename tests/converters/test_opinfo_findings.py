@@ -424,3 +424,9 @@ def test_tflite_refuses_what_litert_fails_on_at_run(tmp_path):
     check_both(lambda a, b: a ** b, torch.tensor([2, 3, -1]), torch.tensor([2, 0, 3]), tmp_path=tmp_path,
                tflite_refuses="Pow of integers with an exponent that may be negative")
     check_both(lambda a: a ** 3, torch.tensor([2, 3, -1]), tmp_path=tmp_path)  # a constant exponent still runs
+
+
+def test_pool_of_an_empty_batch_is_refused_by_tflite(tmp_path):
+    # was: XNNPACK's delegate failed to prepare an AVERAGE_POOL_2D of no elements (loud at load)
+    check_both(lambda a: F.avg_pool1d(a, 6, 3, 2, ceil_mode=False, count_include_pad=True), torch.zeros(0, 3, 9),
+               tmp_path=tmp_path, tflite_refuses="AveragePool of a tensor with no elements")
