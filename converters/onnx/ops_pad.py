@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..aten.args import bind
 from ..aten.registry import lowering
 from ..errors import Unsupported
+from .shapes import INT64_MAX
 
 
 @lowering("onnx", "aten.constant_pad_nd.default", "aten.pad.default")
@@ -18,6 +19,7 @@ def constant_pad_nd(ctx, node):
         mode = "constant"
     if mode != "constant":
         _check_extents(ctx, a.self, a.pad, a.mode)
+        return _pad_then_crop(ctx, a.self, a.pad, mode)
     out = ctx.out_info().dtype
     value = None if mode != "constant" else ctx.const(a.value or 0, out)
     return ctx.op("Pad", ctx.t(a.self), ctx.ints(_onnx_pads(ctx.rank(a.self), a.pad)), value, mode=mode)
@@ -33,17 +35,29 @@ def _onnx_pads(rank: int, pads) -> list:
 
 
 def _check_extents(ctx, x, pads, mode: str) -> None:
-    """Refuse a reflect/edge/wrap pad of a tensor with no elements, or one whose negative pads leave
-    a padded dim nothing to read: ONNX Runtime fails at run there, LiteRT's MIRROR_PAD at allocate."""
+    """Refuse a circular pad of a tensor with no elements (ONNX Runtime's wrap Pad fails at run) and
+    pads known only at run time (``_pad_then_crop`` splits them by sign)."""
     shape = ctx.info(x).shape
-    if any(d == 0 for d in shape):
+    if mode == "circular" and any(d == 0 for d in shape):  # ONNX Runtime's wrap Pad fails at run
         raise Unsupported(f"{mode} padding of a tensor with no elements")
-    for i in range(len(pads) // 2):
-        lo, hi, size = pads[2 * i], pads[2 * i + 1], shape[len(shape) - 1 - i]
-        if isinstance(size, int) and isinstance(lo, int) and isinstance(hi, int) \
-                and size + min(lo, 0) + min(hi, 0) <= 0 and max(lo, hi) > 0:
-            raise Unsupported(f"{mode} padding by ({lo}, {hi}) of a dim of {size}: negative pads leave nothing to "
-                              f"repeat")
+    if not all(isinstance(p, int) for p in pads):
+        raise Unsupported(f"{mode} padding by pads known only at run time")
+
+
+def _pad_then_crop(ctx, x, pads, mode):
+    """torch's reflect/replicate/circular pad with negative pads: the positive pads first, then the
+    negative ones crop (ONNX Runtime's Pad refuses a negative pad that leaves a padded dim empty)."""
+    rank = ctx.rank(x)
+    onnx_pads = _onnx_pads(rank, list(pads))
+    grow = [max(p, 0) for p in onnx_pads]
+    y = ctx.op("Pad", ctx.t(x), ctx.ints(grow), mode=mode) if any(grow) else ctx.op("Identity", ctx.t(x))
+    crop = [max(-p, 0) for p in onnx_pads]
+    axes = [i for i in range(rank) if crop[i] or crop[rank + i]]
+    if not axes:
+        return y
+    starts = [crop[i] for i in axes]
+    ends = [-crop[rank + i] if crop[rank + i] else INT64_MAX for i in axes]
+    return ctx.op("Slice", y, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes))
 
 
 def _pad_mode(mode):
@@ -52,7 +66,7 @@ def _pad_mode(mode):
         if mode == "wrap" and ctx.opset < 19:
             raise Unsupported("circular padding needs opset >= 19")
         _check_extents(ctx, a.self, list(a.padding), {"edge": "replicate", "wrap": "circular"}.get(mode, mode))
-        return ctx.op("Pad", ctx.t(a.self), ctx.ints(_onnx_pads(ctx.rank(a.self), list(a.padding))), mode=mode)
+        return _pad_then_crop(ctx, a.self, list(a.padding), mode)
 
     return lower
 

@@ -97,6 +97,8 @@ def pad(em: Emitter, node) -> None:
         else:
             em.op("PAD", [x, p], [y])
     elif mode == "reflect":
+        if 0 in list(em.shape(node.input[0]) or ()):  # MIRROR_PAD refuses it at allocate
+            raise Unsupported("Pad mode=reflect of a tensor with no elements")
         em.op("MIRROR_PAD", [x, em.const(np.ascontiguousarray(grow))], [y], ("MirrorPadOptions", {"mode": 0}))
     elif mode in ("edge", "wrap"):
         y = _pad_by_gather(em, node, x, grow, mode, y)
