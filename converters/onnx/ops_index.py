@@ -215,6 +215,7 @@ def topk(ctx, node):
 @lowering("onnx", "aten.sort.default", "aten.sort.stable")
 def sort(ctx, node):
     a = bind(node, "self", stable=None)  # sort.default has no stable
+    a.declare("stable")  # ONNX's TopK breaks ties by the lower index: stable either way
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT  # ONNX's TopK takes no bool
@@ -227,6 +228,7 @@ def sort(ctx, node):
 @lowering("onnx", "aten.argsort.default", "aten.argsort.stable")
 def argsort(ctx, node):
     a = bind(node, "self")
+    a.declare("stable")  # ONNX's TopK breaks ties by the lower index: stable either way
     dim = a.dim % max(ctx.rank(a.self), 1)
     st = ctx.dtype(a.self)
     cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT  # ONNX's TopK takes no bool

@@ -57,6 +57,8 @@ def linear(ctx, node):
 @lowering("onnx", "aten.addmm.default")
 def addmm(ctx, node):
     a = bind(node, "self", "mat1", "mat2")
+    if a.beta == 0:
+        a.declare("self")  # beta = 0: torch ignores self (NaN and inf included)
     out, cst = _ct(ctx)
     if not dtypes.is_floating(cst):  # ONNX's Gemm is float only: beta * self + alpha * (mat1 @ mat2)
         r = ctx.op("MatMul", ctx.t(a.mat1, cst), ctx.t(a.mat2, cst))
@@ -403,6 +405,7 @@ def cosine_similarity(ctx, node):
 @lowering("onnx", "aten._cdist_forward.default", "aten.cdist.default")
 def cdist(ctx, node):
     a = bind(node, "x1", "x2", "p")
+    a.declare("compute_mode")  # torch's choice of algorithm (matrix product or direct): the distances are the same
     out, cst = _ct(ctx)
     x1 = ctx.op("Unsqueeze", ctx.t(a.x1, cst), axes_const(ctx, [-2]))  # (..., P, 1, M)
     x2 = ctx.op("Unsqueeze", ctx.t(a.x2, cst), axes_const(ctx, [-3]))  # (..., 1, R, M)

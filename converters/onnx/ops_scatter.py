@@ -18,6 +18,7 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
+from .shapes import one_d, zero_d
 
 
 def _io(ctx):
@@ -92,14 +93,14 @@ def scatter_reduce(ctx, node):
     out, cst = _io(ctx)
     rank = max(ctx.rank(a.self), 1)
     axis = a.dim % rank
-    x = ctx.t(a.self, cst)
-    index = ctx.t(a.index, ST.LONG)
-    src = ctx.t(a.src, cst)
+    x = one_d(ctx, ctx.t(a.self, cst), a.self)  # 0-d: one element along dim 0 (ScatterElements needs rank >= 1)
+    index = one_d(ctx, ctx.t(a.index, ST.LONG), a.index)
+    src = one_d(ctx, ctx.t(a.src, cst), a.src)
     if ctx.info(a.src).shape != ctx.info(a.index).shape:  # torch reads the first index.shape elements
         src = ctx.op("Slice", src, ctx.ints([0] * ctx.rank(a.index)), ctx.shape_of(a.index))
     counts = None
     if not a.include_self or a.reduce == "mean":
-        ones = ctx.op("Expand", ctx.const(1, cst), ctx.shape_of(a.index))
+        ones = ctx.op("Expand", ctx.const(1, cst), ctx.shape(index))
         counts = ctx.op("ScatterElements", ctx.op("Mul", x, ctx.const(0, cst)), index, ones, axis=axis, reduction="add")
     base = x
     if not a.include_self:
@@ -108,7 +109,7 @@ def scatter_reduce(ctx, node):
     r = ctx.op("ScatterElements", base, index, src, axis=axis, reduction=red)
     if a.reduce == "mean":
         r = _mean(ctx, r, counts if not a.include_self else ctx.op("Add", counts, ctx.const(1, cst)), cst)
-    return ctx.cast(r, cst, out)
+    return ctx.cast(zero_d(ctx, r, a.self), cst, out)
 
 
 def _mean(ctx, total: str, count: str, cst) -> str:

@@ -435,3 +435,30 @@ def test_pool_of_an_empty_batch_is_refused_by_tflite(tmp_path):
     # was: XNNPACK's delegate failed to prepare an AVERAGE_POOL_2D of no elements (loud at load)
     check_both(lambda a: F.avg_pool1d(a, 6, 3, 2, ceil_mode=False, count_include_pad=True), torch.zeros(0, 3, 9),
                tmp_path=tmp_path, tflite_refuses="AveragePool of a tensor with no elements")
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin", "mean"])
+@pytest.mark.parametrize("include_self", [False, True])
+def test_scatter_reduce_of_0d_inputs(reduce, include_self, tmp_path):
+    """scatter_reduce of 0-d tensors (an IndexError escaped with include_self=False): one element
+    along dim 0 for ScatterElements, the result back to 0-d. TFLite's SCATTER_ND only adds: the
+    other reductions are refused by name."""
+    args = (torch.tensor(2.5), torch.tensor(0), torch.tensor(-1.5))
+
+    def fn(x, i, y):
+        return x.scatter_reduce(0, i, y, reduce, include_self=include_self)
+
+    check_both(fn, *args, tmp_path=tmp_path, tflite_refuses="" if reduce in ("sum", "mean") else "ScatterElements")
+
+
+def test_arguments_that_change_no_value_are_honoured(tmp_path):
+    """The argument check refused these though they change no value: sort/argsort's stable
+    (ONNX's TopK breaks ties by the lower index), cdist's compute_mode (the algorithm), addmm's
+    self when beta = 0 (torch ignores it)."""
+    x = torch.tensor([[3.0, 1.0, 3.0, 2.0], [1.0, 1.0, 0.0, 1.0]])
+    check_both(lambda t: torch.sort(t, dim=1, stable=True), x, tmp_path=tmp_path)
+    check_both(lambda t: torch.argsort(t, dim=1, stable=True), x, tmp_path=tmp_path)
+    a, b = torch.randn(3, 4), torch.randn(5, 4)
+    check_both(lambda p, q: torch.cdist(p, q, compute_mode="donot_use_mm_for_euclid_dist"), a, b, tmp_path=tmp_path)
+    m = torch.full((3, 5), float("nan"))
+    check_both(lambda s, p, q: torch.addmm(s, p, q, beta=0), m, a, b.T.contiguous(), tmp_path=tmp_path)
