@@ -21,7 +21,7 @@ _AOTI_FACTS = ("platform", "machine", "device", "cpu_isa", "compute_capability")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="show models, signature, shapes, ranges, ops and weights of a .pt2")
     p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="machine-readable output (stable keys; see README)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable keys; see docs/cli.md)")
     p.set_defaults(func=run)
 
 

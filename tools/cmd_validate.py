@@ -21,7 +21,7 @@ from .terminal import json_text, printable, say
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a .pt2 is well-formed (and readable by a given torch release)")
     p.add_argument("file", nargs="+")
-    p.add_argument("--json", action="store_true", help="machine-readable output (stable; see README)")
+    p.add_argument("--json", action="store_true", help="machine-readable output (stable; see docs/cli.md)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--target", help="a torch release that must read the file, e.g. torch==2.10")
     g.add_argument("--target-schema", help="a schema version that must read the file, e.g. 8.15")

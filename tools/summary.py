@@ -1,6 +1,6 @@
 """A loaded archive as a plain, JSON-able summary: what ``pt2x inspect`` prints.
 
-The ``--json`` output is this dict; its keys are documented in the README and stable.
+The ``--json`` output is this dict; its keys are documented in docs/cli.md and stable.
 Shape expressions go through the restricted parser only (``serde.symbolic``): text it
 refuses is shown as ``{"invalid": text, "error": why}`` and listed in the model's
 ``invalid_expressions``; nothing is ever evaluated.
