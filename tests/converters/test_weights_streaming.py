@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 import sys
 import time
 
@@ -26,6 +25,7 @@ from pt2x.converters.onnx.converter import save
 from pt2x.converters.onnx.lazy_initializers import array_of, is_lazy
 from pt2x.converters.onnx.writer import ALIGN, ALIGN_LARGE, ALIGN_LARGE_FROM
 
+from scripts import load_script
 from torchfree import run_cli_torch_free
 
 
@@ -177,24 +177,6 @@ def test_progress_line_shows_the_bytes_written():
 
 # ------------------------------------------------------------------ a decoder, measured
 
-_MEASURE = r"""
-import resource, subprocess, sys, time
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-anon = 0
-while p.poll() is None:
-    try:
-        for line in open(f"/proc/{p.pid}/status"):
-            if line.startswith("RssAnon:"):
-                anon = max(anon, int(line.split()[1]) * 1024)
-    except OSError:
-        pass
-    time.sleep(0.02)
-err = p.stderr.read().decode()
-rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-print(p.returncode, anon, rss)
-print(err, file=sys.stderr)
-"""
-
 _TORCH_FREE_CLI = "import sys\nsys.modules['torch'] = None\nfrom pt2x.tools.cli import main\nsys.exit(main(sys.argv[1:]))\n"
 
 
@@ -229,11 +211,12 @@ def decoder(tmp_path_factory):
     return str(path), weights, ids.numpy(), ref
 
 
-def _measured(*argv) -> tuple[int, int, int, str]:
-    r = subprocess.run([sys.executable, "-c", _MEASURE, sys.executable, "-c", _TORCH_FREE_CLI, *argv],
-                       capture_output=True, text=True, timeout=600)
-    code, anon, rss = (int(v) for v in r.stdout.split())
-    return code, anon, rss, r.stderr
+def _measured(*argv) -> tuple[int, float, float, str]:
+    """(exit, peak anonymous bytes, peak RSS bytes, the error) of the torch-free CLI, watched as
+    the LLM benchmark watches a conversion (``tools/scripts/bench_llm.py``'s ``measure``)."""
+    bench = load_script("bench_llm")
+    r = bench.measure([sys.executable, "-c", _TORCH_FREE_CLI, *argv], timeout=600)
+    return r["exit"], r["peak_anon_mb"] * bench.MB, r["peak_rss_mb"] * 2**20, r["error"] or ""
 
 
 @pytest.mark.parametrize("to", ["onnx", "tflite"])
