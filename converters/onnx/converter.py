@@ -132,18 +132,7 @@ def save(m: onnx.ModelProto, path: str, *, external: bool | None = None,
     aligned for memory mapping, both files complete on disk before either replaces the old one.
     Initializers that hold their bytes keep them; lazy ones (``lazy_initializers``) then point at
     the file. Returns the layout written (``writer.write_model``)."""
-    if external is False:
-        size = sum(len(t.raw_data) for t in m.graph.initializer) + _lazy_bytes(m)
-        if size > external_threshold:
-            raise ConversionError(f"the model's initializers take {size} bytes, past protobuf's 2 GiB limit for "
-                                  "one ONNX file: write them as external data (--external-data)")
     return write_model(m, path, external=external, threshold=external_threshold, progress=progress)
-
-
-def _lazy_bytes(m: onnx.ModelProto) -> int:
-    from .lazy_initializers import is_lazy, store_of
-
-    return sum(int(store_of(t).array(t).nbytes) for t in m.graph.initializer if is_lazy(t))
 
 
 def _dims(shape, dim_names):

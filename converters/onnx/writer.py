@@ -27,6 +27,7 @@ import onnx
 from onnx import TensorProto
 
 from ...serde.atomic_write import write_atomically, write_files_atomically
+from ..errors import ConversionError
 from .lazy_initializers import is_lazy, store_of
 
 __all__ = ["write_model", "EXTERNAL_THRESHOLD", "MIN_EXTERNAL_BYTES", "ALIGN", "ALIGN_LARGE"]
@@ -49,13 +50,17 @@ class _Entry:
 def write_model(m: onnx.ModelProto, path: str, *, external: bool | None = None,
                 threshold: int = EXTERNAL_THRESHOLD, progress=None) -> str:
     """Write ``m`` to ``path``; returns the layout, ``"single file"`` or ``"external data"``.
-    ``external``: ``None`` chooses by size (past ``threshold`` bytes of initializers), ``True`` or
-    ``False`` forces it. ``progress(done, total)`` is called as weight bytes are written."""
+    ``external``: ``None`` chooses by size (past ``threshold`` bytes of initializers), ``True``
+    forces external data, ``False`` one file (a ``ConversionError`` past ``threshold``).
+    ``progress(done, total)`` is called as weight bytes are written."""
+    size = sum(_nbytes(t) for t in m.graph.initializer)
+    if external is None:
+        external = size > threshold
+    elif not external and size > threshold:
+        raise ConversionError(f"the model's initializers take {size} bytes, past protobuf's 2 GiB limit for one "
+                              "ONNX file: write them as external data (--external-data)")
     entries = [_Entry(t, _nbytes(t)) for t in m.graph.initializer
                if is_lazy(t) or len(t.raw_data) >= MIN_EXTERNAL_BYTES]
-    total = sum(e.nbytes for e in entries)
-    if external is None:
-        external = total + sum(len(t.raw_data) for t in m.graph.initializer) > threshold
     if external and entries:
         _write_external(m, path, entries, progress)
         return "external data"
