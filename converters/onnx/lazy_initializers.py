@@ -13,8 +13,7 @@ serialised), so a conversion that is given a ``LazyInitializers`` keeps each lar
 
 ``array_of(t)`` is the one way to read an initializer's values: the store's array for a
 skeleton, ``numpy_helper.to_array`` otherwise. The writer (``onnx/writer.py``) streams each
-array into the output once. A skeleton never reaches a file: the writer replaces it, and
-``materialise`` fills the bytes in for a caller that wants a self-contained ``ModelProto``.
+array into the output once. A skeleton never reaches a file: the writer replaces it.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from onnx import TensorProto, numpy_helper
 from ..errors import ConversionError
 
 __all__ = ["LazyInitializers", "Deferred", "LAZY_PREFIX", "MIN_LAZY_BYTES", "is_lazy", "array_of",
-           "materialise", "store_of"]
+           "store_of"]
 
 LAZY_PREFIX = "pt2x-lazy:"
 MIN_LAZY_BYTES = 1 << 16  # smaller constants are copied into the graph: they are cheap and folds read them
@@ -94,9 +93,6 @@ class LazyInitializers:
         """The array behind skeleton ``t`` (a ``Deferred`` stays deferred)."""
         return self.arrays[_index(t)]
 
-    @property
-    def nbytes(self) -> int:
-        return sum(int(a.nbytes) for a in self.arrays)
 
 
 def _fields(t: TensorProto) -> dict[str, str]:
@@ -126,13 +122,3 @@ def array_of(t: TensorProto) -> np.ndarray:
     if is_lazy(t):
         return np.asarray(store_of(t).array(t))
     return numpy_helper.to_array(t)
-
-
-def materialise(graph_tensors) -> None:
-    """Fill every skeleton among ``graph_tensors`` with its bytes, in place (one copy each)."""
-    for t in graph_tensors:
-        if is_lazy(t):
-            arr = np.ascontiguousarray(array_of(t))
-            del t.external_data[:]
-            t.data_location = TensorProto.DEFAULT
-            t.raw_data = arr.tobytes()
