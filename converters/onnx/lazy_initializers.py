@@ -94,7 +94,6 @@ class LazyInitializers:
         return self.arrays[_index(t)]
 
 
-
 def _fields(t: TensorProto) -> dict[str, str]:
     return {e.key: e.value for e in t.external_data}
 
