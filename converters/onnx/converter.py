@@ -49,6 +49,7 @@ def _load_lowerings() -> None:
     global _loaded
     if not _loaded:
         from . import (  # noqa: F401  (registration side effects)
+            ops_arrange,
             ops_attention,
             ops_control,
             ops_copy,
@@ -70,7 +71,10 @@ def _load_lowerings() -> None:
             ops_scatter,
             ops_shape,
             ops_slice,
+            ops_sort,
+            ops_special,
             ops_sym,
+            ops_unpool,
             ops_windows,
         )
 
