@@ -11,6 +11,7 @@ from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
 from .ops_nn import _ct, _rep
+from .ops_unpool import output_read, plane_indices
 from .shapes import axes_const
 
 
@@ -54,11 +55,15 @@ def _pool(ctx, node, op, n, with_indices=False):
     unbatched = ctx.rank(a.self) == n + 1
     if unbatched:
         x = ctx.op("Unsqueeze", x, axes_const(ctx, [0]))
-    r = ctx.op(op, x, **attrs)
+    if with_indices and output_read(ctx, 1):  # torch's indices: flat within each (n, c) plane
+        r, i = ctx.op(op, x, outputs=2, **attrs)
+        i = plane_indices(ctx, i, a.self, n)
+    else:
+        r, i = ctx.op(op, x, **attrs), None
     if unbatched:
-        r = ctx.op("Squeeze", r, axes_const(ctx, [0]))
+        r, i = (None if v is None else ctx.op("Squeeze", v, axes_const(ctx, [0])) for v in (r, i))
     r = ctx.cast(r, cst, out)
-    return [r, None] if with_indices else r
+    return [r, i] if with_indices else r
 
 
 for _n in (1, 2, 3):
@@ -76,21 +81,27 @@ def _adaptive(ctx, node, op, n, with_indices=False):
     x = ctx.t(a.self, cst)
     # an unbatched input (C, *spatial): ONNX's pools take (N, C, *spatial), so a batch axis of 1 around them
     unbatched = info.rank == n + 1
-    if all(s == 1 for s in sizes):
+    spatial = info.shape[-n:]
+    static = all(isinstance(s, int) for s in spatial)
+    idx = None  # the indices where they are converted (not a global pool of run-time sizes)
+    want = with_indices and output_read(ctx, 1)
+    if all(s == 1 for s in sizes) and not (want and static):
         r = ctx.op("GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool", _batched(ctx, x, unbatched))
         r = _unbatched(ctx, r, unbatched)
+    elif static and op == "AveragePool" and any(i % o for i, o in zip(spatial, sizes)):
+        r = _adaptive_average(ctx, x, info.rank, list(spatial), sizes, cst)
+    elif not static or any(i % o for i, o in zip(spatial, sizes)):
+        raise Unsupported("adaptive pool with an output size that does not divide the (static) input")
     else:
-        spatial = info.shape[-n:]
-        static = all(isinstance(s, int) for s in spatial)
-        if static and op == "AveragePool" and any(i % o for i, o in zip(spatial, sizes)):
-            r = _adaptive_average(ctx, x, info.rank, list(spatial), sizes, cst)
-        elif not static or any(i % o for i, o in zip(spatial, sizes)):
-            raise Unsupported("adaptive pool with an output size that does not divide the (static) input")
+        k = [i // o for i, o in zip(spatial, sizes)]
+        if want:  # torch's indices: flat within each (n, c) plane
+            r, idx = ctx.op(op, _batched(ctx, x, unbatched), kernel_shape=k, strides=k, outputs=2)
+            idx = _unbatched(ctx, plane_indices(ctx, idx, a.self, n), unbatched)
         else:
-            k = [i // o for i, o in zip(spatial, sizes)]
-            r = _unbatched(ctx, ctx.op(op, _batched(ctx, x, unbatched), kernel_shape=k, strides=k), unbatched)
+            r = ctx.op(op, _batched(ctx, x, unbatched), kernel_shape=k, strides=k)
+        r = _unbatched(ctx, r, unbatched)
     r = ctx.cast(r, cst, out)
-    return [r, None] if with_indices else r
+    return [r, idx] if with_indices else r
 
 
 def _batched(ctx, x, unbatched):
