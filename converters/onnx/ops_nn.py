@@ -11,7 +11,7 @@ from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
 from .lazy_initializers import MIN_LAZY_BYTES
-from .shapes import axes_const, one_d
+from .shapes import axes_const, one_d, zero_d
 
 
 @lowering("onnx", "aten.einsum.default")
@@ -457,3 +457,55 @@ def pdist(ctx, node):
     flat = ctx.op("Reshape", full, ctx.ints([-1]))
     return ctx.cast(ctx.op("Gather", flat, ctx.const_array((i * n + j).astype(np.int64), "pdist_index"), axis=0),
                     cst, out)
+
+
+# ------------------------------------------------------------ dropout, backward
+
+
+@lowering("onnx", "aten.feature_alpha_dropout.default")
+def feature_alpha_dropout(ctx, node):
+    """Identity when ``train`` is False or ``p`` is 0 (torch returns the input itself); ``x * 0``
+    when ``p`` is 1 (NaN and inf stay NaN); any other training-mode ``p`` draws random masks: refused."""
+    a = bind(node, "input", "p", "train")
+    a.declare("p")  # read below where train is set
+    if not a.train or a.p == 0:
+        return ctx.t(a.input)
+    out, cst = _ct(ctx)
+    if a.p == 1 and dtypes.is_floating(cst):
+        return ctx.cast(ctx.op("Mul", ctx.t(a.input, cst), ctx.const(0, cst)), cst, out)
+    raise Unsupported(f"feature_alpha_dropout in training mode with p={a.p} (random masks)")
+
+
+@lowering("onnx", "aten.native_dropout_backward.default")
+def native_dropout_backward(ctx, node):
+    """``grad_output * mask * scale``: the product in ``grad_output``'s dtype (an AND of booleans),
+    then times ``scale`` in the result's (float) dtype; NaN and inf where the mask is False stay NaN."""
+    a = bind(node, "grad_output", "mask", "scale")
+    out, cst = _ct(ctx)
+    if ctx.dtype(a.mask) != ST.BOOL or not dtypes.is_floating(cst):
+        raise Unsupported("native_dropout_backward with a mask that is not bool or a result that is not float")
+    gst = ctx.dtype(a.grad_output)
+    if gst == ST.BOOL:
+        prod, pst = ctx.op("And", ctx.t(a.grad_output), ctx.t(a.mask)), ST.BOOL
+    else:
+        pst = ctx.compute_type(gst)
+        prod = ctx.op("Mul", ctx.t(a.grad_output, pst), ctx.t(a.mask, pst))
+    r = ctx.op("Mul", ctx.cast(prod, pst, cst), ctx.const(float(a.scale), cst))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten._softmax_backward_data.default")
+def softmax_backward_data(ctx, node):
+    """The gradient of softmax along ``dim``: ``output * (grad - sum(grad * output, dim))``, in the
+    result's dtype (``input_dtype``)."""
+    a = bind(node, "grad_output", "output", "dim", "input_dtype")
+    a.declare("input_dtype")  # the result's dtype
+    out, cst = _ct(ctx)  # the result's dtype is input_dtype
+    if not dtypes.is_floating(cst):
+        raise Unsupported(f"_softmax_backward_data of {out.name}")
+    g = one_d(ctx, ctx.t(a.grad_output, cst), a.grad_output)
+    y = one_d(ctx, ctx.t(a.output, cst), a.output)
+    dim = a.dim % max(ctx.rank(a.output), 1)
+    s = ctx.op("ReduceSum", ctx.op("Mul", g, y), axes_const(ctx, [dim]), keepdims=1)
+    r = ctx.op("Mul", y, ctx.op("Sub", g, s))
+    return ctx.cast(zero_d(ctx, r, a.output), cst, out)
