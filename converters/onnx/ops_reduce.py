@@ -112,9 +112,13 @@ def reduce_named(ctx, op, name, ref, dims, keepdim):
 
 
 @lowering("onnx", "aten.var.correction", "aten.var.dim", "aten.std.correction", "aten.std.dim",
-          "aten.var_mean.correction", "aten.var_mean.dim", "aten.std_mean.correction", "aten.std_mean.dim")
+          "aten.var_mean.correction", "aten.var_mean.dim", "aten.std_mean.correction", "aten.std_mean.dim",
+          "aten.var.default", "aten.std.default", "aten.var_mean.default", "aten.std_mean.default")
 def var(ctx, node):
-    a = bind(node, "self", correction=None, unbiased=True)  # .dim has no correction, .correction no unbiased
+    """Variance (std: its root; *_mean: and the mean) over ``dim`` (all dims when None) divided by
+    ``max(n - correction, 0)``: NaN for a count at or below the correction, as torch."""
+    # .dim has no correction, .correction no unbiased, .default neither dim nor keepdim
+    a = bind(node, "self", correction=None, unbiased=True, dim=None, keepdim=False)
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
     corr = a.correction if a.correction is not None else (1 if a.unbiased else 0)
@@ -131,9 +135,6 @@ def var(ctx, node):
         return ctx.cast(v, cst, out)
     dims = _axes(ctx, a.self, a.dim)
     ax = axes_const(ctx, dims)
-    mean = ctx.op("ReduceMean", x, ax, keepdims=1)
-    d = ctx.op("Sub", x, mean)
-    ss = ctx.op("ReduceSum", ctx.op("Mul", d, d), ax, keepdims=int(a.keepdim))
     info = ctx.info(a.self)
     n = 1
     dyn = False
@@ -143,10 +144,15 @@ def var(ctx, node):
         else:
             dyn = True
     if dyn:
-        cnt = ctx.op("ReduceProd", ctx.op("Gather", ctx.shape(x), axes_const(ctx, dims)), keepdims=0)
-        denom = ctx.cast(ctx.op("Sub", cnt, ctx.const(corr, ST.LONG)), ST.LONG, cst)
+        cnt = ctx.cast(ctx.op("ReduceProd", ctx.op("Gather", ctx.shape(x), axes_const(ctx, dims)), keepdims=0),
+                       ST.LONG, cst)
+        denom = ctx.op("Max", ctx.op("Sub", cnt, ctx.const(corr, cst)), ctx.const(0, cst))  # corr may be a float
     else:
+        cnt = ctx.const(n, cst)
         denom = ctx.const(max(n - corr, 0), cst)
+    mean = ctx.op("Div", ctx.op("ReduceSum", x, ax, keepdims=1), cnt)  # NaN for no values (ReduceMean gives 0)
+    d = ctx.op("Sub", x, mean)
+    ss = ctx.op("ReduceSum", ctx.op("Mul", d, d), ax, keepdims=int(a.keepdim))
     v = ctx.op("Div", ss, denom)
     if ".std." in node.target or ".std_mean." in node.target:
         v = ctx.op("Sqrt", v)
@@ -217,3 +223,113 @@ def safe_softmax(ctx, node):
     dead = ctx.op("Equal", ctx.op("ReduceMax", x, axes_const(ctx, [dim]), keepdims=1), ctx.const(-np.inf, cst))
     return ctx.cast(zero_d(ctx, ctx.op("Where", dead, ctx.const(0, cst), sm), a.self), cst, out)
 lowering("onnx", "aten._log_softmax.default", "aten.log_softmax.int")(_softmax("LogSoftmax"))
+
+
+@lowering("onnx", "aten.nansum.default")
+def nansum(ctx, node):
+    """``sum`` over ``dim`` (all dims when None) with NaNs counted as zero."""
+    a = bind(node, "self", "dim", "keepdim")
+    a.declare("dtype")  # the output's dtype, computed in
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    if cst == ST.BOOL or (cst == ST.INT and out != ST.INT):
+        cst = ST.LONG
+    x = ctx.t(a.self, cst)
+    if dtypes.is_floating(cst):
+        x = ctx.op("Where", ctx.op("IsNaN", x), ctx.const(0, cst), x)
+    return ctx.cast(reduce_named(ctx, "ReduceSum", x, a.self, a.dim, a.keepdim), cst, out)
+
+
+@lowering("onnx", "aten.nanmean.default")
+def nanmean(ctx, node):
+    """The mean over ``dim`` of the values that are not NaN (NaN where there are none)."""
+    a = bind(node, "self", "dim", "keepdim")
+    a.declare("dtype")  # the output's dtype, computed in
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    if not dtypes.is_floating(cst):
+        raise Unsupported(f"nanmean of {out.name} (torch wants a float)")
+    x = ctx.t(a.self, cst)
+    isnan = ctx.op("IsNaN", x)
+    s = reduce_named(ctx, "ReduceSum", ctx.op("Where", isnan, ctx.const(0, cst), x), a.self, a.dim, a.keepdim)
+    n = reduce_named(ctx, "ReduceSum", ctx.cast(ctx.op("Not", isnan), ST.BOOL, cst), a.self, a.dim, a.keepdim)
+    return ctx.cast(ctx.op("Div", s, n), cst, out)
+
+
+@lowering("onnx", "aten.count_nonzero.default", "aten.count_nonzero.dim_IntList")
+def count_nonzero(ctx, node):
+    """The number of values that are not zero (NaN counts) over ``dim`` (all dims when None), int64."""
+    a = bind(node, "self", "dim")
+    st = ctx.dtype(a.self)
+    x = ctx.t(a.self)
+    nz = x if st == ST.BOOL else ctx.op("Not", ctx.op("Equal", ctx.t(a.self, ctx.compute_type(st)),
+                                                      ctx.const(0, ctx.compute_type(st))))
+    return reduce_named(ctx, "ReduceSum", ctx.cast(nz, ST.BOOL, ST.LONG), a.self, a.dim, False)
+
+
+@lowering("onnx", "aten.aminmax.default")
+def aminmax(ctx, node):
+    """(``amin``, ``amax``) over ``dim`` (all dims when None)."""
+    a = bind(node, "self", "dim", "keepdim")
+    st = ctx.dtype(a.self)
+    cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT
+    if ctx.rank(a.self) == 0 and a.dim not in (None, 0, -1):
+        raise Unsupported(f"aminmax of a 0-d tensor over dim {a.dim}")
+    x = ctx.t(a.self, cst)
+    return [ctx.cast(reduce_named(ctx, op, x, a.self, a.dim, a.keepdim), cst, st) for op in ("ReduceMin", "ReduceMax")]
+
+
+@lowering("onnx", "aten.bincount.default")
+def bincount(ctx, node):
+    """Counts (sums of ``weights``) of each value 0..max(self, minlength - 1) of a 1-D int tensor:
+    an equality table [n, bins] summed over n (negative values, which torch rejects, count nowhere)."""
+    a = bind(node, "self", "weights", "minlength")
+    if not isinstance(a.minlength, int):
+        raise Unsupported("bincount with minlength computed at run time")
+    if ctx.rank(a.self) != 1:
+        raise Unsupported("bincount of a tensor that is not 1-D (torch raises)")
+    out = ctx.out_info().dtype
+    x = ctx.t(a.self, ST.LONG)
+    top = ctx.op("ReduceMax", ctx.op("Concat", x, ctx.ints([-1]), axis=0), keepdims=0)  # -1 for no values
+    bins = ctx.op("Max", ctx.op("Add", top, ctx.const(1, ST.LONG)), ctx.const(a.minlength, ST.LONG))
+    table = ctx.op("Equal", ctx.op("Unsqueeze", x, ctx.ints([1])),
+                   ctx.op("Range", ctx.const(0, ST.LONG), bins, ctx.const(1, ST.LONG)))
+    if a.weights is None:
+        hits = ctx.cast(table, ST.BOOL, ST.LONG)
+        cst = ST.LONG
+    else:
+        cst = ctx.compute_type(out)
+        hits = ctx.op("Where", table, ctx.op("Unsqueeze", ctx.t(a.weights, cst), ctx.ints([1])), ctx.const(0, cst))
+    return ctx.cast(ctx.op("ReduceSum", hits, ctx.ints([0]), keepdims=0), cst, out)
+
+
+@lowering("onnx", "aten.histc.default")
+def histc(ctx, node):
+    """``bins`` equal bins over [min, max] (the values' own range when min == max, widened by 1
+    each way when that is one value): bin ``int((x - lo) * bins / (hi - lo))``, ``hi`` in the last
+    bin, values outside (and NaN) in none. Counts in the input's float dtype."""
+    a = bind(node, "self", "bins", "min", "max")
+    st = ctx.dtype(a.self)
+    if not dtypes.is_floating(st):
+        raise Unsupported(f"histc of {st.name} (torch wants a float)")
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a.bins, a.min, a.max)):
+        raise Unsupported("histc with bins/min/max computed at run time")
+    if a.bins <= 0 or a.min > a.max or not (math.isfinite(a.min) and math.isfinite(a.max)):
+        raise Unsupported(f"histc with bins={a.bins}, min={a.min}, max={a.max} (torch raises)")
+    cst = ctx.compute_type(st)
+    x = ctx.op("Reshape", ctx.t(a.self, cst), ctx.ints([-1]))
+    lo, hi = ctx.const(a.min, cst), ctx.const(a.max, cst)
+    if np.asarray(a.min, dtypes.to_numpy(cst)) == np.asarray(a.max, dtypes.to_numpy(cst)):  # as torch, in its dtype
+        if ctx.info(a.self).numel() == 0:
+            raise Unsupported("histc of an empty tensor over its own range (torch raises)")
+        lo, hi = ctx.op("ReduceMin", x, keepdims=1), ctx.op("ReduceMax", x, keepdims=1)
+        same = ctx.op("Equal", lo, hi)
+        lo = ctx.op("Where", same, ctx.op("Sub", lo, ctx.const(1, cst)), lo)
+        hi = ctx.op("Where", same, ctx.op("Add", hi, ctx.const(1, cst)), hi)
+    inside = ctx.op("And", ctx.op("GreaterOrEqual", x, lo), ctx.op("LessOrEqual", x, hi))
+    pos = ctx.op("Div", ctx.op("Mul", ctx.op("Sub", x, lo), ctx.const(a.bins, cst)), ctx.op("Sub", hi, lo))
+    pos = ctx.op("Where", inside, pos, ctx.const(0, cst))
+    pos = ctx.op("Min", ctx.cast(ctx.op("Floor", pos), cst, ST.LONG), ctx.const(a.bins - 1, ST.LONG))
+    table = ctx.op("And", ctx.op("Equal", ctx.op("Unsqueeze", pos, ctx.ints([1])), ctx.const(np.arange(a.bins), ST.LONG)),
+                   ctx.op("Unsqueeze", inside, ctx.ints([1])))
+    return ctx.op("ReduceSum", ctx.cast(table, ST.BOOL, cst), ctx.ints([0]), keepdims=0)

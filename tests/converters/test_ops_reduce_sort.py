@@ -1,0 +1,134 @@
+"""Reductions, cumulative scans and order statistics (issue 33's reduce/sort family), each a
+program torch exports at test time, converted to ONNX (run in ONNX Runtime) and to TFLite (run
+in LiteRT), compared with eager: NaN placement, 0-d and empty inputs, int and bool dtypes, and
+a dynamic first dim (the cumulative scans then run in a Loop/WHILE)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+from torch.export import Dim
+
+from pt2x.converters import to_onnx, to_tflite
+from tolerances import TFLITE_SCALE, assert_close
+
+pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
+import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        out = self.fn(*xs)
+        return out if isinstance(out, torch.Tensor) else tuple(out)
+
+
+def _check(got, want, what: str, scale: float = 1.0) -> None:
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, eager {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g)
+        assert g.shape == w.shape, f"{what} output {i}: shape {g.shape}, eager {w.shape}"
+        assert g.dtype == w.dtype, f"{what} output {i}: dtype {g.dtype}, eager {w.dtype}"
+        assert_close(g, w, w.dtype, what=f"{what} output {i}", scale=scale)
+
+
+def _run_litert(it, feeds):
+    """Runs a LiteRT interpreter at the feeds' shapes; an output of no elements is read by its shape."""
+    details = it.get_input_details()
+    for d, x in zip(details, feeds):
+        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
+    it.allocate_tensors()
+    for d, x in zip(details, feeds):
+        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
+    it.invoke()
+    return [np.zeros(o["shape"], o["dtype"]) if 0 in list(o["shape"]) else it.get_tensor(o["index"])
+            for o in it.get_output_details()]
+
+
+def check_both(fn, *args, tmp_path, dynamic: bool = False) -> None:
+    """``fn(*args)`` exported (``dynamic``: with a dynamic first dim), through to_onnx + ONNX
+    Runtime and to_tflite + LiteRT, equals eager."""
+    path = str(tmp_path / "case.pt2")
+    spec = (tuple({0: Dim.AUTO} for _ in args),) if dynamic else None
+    torch.export.save(torch.export.export(_Fn(fn), tuple(args), dynamic_shapes=spec), path)
+    out = fn(*[a.clone() for a in args])
+    want = [t.numpy() for t in ([out] if isinstance(out, torch.Tensor) else out)]
+    feeds = [a.numpy() for a in args]
+    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
+    _check(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
+    _check(_run_litert(tflite_zoo.interpreter(to_tflite(path)), feeds), want, "tflite", TFLITE_SCALE["float32"])
+
+NAN, INF = float("nan"), float("inf")
+# rows with NaN, repeated values and infinities; no row is all NaN where an index is compared
+X = torch.tensor([[3., NAN, 1., 7., 2.], [2., 5., 1.5, 0., -1.], [4., NAN, NAN, 6., 8.], [1., 2, 3, 4, 5]])
+I = torch.tensor([[3, 1, 2, 9], [0, -5, 7, 1], [6, 8, -2, 4]])
+C = torch.tensor([[1., 3, 3, NAN, 2, NAN, 9], [-INF, -INF, 0, 5, 5, INF, INF], [-1000., 0, -1000, 3, 1, 1, 0]])
+S0 = torch.tensor(3.)
+
+CASES = {
+    # reductions
+    "std.default": (torch.std, X[1]),
+    "var_mean.default/empty": (lambda x: torch.var_mean(x, False), torch.zeros(0)),
+    "std.default/0-d": (torch.std, S0),
+    "nansum": (torch.nansum, X),
+    "nansum/int,dim": (lambda x: torch.nansum(x, 1), I),
+    "nansum/bool,0-d": (torch.nansum, torch.tensor(True)),
+    "nanmean/dim,keepdim": (lambda x: torch.nanmean(x, 1, True), X),
+    "count_nonzero/float": (torch.count_nonzero, X),
+    "count_nonzero/bool,dims": (lambda x: torch.count_nonzero(x, (0, 1)), I > 0),
+    "count_nonzero/int,0-d": (torch.count_nonzero, torch.tensor(0)),
+    "aminmax": (torch.aminmax, X[1]),
+    "aminmax/bool,dim": (lambda x: torch.aminmax(x, dim=1, keepdim=True), I > 0),
+    "bincount/weights": (lambda x, w: torch.bincount(x, w), torch.tensor([1, 1, 4]), torch.tensor([.5, 2., 3.])),
+    "bincount/empty,minlength": (lambda x: torch.bincount(x, minlength=3), torch.zeros(0, dtype=torch.long)),
+    "histc/edges": (lambda x: torch.histc(x, 3, 0, 10), torch.linspace(-1, 11, 121)),
+    "histc/own range,0-d": (lambda x: torch.histc(x, 4), S0),
+    # cumulative
+    "cumprod/bool": (lambda x: torch.cumprod(x, 1), I > 0),
+    "logcumsumexp": (lambda x: torch.logcumsumexp(x, 1), C),
+    "logcumsumexp/0-d": (lambda x: torch.logcumsumexp(x, 0), S0),
+    "cummax/nan,ties": (lambda x: torch.cummax(x, 1), C),
+    "cummin/int": (lambda x: torch.cummin(x, 1), I),
+    "cummin/bool": (lambda x: torch.cummin(x, 0), I > 0),
+    # order statistics
+    "msort/nan": (torch.msort, X),
+    "msort/int": (torch.msort, I),
+    "msort/0-d": (torch.msort, S0),
+    "kthvalue": (lambda x: torch.kthvalue(x, 2, 1), X[[1, 3]]),
+    "kthvalue/int,keepdim": (lambda x: torch.kthvalue(x, 3, 0, True), I),
+    "median/nan": (torch.median, X),
+    "median.dim/nan": (lambda x: torch.median(x, 1), X),
+    "nanmedian.dim": (lambda x: torch.nanmedian(x, 1), X),
+    "nanmedian/0-d": (torch.nanmedian, S0),
+    "quantile/dim": (lambda x: torch.quantile(x, 0.3, 1), X),
+    "nanquantile/keepdim": (lambda x: torch.nanquantile(x, 0.3, 1, True), X),
+    "nanquantile/midpoint": (lambda x: torch.nanquantile(x, 0.3, 1, interpolation="midpoint"), X),
+    "quantile/nearest,0-d": (lambda x: torch.quantile(x, 0.5, interpolation="nearest"), S0),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_static(name, tmp_path):
+    fn, *args = CASES[name]
+    check_both(fn, *args, tmp_path=tmp_path)
+
+
+DYNAMIC = {
+    "cumprod": (lambda x: torch.cumprod(x, 0), I),
+    "logcumsumexp": (lambda x: torch.logcumsumexp(x, 0), C.T.contiguous()),
+    "cummax": (lambda x: torch.cummax(x, 0), C.T.contiguous()),
+    "msort": (torch.msort, X),
+    "nanquantile": (lambda x: torch.nanquantile(x, 0.4, 0), X),
+    "var_mean": (lambda x: torch.var_mean(x, 0), X),
+}
+
+
+@pytest.mark.parametrize("name", list(DYNAMIC))
+def test_dynamic_first_dim(name, tmp_path):
+    fn, *args = DYNAMIC[name]
+    check_both(fn, *args, tmp_path=tmp_path, dynamic=True)
