@@ -1,7 +1,8 @@
 """Reducing scatters: index_add, index_copy (rows along one dim, ScatterND) and scatter_reduce
 with every reduction torch has (sum, prod, amax, amin, mean) with or without ``self``.
 
-``index_add``/``index_copy`` move ``dim`` first and scatter whole rows.
+``index_add``/``index_copy`` move ``dim`` first and scatter whole rows (a 0-d tensor as one
+element along dim 0). Booleans are computed as int32 0/1 and cast back (nonzero is True).
 ``scatter_reduce(include_self=False)`` first puts the reduction's identity where anything is
 scattered (positions counted by a scatter-add of ones), ``mean`` divides by that count (plus
 one for ``self``; floor division for integers, as torch). TFLite's SCATTER_ND adds, so there
@@ -22,11 +23,11 @@ from .shapes import one_d, zero_d
 
 
 def _io(ctx):
+    """The result's dtype and the one computed in: booleans as int32 0/1 (a sum of them cast back
+    is an OR, a product an AND, as torch's bool arithmetic)."""
     out = ctx.out_info().dtype
     cst = ctx.compute_type(out)
-    if cst == ST.BOOL:
-        raise Unsupported(f"{ctx.node.target} of bool")
-    return out, cst
+    return out, ST.INT if cst == ST.BOOL else cst
 
 
 def _to_front(ctx, name: str, dim: int, rank: int) -> str:
@@ -44,17 +45,20 @@ def _rows(ctx, node, reduction: str | None, alpha=1):
     a = bind(node, "self", "dim", "index", "source")
     out, cst = _io(ctx)
     rank = ctx.rank(a.self)
-    if rank == 0:
-        raise Unsupported(f"{node.target} of a 0-d tensor")
-    dim = a.dim % rank
-    idx = ctx.op("Reshape", ctx.t(a.index, ST.LONG), ctx.ints([-1, 1]))  # torch refuses negative ones
     if ctx.rank(a.source) != rank:
         raise Unsupported(f"{node.target} with a source of rank {ctx.rank(a.source)} into rank {rank}")
-    src = _to_front(ctx, ctx.t(a.source, cst), dim, rank)
+    if rank == 0 and a.dim not in (0, -1):
+        raise Unsupported(f"{node.target} of a 0-d tensor along dim {a.dim}")
+    # a 0-d self and source: one element along dim 0 (torch's index then holds one 0)
+    x, src = one_d(ctx, ctx.t(a.self, cst), a.self), one_d(ctx, ctx.t(a.source, cst), a.source)
+    dim = a.dim % max(rank, 1)
+    r1 = max(rank, 1)
+    idx = ctx.op("Reshape", ctx.t(a.index, ST.LONG), ctx.ints([-1, 1]))  # torch refuses negative ones
+    src = _to_front(ctx, src, dim, r1)
     if alpha != 1:
         src = ctx.op("Mul", src, ctx.t(alpha, cst))
-    r = ctx.op("ScatterND", _to_front(ctx, ctx.t(a.self, cst), dim, rank), idx, src, reduction=reduction)
-    return ctx.cast(_from_front(ctx, r, dim, rank), cst, out)
+    r = ctx.op("ScatterND", _to_front(ctx, x, dim, r1), idx, src, reduction=reduction)
+    return ctx.cast(zero_d(ctx, _from_front(ctx, r, dim, r1), a.self), cst, out)
 
 
 @lowering("onnx", "aten.index_add.default")
@@ -91,6 +95,8 @@ def scatter_reduce(ctx, node):
     if red is None:
         raise Unsupported(f"scatter_reduce {a.reduce!r}")
     out, cst = _io(ctx)
+    if out == ST.BOOL and a.reduce == "mean":
+        raise Unsupported("scatter_reduce 'mean' of bool (torch has no kernel for it)")
     rank = max(ctx.rank(a.self), 1)
     axis = a.dim % rank
     x = one_d(ctx, ctx.t(a.self, cst), a.self)  # 0-d: one element along dim 0 (ScatterElements needs rank >= 1)
@@ -98,6 +104,8 @@ def scatter_reduce(ctx, node):
     src = one_d(ctx, ctx.t(a.src, cst), a.src)
     if ctx.info(a.src).shape != ctx.info(a.index).shape:  # torch reads the first index.shape elements
         src = ctx.op("Slice", src, ctx.ints([0] * ctx.rank(a.index)), ctx.shape_of(a.index))
+    if out == ST.BOOL:
+        return ctx.cast(zero_d(ctx, _bool_reduce(ctx, a, x, index, src, axis), a.self), cst, out)
     counts = None
     if not a.include_self or a.reduce == "mean":
         ones = ctx.op("Expand", ctx.const(1, cst), ctx.shape(index))
@@ -110,6 +118,24 @@ def scatter_reduce(ctx, node):
     if a.reduce == "mean":
         r = _mean(ctx, r, counts if not a.include_self else ctx.op("Add", counts, ctx.const(1, cst)), cst)
     return ctx.cast(zero_d(ctx, r, a.self), cst, out)
+
+
+def _bool_reduce(ctx, a, x: str, index: str, src: str, axis: int) -> str:
+    """scatter_reduce of booleans (int32 0/1 here): sum and amax are an OR of the sources, prod and
+    amin an AND, each from a scatter-add count (of True sources, of False ones), which TFLite's
+    SCATTER_ND computes exactly; ``self`` joins the OR/AND with include_self, else stays where
+    nothing lands."""
+    either = a.reduce in ("sum", "amax")
+    one = ctx.const(1, ST.INT)
+    zeros = ctx.op("Mul", x, ctx.const(0, ST.INT))
+    hits = ctx.op("ScatterElements", zeros, index, src if either else ctx.op("Sub", one, src), axis=axis,
+                  reduction="add")
+    got = ctx.cast(ctx.op("Greater" if either else "Equal", hits, ctx.const(0, ST.INT)), ST.BOOL, ST.INT)
+    if a.include_self:
+        return ctx.op("Max" if either else "Min", got, x)
+    counts = ctx.op("ScatterElements", zeros, index, ctx.op("Expand", one, ctx.shape(index)), axis=axis,
+                    reduction="add")
+    return ctx.op("Where", ctx.op("Greater", counts, ctx.const(0, ST.INT)), got, x)
 
 
 def _mean(ctx, total: str, count: str, cst) -> str:

@@ -1,0 +1,169 @@
+"""Pool indices and unpooling, dropout/softmax backward, index_add/index_copy/scatter_reduce of
+0-d and boolean tensors, masked indexing, linspace/logspace, tril/triu_indices, avg_pool's
+divisor_override, circular padding: each a program torch exports at test time, converted to ONNX
+(run in ONNX Runtime) and to TFLite (run in LiteRT), compared with eager."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pt2x.converters import to_onnx, to_tflite
+from pt2x.converters.errors import UnsupportedOpsError
+from tolerances import TFLITE_SCALE, assert_close
+
+pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
+import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
+
+
+class _Fn(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        out = self.fn(*xs)
+        return out if isinstance(out, torch.Tensor) else tuple(out)
+
+
+def _check(got, want, what: str, scale: float = 1.0) -> None:
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, eager {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g)
+        assert g.dtype == w.dtype, f"{what} output {i}: dtype {g.dtype}, eager {w.dtype}"
+        assert g.shape == w.shape, f"{what} output {i}: shape {g.shape}, eager {w.shape}"
+        assert_close(g, w, w.dtype, what=f"{what} output {i}", scale=scale)
+
+
+def _run_litert(it, feeds):
+    details = it.get_input_details()
+    for d, x in zip(details, feeds):
+        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
+    it.allocate_tensors()
+    for d, x in zip(details, feeds):
+        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
+    it.invoke()
+    return [np.zeros(o["shape"], o["dtype"]) if 0 in list(o["shape"]) else it.get_tensor(o["index"])
+            for o in it.get_output_details()]
+
+
+def check_both(fn, *args, tmp_path, tflite_refuses: str = "") -> None:
+    """``fn(*args)`` through to_onnx + ONNX Runtime and to_tflite + LiteRT equals eager (or, with
+    ``tflite_refuses``, to_tflite refuses it with that message)."""
+    path = str(tmp_path / "case.pt2")
+    torch.export.save(torch.export.export(_Fn(fn), tuple(args)), path)
+    out = fn(*[a.clone() for a in args])
+    want = [t.numpy() for t in ([out] if isinstance(out, torch.Tensor) else out)]
+    feeds = [a.numpy() for a in args]
+    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
+    _check(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
+    if tflite_refuses:
+        with pytest.raises(UnsupportedOpsError, match=tflite_refuses):
+            to_tflite(path)
+        return
+    _check(_run_litert(tflite_zoo.interpreter(to_tflite(path)), feeds), want, "tflite", TFLITE_SCALE["float32"])
+
+
+def _randn(*shape):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(sum(shape) + len(shape)))
+
+
+# ------------------------------------------------------------------ pools and unpooling
+
+_INDICES = "MaxPool's indices output"
+_WRITE = "reduction='none'"
+
+
+@pytest.mark.parametrize("n, shape, kernel, stride, ceil", [
+    (1, (2, 3, 9), 3, 2, True), (2, (1, 2, 5, 7), 3, 2, True), (2, (2, 5, 6), 2, 1, False),
+    (3, (1, 2, 3, 6, 5), 3, 2, True)])
+def test_max_pool_indices_within_each_plane(n, shape, kernel, stride, ceil, tmp_path):
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+    check_both(lambda x: pool(x, kernel, stride, ceil_mode=ceil, return_indices=True), _randn(*shape),
+               tmp_path=tmp_path, tflite_refuses=_INDICES)
+
+
+def test_max_pool_without_indices_read_stays_tflite(tmp_path):
+    # the indices are made only when read: a max pool whose indices nothing reads converts to TFLite
+    check_both(lambda x: F.max_pool2d(x, 3, 2, return_indices=True)[0] * 2, _randn(1, 2, 7, 7), tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("shape, size", [((1, 4, 4, 3, 5), (2, 3, 5)), ((4, 6, 3), (3, 1))])
+def test_adaptive_max_pool_indices(shape, size, tmp_path):
+    pool = F.adaptive_max_pool3d if len(size) == 3 else F.adaptive_max_pool2d
+    check_both(lambda x: pool(x, size, return_indices=True), _randn(*shape), tmp_path=tmp_path,
+               tflite_refuses=_INDICES)
+
+
+@pytest.mark.parametrize("n, shape", [(1, (2, 3, 9)), (2, (1, 2, 6, 7)), (2, (2, 6, 7)), (3, (1, 2, 4, 6, 5))])
+def test_max_unpool(n, shape, tmp_path):
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+    unpool = {1: F.max_unpool1d, 2: F.max_unpool2d, 3: F.max_unpool3d}[n]
+    y, i = pool(_randn(*shape), 2, 2, return_indices=True)
+    check_both(lambda v, j: unpool(v, j, 2, 2, output_size=shape[-n:]), y, i, tmp_path=tmp_path,
+               tflite_refuses=_WRITE)
+
+
+def test_max_pool2d_with_indices_backward(tmp_path):
+    def fn(g, x):
+        _, i = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1], [1, 1], True)
+        return torch.ops.aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], True, i)
+
+    check_both(fn, _randn(1, 2, 5, 5), _randn(1, 2, 8, 9), tmp_path=tmp_path, tflite_refuses=_INDICES)
+
+
+# ------------------------------------------------------------------ dropout, softmax backward
+
+
+@pytest.mark.parametrize("train, p", [(False, 0.5), (True, 0.0), (True, 1.0)])
+def test_feature_alpha_dropout_without_randomness(train, p, tmp_path):
+    x = _randn(2, 3, 4)
+    x[0, 0, 0] = float("nan")
+    check_both(lambda t: torch.ops.aten.feature_alpha_dropout(t, p, train), x, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("shape", [(), (3, 4)])
+def test_native_dropout_backward(dtype, shape, tmp_path):
+    g = (_randn(*shape) * 5).to(dtype)
+    m = _randn(*shape) > 0
+    check_both(lambda a, b: torch.ops.aten.native_dropout_backward(a, b, 1.5), g, m, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("shape, dim", [((), 0), ((4, 5), 1), ((4, 5), -2)])
+def test_softmax_backward_data(shape, dim, tmp_path):
+    check_both(lambda g, y: torch.ops.aten._softmax_backward_data(g, y, dim, torch.float32),
+               _randn(*shape), torch.softmax(_randn(*shape), -1) if shape else torch.tensor(1.0), tmp_path=tmp_path)
+
+
+# ------------------------------------------------------------------ index_add, index_copy, scatter_reduce
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_index_add_and_copy_of_0d(dtype, tmp_path):
+    x, s = torch.tensor(3).to(dtype), torch.tensor(1).to(dtype)
+    alpha = True if dtype == torch.bool else 2
+    check_both(lambda a, i, b: (a.index_add(0, i, b, alpha=alpha), a.index_copy(0, i, b)), x, torch.tensor([0]), s,
+               tmp_path=tmp_path)
+
+
+def test_index_add_of_bool_is_an_or(tmp_path):
+    x = torch.tensor([[False, True], [False, False], [True, False]])
+    s = torch.tensor([[True, True], [False, False], [True, False]])
+    check_both(lambda a, i, b: (a.index_add(0, i, b), a.index_add(0, i, b, alpha=False)), x, torch.tensor([1, 1, 0]), s,
+               tmp_path=tmp_path)
+    check_both(lambda a, i, b: a.index_copy(1, i, b), x, torch.tensor([1, 0]), s[:, :2], tmp_path=tmp_path,
+               tflite_refuses=_WRITE)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_of_bool(reduce, include_self, tmp_path):
+    x = torch.tensor([True, True, False, False, True, False])
+    src = torch.tensor([False, True, False, True, True, True, False])
+    idx = torch.tensor([0, 0, 2, 3, 3, 1, 1])
+    check_both(lambda a, i, b: a.scatter_reduce(0, i, b, reduce, include_self=include_self), x, idx, src,
+               tmp_path=tmp_path)
