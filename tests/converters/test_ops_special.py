@@ -91,6 +91,11 @@ UNARY = [
     ("signbit_int", torch.signbit, INTS), ("signbit_bool", torch.signbit, BOOLS),
     ("angle", torch.angle, EDGE), ("angle_int", torch.angle, INTS),
     ("erfinv", torch.erfinv, UNIT), ("erfinv_bool", torch.erfinv, BOOLS),
+    # ops_pointwise.py: the modified Bessel functions (Cephes' series, |x| <= 8 and beyond)
+    ("i0", torch.i0, EDGE[:-4]), ("i0_nan_inf", torch.i0, EDGE[-3:]), ("i0e", torch.special.i0e, EDGE),
+    ("i1", torch.special.i1, EDGE[:-4]), ("i1e", torch.special.i1e, EDGE), ("i1e_int", torch.special.i1e, INTS),
+    ("modified_bessel_i0", torch.special.modified_bessel_i0, EDGE[:-4]),
+    ("modified_bessel_i1_bool", torch.special.modified_bessel_i1, BOOLS),
 ]
 
 
