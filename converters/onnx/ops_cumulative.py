@@ -45,24 +45,34 @@ def scan(ctx, ys: list[str], types: list[ST], rank: int, dim: int, length, combi
             s *= 2
         return ys
     n = ctx.op("Squeeze", ctx.shape(ys[0], dim, dim + 1), ctx.ints([0]))
-    body = ctx.child(ctx.view)
-    body.node = ctx.node
-    it, cond_in, s = (body.names.fresh(x) for x in ("scan_iter", "scan_cond", "scan_s"))
-    carried = [body.names.fresh("scan_y") for _ in ys]
-    new = _step(body, carried, dim, rank, s, n, combine)
-    s2 = body.op("Mul", s, body.const(2, ST.LONG))
-    cond = body.op("Less", s2, n)
-    outs = [body.op("Identity", x) for x in [cond, s2, *new]]
-    vi = helper.make_tensor_value_info
-    graph = helper.make_graph(
-        body.nodes, ctx.names.fresh("scan_body"),
-        [vi(it, onnx_type(ST.LONG), []), vi(cond_in, onnx_type(ST.BOOL), []), vi(s, onnx_type(ST.LONG), [])]
-        + [vi(c, onnx_type(t), [None] * rank) for c, t in zip(carried, types)],
-        [vi(outs[0], onnx_type(ST.BOOL), []), vi(outs[1], onnx_type(ST.LONG), [])]
-        + [vi(o, onnx_type(t), [None] * rank) for o, t in zip(outs[2:], types)])
+
+    def body(c, s, *ys):
+        s2 = c.op("Mul", s, c.const(2, ST.LONG))
+        return c.op("Less", s2, n), [s2, *_step(c, list(ys), dim, rank, s, n, combine)]
+
     first = ctx.op("Less", ctx.const(1, ST.LONG), n)
-    r = ctx.op("Loop", "", first, ctx.const(1, ST.LONG), *ys, body=graph, outputs=1 + len(ys))
-    return r[1:]
+    return loop_while(ctx, first, [(ctx.const(1, ST.LONG), ST.LONG, 0)] + [(y, t, rank) for y, t in zip(ys, types)],
+                      body)[1:]
+
+
+def loop_while(ctx, cond: str, state: list, body) -> list[str]:
+    """An ONNX Loop (TFLite: WHILE) over ``state`` ((name, dtype, rank) each) while ``cond`` (0-d
+    bool) holds: ``body(c, *values) -> (cond, new values)`` builds one step in the child ctx ``c``
+    (outer values are read by name). Returns the final values."""
+    c = ctx.child(ctx.view)
+    c.node = ctx.node
+    vi = helper.make_tensor_value_info
+    it, cond_in = c.names.fresh("loop_iter"), c.names.fresh("loop_cond")
+    formals = [c.names.fresh("loop_v") for _ in state]
+    more, new = body(c, *formals)
+    outs = [c.op("Identity", x) for x in [more, *new]]
+    graph = helper.make_graph(
+        c.nodes, ctx.names.fresh("loop_body"),
+        [vi(it, onnx_type(ST.LONG), []), vi(cond_in, onnx_type(ST.BOOL), [])]
+        + [vi(f, onnx_type(t), [None] * r) for f, (_, t, r) in zip(formals, state)],
+        [vi(outs[0], onnx_type(ST.BOOL), [])] + [vi(o, onnx_type(t), [None] * r) for o, (_, t, r) in zip(outs[1:], state)])
+    r = ctx.op("Loop", "", cond, *[v for v, _, _ in state], body=graph, outputs=len(state))
+    return r if isinstance(r, list) else [r]
 
 
 def _prepare(ctx, a, cst):

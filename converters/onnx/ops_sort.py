@@ -1,11 +1,13 @@
-"""Lowerings that order or search values: ``msort``, ``kthvalue``, ``median``/``nanmedian``,
-``quantile``/``nanquantile``, ``mode`` (0-d only), ``searchsorted``, ``bucketize`` and ``isin``.
+"""Lowerings that order, select or search values: ``msort``, ``kthvalue``, ``median``/``nanmedian``,
+``quantile``/``nanquantile``, ``unique``/``unique_consecutive``, ``argwhere``/``nonzero_numpy``/
+``nonzero_static``, ``masked_select``, ``searchsorted``, ``bucketize`` and ``isin``.
 
 Ascending orders come from ONNX's TopK taken largest-first and reversed along the axis (the
 TFLite target maps TopK of the largest values for every dtype, of the smallest only for
 floats). NaN is placed after +inf as torch does: NaNs are sorted as +inf and the last
 ``count(NaN)`` places of each row then hold NaN, so no order relies on how a runtime compares
-NaN. Indices of tied values may differ from torch's (torch documents no order for them).
+NaN. Equal values keep their input order (a stable sort). The index torch's selection kernels
+(kthvalue, median) return among equal values is their own (torch documents none).
 """
 
 from __future__ import annotations
@@ -44,9 +46,11 @@ def sort_asc(ctx, x: str, rank: int, dim: int, st: ST):
         isnan = ctx.op("IsNaN", x)
         key = ctx.op("Where", isnan, ctx.const(np.inf, st), x)
         nan = ctx.op("ReduceSum", ctx.cast(isnan, ST.BOOL, ST.LONG), axes_const(ctx, [dim]), keepdims=1)
-    v, i = ctx.op("TopK", key, n, axis=dim, largest=1, sorted=1, outputs=2)
+    # TopK puts equal values lower index first: taken over the reversed input and reversed
+    # back, equal values keep their input order (a stable sort, as torch's CPU sort)
     rev = (ctx.ints([-1]), ctx.ints([INT64_MIN]), ctx.ints([dim]), ctx.ints([-1]))
-    v, i = ctx.op("Slice", v, *rev), ctx.op("Slice", i, *rev)
+    v, i = ctx.op("TopK", ctx.op("Slice", key, *rev), n, axis=dim, largest=1, sorted=1, outputs=2)
+    v, i = ctx.op("Slice", v, *rev), ctx.op("Sub", ctx.op("Sub", n, ctx.const(1, ST.LONG)), ctx.op("Slice", i, *rev))
     if nan is not None:
         tail = ctx.op("GreaterOrEqual", iota(ctx, n, rank, dim), ctx.op("Sub", n, nan))
         v = ctx.op("Where", tail, ctx.const(np.nan, st), v)
@@ -197,3 +201,205 @@ def quantile(ctx, node):
         bad = ctx.op("Greater", nan, ctx.const(0, ST.LONG))
     y = ctx.op("Where", bad, ctx.const(np.nan, cst), y)
     return ctx.cast(_finish(ctx, y, a.self, a.dim, a.keepdim), cst, st)
+
+
+def _nonzero_input(ctx, ref) -> str:
+    """``ref`` as NonZero takes it: [1] for 0-d, int32 for int8/int16 (ONNX Runtime has no kernel)."""
+    v = ctx.t(ref)
+    if ctx.dtype(ref) in (ST.CHAR, ST.SHORT):
+        v = ctx.cast(v, ctx.dtype(ref), ST.INT)
+    return ctx.op("Reshape", v, ctx.ints([1])) if ctx.rank(ref) == 0 else v
+
+
+@lowering("onnx", "aten.argwhere.default")
+def argwhere(ctx, node):
+    """The coordinates [k, rank] of the non-zero values, in row-major order ([k, 0] for 0-d)."""
+    x = bind(node, "self").self
+    hits = ctx.op("Transpose", ctx.op("NonZero", _nonzero_input(ctx, x)), perm=[1, 0])
+    if ctx.rank(x) == 0:
+        return ctx.op("Slice", hits, ctx.ints([0]), ctx.ints([0]), ctx.ints([1]))
+    return hits
+
+
+@lowering("onnx", "aten.nonzero_numpy.default")
+def nonzero_numpy(ctx, node):
+    """One 1-D tensor of the non-zero values' coordinates per dim (one for a 0-d input)."""
+    x = bind(node, "self").self
+    hits = ctx.op("NonZero", _nonzero_input(ctx, x))
+    return [ctx.op("Gather", hits, ctx.const(d, ST.LONG), axis=0) for d in range(max(ctx.rank(x), 1))]
+
+
+@lowering("onnx", "aten.nonzero_static.default")
+def nonzero_static(ctx, node):
+    """``argwhere`` cut or padded with ``fill_value`` rows to ``size`` rows."""
+    a = bind(node, "self", "size", "fill_value")
+    if not isinstance(a.size, int) or a.size < 0:
+        raise Unsupported(f"nonzero_static with size {a.size!r} computed at run time")
+    r = ctx.rank(a.self)
+    if r == 0:  # [size, 0]: no values to find
+        return ctx.op("Slice", ctx.const(np.zeros((a.size, 1), np.int64), ST.LONG), ctx.ints([0]), ctx.ints([0]),
+                      ctx.ints([1]))
+    hits = ctx.op("Transpose", ctx.op("NonZero", _nonzero_input(ctx, a.self)), perm=[1, 0])
+    fill = ctx.const(np.full((a.size, r), a.fill_value, np.int64), ST.LONG)
+    return ctx.op("Slice", ctx.op("Concat", hits, fill, axis=0), ctx.ints([0]), ctx.ints([a.size]), ctx.ints([0]))
+
+
+@lowering("onnx", "aten.masked_select.default")
+def masked_select(ctx, node):
+    """The values of ``self`` where ``mask`` (both broadcast) is true, in row-major order, 1-D."""
+    a = bind(node, "self", "mask")
+    x, m = ctx.t(a.self), ctx.t(a.mask, ST.BOOL)
+    x = ctx.op("Expand", x, ctx.op("Shape", m))
+    m = ctx.op("Expand", m, ctx.op("Shape", x))
+    flat = ctx.ints([-1])
+    return ctx.op("Compress", ctx.op("Reshape", x, flat), ctx.op("Reshape", m, flat), axis=0)
+
+
+def _unique(ctx, node, ref, sort, return_inverse, return_counts):
+    """(values, inverse, counts) of the flattened ``ref``: runs of equal values (of the sorted
+    values for ``sort``) kept once; NaN equals nothing, so each NaN is its own value, as torch.
+    ``inverse`` (shaped like ``ref``) and ``counts`` are [0] when not asked for."""
+    st, cst = ctx.dtype(ref), _cst(ctx, ref)
+    x, _, _ = _flat_or_dim(ctx, ref, None, cst)
+    n = ctx.shape(x)
+    pos = ctx.op("Range", ctx.const(0, ST.LONG), ctx.op("Squeeze", n, ctx.ints([0])), ctx.const(1, ST.LONG))
+    v, perm = sort_asc(ctx, x, 1, 0, cst)[:2] if sort else (x, pos)
+    prev = ctx.op("Gather", v, ctx.op("Max", ctx.op("Sub", pos, ctx.const(1, ST.LONG)), ctx.const(0, ST.LONG)), axis=0)
+    keep = ctx.op("Or", ctx.op("Equal", pos, ctx.const(0, ST.LONG)), ctx.op("Not", ctx.op("Equal", v, prev)))
+    values = ctx.cast(ctx.op("Compress", v, keep, axis=0), cst, st)
+    none = ctx.const(np.zeros(0, np.int64), ST.LONG)
+    inverse = counts = none
+    if return_inverse:
+        group = ctx.op("Sub", ctx.op("CumSum", ctx.cast(keep, ST.BOOL, ST.LONG), ctx.const(0, ST.LONG)),
+                       ctx.const(1, ST.LONG))
+        if sort:  # the group of sorted place p belongs to input place perm[p]
+            group = ctx.op("ScatterElements", ctx.op("Mul", pos, ctx.const(0, ST.LONG)), perm, group, axis=0,
+                           reduction="add")  # onto zeros, each place once: TFLite maps "add"
+        inverse = ctx.op("Reshape", group, ctx.shape_of(ref))
+    if return_counts:
+        starts = ctx.op("Compress", pos, keep, axis=0)
+        ends = ctx.op("Concat", ctx.op("Slice", starts, ctx.ints([1]), ctx.ints([2**63 - 1]), ctx.ints([0])), n, axis=0)
+        counts = ctx.op("Sub", ends, starts)
+    return [values, inverse, counts]
+
+
+@lowering("onnx", "aten._unique2.default")
+def unique2(ctx, node):
+    """The distinct values, sorted (torch's CPU kernel sorts whatever ``sorted`` says), the index
+    of each input value among them and their counts."""
+    a = bind(node, "self", "sorted", "return_inverse", "return_counts")
+    a.declare("sorted")  # sorted either way: what torch's CPU kernel gives for sorted=False too
+    return _unique(ctx, node, a.self, True, a.return_inverse, a.return_counts)
+
+
+@lowering("onnx", "aten.unique_consecutive.default")
+def unique_consecutive(ctx, node):
+    """Each run of equal consecutive values once, the run of each input value and the run lengths."""
+    a = bind(node, "self", "return_inverse", "return_counts", "dim")
+    if a.dim is not None:
+        raise Unsupported("unique_consecutive along a dim")
+    return _unique(ctx, node, a.self, False, a.return_inverse, a.return_counts)
+
+
+def _binary_search(ctx, seq_ref, val_ref, right: bool, sorter=None) -> str:
+    """torch's search kernel, step for step: per value, ``start`` and ``end`` over the last dim of
+    ``seq_ref``, ``mid = start + (end - start) // 2``, go right while ``!(seq[mid] >= val)``
+    (``>`` for ``right``): what torch gives for any input, NaN or unsorted ones too. A static
+    length M takes bit_length(M) unrolled steps; a dynamic one an ONNX Loop."""
+    from .ops_cumulative import loop_while
+
+    st = dtypes.promote_types(ctx.dtype(seq_ref), ctx.dtype(val_ref))
+    if st == ST.BOOL or not (dtypes.is_floating(st) or dtypes.is_integral(st)):
+        raise Unsupported(f"searchsorted of {st.name}")
+    cst = ctx.compute_type(st)
+    seq, val = ctx.t(seq_ref, cst), ctx.t(val_ref, cst)
+    r = ctx.rank(seq_ref)
+    if r == 0:
+        raise Unsupported("searchsorted in a 0-d sequence (torch raises)")
+    if r > 1 and ctx.rank(val_ref) != r:
+        raise Unsupported("searchsorted of values whose rank is not the sequence's (torch raises)")
+    if sorter is not None:
+        seq = ctx.op("GatherElements", seq, ctx.t(sorter, ST.LONG), axis=r - 1)
+    m_dim = ctx.info(seq_ref).shape[-1]
+    m = ctx.shape(seq, r - 1, r)  # [1]
+    zero, one = ctx.const(0, ST.LONG), ctx.const(1, ST.LONG)
+    start = ctx.op("ConstantOfShape", ctx.op("Shape", val), value=_long0())
+    end = ctx.op("Add", start, m)
+    last = ctx.op("Max", ctx.op("Sub", m, one), zero)
+    vrank = max(ctx.rank(val_ref), 1)
+    if ctx.rank(val_ref) == 0:
+        val, start, end = (ctx.op("Reshape", t, ctx.ints([1])) for t in (val, start, end))
+
+    def step(c, start, end):
+        active = c.op("Less", start, end)
+        mid = c.op("Add", start, c.op("Div", c.op("Sub", end, start), c.const(2, ST.LONG)))
+        at = c.op("Min", mid, last)
+        g = c.op("Gather", seq, at, axis=0) if r == 1 else c.op("GatherElements", seq, at, axis=r - 1)
+        stop = c.op("Greater" if right else "GreaterOrEqual", g, val)
+        up = c.op("And", active, c.op("Not", stop))
+        down = c.op("And", active, stop)
+        return [c.op("Where", up, c.op("Add", mid, c.const(1, ST.LONG)), start), c.op("Where", down, mid, end)]
+
+    if isinstance(m_dim, int):
+        for _ in range(m_dim.bit_length()):
+            start, end = step(ctx, start, end)
+    else:
+        width = ctx.op("Squeeze", m, ctx.ints([0]))
+
+        def body(c, w, start, end):
+            w2 = c.op("Div", w, c.const(2, ST.LONG))
+            return c.op("Greater", w2, c.const(0, ST.LONG)), [w2, *step(c, start, end)]
+
+        first = ctx.op("Greater", width, zero)
+        start = loop_while(ctx, first, [(width, ST.LONG, 0), (start, ST.LONG, vrank), (end, ST.LONG, vrank)], body)[1]
+    return ctx.op("Reshape", start, ctx.ints([])) if ctx.rank(val_ref) == 0 else start
+
+
+def _long0():
+    from .shapes import scalar_attr
+
+    return scalar_attr(0, ST.LONG)
+
+
+@lowering("onnx", "aten.searchsorted.Tensor")
+def searchsorted(ctx, node):
+    """For each value, the place in ``sorted_sequence``'s last dim (ordered by ``sorter``) it
+    would be inserted at: before equal values, after them for ``right``/``side="right"``."""
+    a = bind(node, "sorted_sequence", "self", "out_int32", "right", "side", "sorter")
+    if a.side not in (None, "left", "right"):
+        raise Unsupported(f"searchsorted side={a.side!r}")
+    right = a.right or a.side == "right"
+    r = _binary_search(ctx, a.sorted_sequence, a.self, right, a.sorter)
+    return ctx.cast(r, ST.LONG, ST.INT) if a.out_int32 else r
+
+
+@lowering("onnx", "aten.bucketize.Tensor")
+def bucketize(ctx, node):
+    """The bucket of each value among the 1-D ``boundaries``: ``searchsorted(boundaries, self)``."""
+    a = bind(node, "self", "boundaries", "out_int32", "right")
+    if ctx.rank(a.boundaries) != 1:
+        raise Unsupported("bucketize with boundaries that are not 1-D (torch raises)")
+    r = _binary_search(ctx, a.boundaries, a.self, a.right)
+    return ctx.cast(r, ST.LONG, ST.INT) if a.out_int32 else r
+
+
+@lowering("onnx", "aten.isin.Tensor_Tensor", "aten.isin.Tensor_Scalar")
+def isin(ctx, node):
+    """Whether each element equals one of ``test_elements`` (NaN equals nothing); ``invert``: not."""
+    a = bind(node, "elements", "assume_unique", "invert")
+    a.declare("assume_unique")  # a hint for torch's algorithm: the answer is the same
+    est = ctx.dtype(a.elements)
+    if "Tensor_Scalar" in node.target:
+        t = a.test_element
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or (isinstance(t, float) and not dtypes.is_floating(est)):
+            raise Unsupported(f"isin of {est.name} values and the scalar {t!r}")
+        st = est
+    else:
+        t = a.test_elements
+        st = dtypes.promote_types(est, ctx.dtype(t))
+    cst = ctx.compute_type(st)
+    x = ctx.op("Unsqueeze", ctx.t(a.elements, cst), ctx.ints([-1]))
+    tests = ctx.op("Reshape", ctx.t(t, cst), ctx.ints([-1]))
+    hits = ctx.cast(ctx.op("Equal", x, tests), ST.BOOL, ST.LONG)
+    found = ctx.op("Greater", ctx.op("ReduceSum", hits, ctx.ints([-1]), keepdims=0), ctx.const(0, ST.LONG))
+    return ctx.op("Not", found) if a.invert else found

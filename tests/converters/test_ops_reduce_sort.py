@@ -69,6 +69,9 @@ X = torch.tensor([[3., NAN, 1., 7., 2.], [2., 5., 1.5, 0., -1.], [4., NAN, NAN, 
 I = torch.tensor([[3, 1, 2, 9], [0, -5, 7, 1], [6, 8, -2, 4]])
 C = torch.tensor([[1., 3, 3, NAN, 2, NAN, 9], [-INF, -INF, 0, 5, 5, INF, INF], [-1000., 0, -1000, 3, 1, 1, 0]])
 S0 = torch.tensor(3.)
+U = torch.tensor([[3., NAN, 1.], [1., NAN, 3.], [2., 2., -0.]])
+SQ = torch.tensor([[1., 3, 5, 7, 9], [2., 4, 6, 8, 10]])
+V = torch.tensor([[3., 6, NAN, 0], [11., 2, 4, 4.5]])
 
 CASES = {
     # reductions
@@ -109,6 +112,34 @@ CASES = {
     "nanquantile/keepdim": (lambda x: torch.nanquantile(x, 0.3, 1, True), X),
     "nanquantile/midpoint": (lambda x: torch.nanquantile(x, 0.3, 1, interpolation="midpoint"), X),
     "quantile/nearest,0-d": (lambda x: torch.quantile(x, 0.5, interpolation="nearest"), S0),
+    # selections
+    "argwhere/0-d": (torch.argwhere, torch.tensor(3)),
+    "argwhere/empty": (torch.argwhere, torch.zeros(5, 0)),
+    "nonzero_numpy": (lambda x: torch.nonzero(x, as_tuple=True), I),
+    "nonzero_numpy/0-d": (lambda x: torch.nonzero(x, as_tuple=True), torch.tensor(0.)),
+    "nonzero_static/padded": (lambda x: torch.nonzero_static(x, size=5, fill_value=7), I > 2),
+    "nonzero_static/0-d": (lambda x: torch.nonzero_static(x, size=1), S0),
+    "masked_select/broadcast": (torch.masked_select, I, torch.tensor([True, False, True, True])),
+    "masked_select/bool,0-d": (torch.masked_select, torch.tensor(True), torch.tensor(True)),
+    "unique/nan,inverse,counts": (lambda x: torch.unique(x, return_inverse=True, return_counts=True), U),
+    "unique/bool": (lambda x: torch.unique(x, return_counts=True), I > 2),
+    "unique/0-d": (lambda x: torch.unique(x, return_inverse=True), S0),
+    "unique/empty": (lambda x: torch.unique(x, return_inverse=True, return_counts=True), torch.zeros(0, 3)),
+    "unique_consecutive": (lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True),
+                           torch.tensor([1, 1, 2, 2, 2, 1, 3])),
+    "unique_consecutive/0-d": (torch.unique_consecutive, torch.tensor(True)),
+    # searches
+    "searchsorted/rows,nan": (torch.searchsorted, SQ, V),
+    "searchsorted/right,int32": (lambda s, v: torch.searchsorted(s, v, side="right", out_int32=True), SQ[0], V),
+    "searchsorted/nan in sequence": (torch.searchsorted, torch.tensor([0., 4, NAN]), torch.tensor([5., 3, NAN, -1])),
+    "searchsorted/sorter": (lambda s, v, o: torch.searchsorted(s, v, sorter=o), torch.tensor([5., 1, 3]),
+                            torch.tensor([2., 5]), torch.tensor([1, 2, 0])),
+    "searchsorted/empty": (torch.searchsorted, torch.zeros(0), torch.zeros(0)),
+    "bucketize/right": (lambda v, b: torch.bucketize(v, b, right=True), V, SQ[0]),
+    "bucketize/int,0-d": (torch.bucketize, torch.tensor(4), torch.tensor([1, 4, 4, 6])),
+    "isin/nan": (torch.isin, X, torch.tensor([1., NAN, 5.])),
+    "isin/invert,int": (lambda e, t: torch.isin(e, t, invert=True), I, torch.tensor([1, 2, 3])),
+    "isin/scalar": (lambda e: torch.isin(e, 2), I),
 }
 
 
@@ -125,6 +156,9 @@ DYNAMIC = {
     "msort": (torch.msort, X),
     "nanquantile": (lambda x: torch.nanquantile(x, 0.4, 0), X),
     "var_mean": (lambda x: torch.var_mean(x, 0), X),
+    "bucketize": (torch.bucketize, V, SQ[0]),
+    "unique": (lambda x: torch.unique(x, return_inverse=True, return_counts=True), U),
+    "masked_select": (torch.masked_select, V, V > 3),
 }
 
 
