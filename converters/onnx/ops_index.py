@@ -1,4 +1,4 @@
-"""Indexing lowerings: advanced indexing and index_put (GatherND/ScatterND), gather/scatter
+"""Indexing lowerings: advanced indexing (GatherND; index_put is in ops_scatter), gather/scatter
 families, embedding and embedding_bag, sort/topk, cumsum, one_hot, nonzero."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from .ops_shape import _transpose
 from .shapes import INT64_MAX, axes_const, diagonal_plane, one_d, scalar_attr, zero_d
 
 
-def _index_plan(ctx, x, indices):
+def _index_plan(ctx, x, indices, prep=None):
     """Advanced indexing with several index tensors: (x with the indexed axes moved first,
     the stacked broadcast indices for GatherND/ScatterND, perm from GatherND's layout
-    [index dims, other dims] to torch's, or None when torch's layout already matches)."""
+    [index dims, other dims] to torch's, or None when torch's layout already matches).
+    ``prep(axis, name)``: each int64 index transformed first (a clamp)."""
     idx = list(indices) + [None] * (ctx.rank(x) - len(indices))
     present = [i for i, t in enumerate(idx) if t is not None]
     if any(ctx.dtype(idx[i]) == ST.BOOL for i in present):
@@ -27,7 +28,7 @@ def _index_plan(ctx, x, indices):
     r = ctx.rank(x)
     others = [i for i in range(r) if i not in present]
     xt = _transpose(ctx, x, present + others) if present + others != list(range(r)) else ctx.t(x)
-    ts = [ctx.t(idx[i], ST.LONG) for i in present]
+    ts = [ctx.t(idx[i], ST.LONG) if prep is None else prep(i, ctx.t(idx[i], ST.LONG)) for i in present]
     shapes = {ctx.info(idx[i]).shape for i in present}
     if len(shapes) != 1:
         total = ts[0]
@@ -160,36 +161,6 @@ def scatter(ctx, node):
         r = ctx.op("ScatterElements", x, index, upd, axis=0, reduction=reduction)
         return ctx.op("Reshape", r, ctx.ints([]))
     return ctx.op("ScatterElements", x, index, upd, axis=a.dim % out.rank, reduction=reduction)
-
-
-@lowering("onnx", "aten.index_put.default", "aten.index_put_.default", "aten._unsafe_index_put.default")
-def index_put(ctx, node):
-    a = bind(node, "self", "indices", "values")
-    idx = list(a.indices)
-    out = ctx.out_info()
-    present = [i for i, x in enumerate(idx) if x is not None]
-    if len(present) == 1 and present[0] == 0 and ctx.dtype(idx[0]) == ST.BOOL and not a.accumulate \
-            and ctx.rank(idx[0]) == out.rank:
-        return ctx.op("Where", ctx.t(idx[0]), ctx.t(a.values, out.dtype), ctx.t(a.self))
-    if any(ctx.dtype(idx[i]) == ST.BOOL for i in present):
-        raise Unsupported("index_put with a boolean mask that is not full-rank")
-    r = out.rank
-    others = [i for i in range(r) if i not in present]
-    order = present + others
-    xt, stacked, perm = _index_plan(ctx, a.self, idx)
-    # values broadcast to torch's indexing-result layout, then to GatherND's [idx..., others...]
-    res_shape = ctx.op("Shape", ctx.op("GatherND", xt, stacked))
-    vals = ctx.t(a.values, out.dtype)
-    if perm:
-        inv = [perm.index(i) for i in range(len(perm))]
-        torch_shape = ctx.op("Gather", res_shape, ctx.const(np.asarray(perm, np.int64), ST.LONG))
-        vals = ctx.op("Transpose", ctx.op("Expand", vals, torch_shape), perm=inv)
-    else:
-        vals = ctx.op("Expand", vals, res_shape)
-    r_t = ctx.op("ScatterND", xt, stacked, vals, reduction="add" if a.accumulate else None)
-    if order != list(range(r)):
-        r_t = ctx.op("Transpose", r_t, perm=[order.index(i) for i in range(r)])
-    return r_t
 
 
 @lowering("onnx", "aten.embedding.default")

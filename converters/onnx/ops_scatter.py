@@ -1,5 +1,6 @@
-"""Reducing scatters: index_add, index_copy (rows along one dim, ScatterND) and scatter_reduce
-with every reduction torch has (sum, prod, amax, amin, mean) with or without ``self``.
+"""Scatters: index_add, index_copy (rows along one dim, ScatterND), scatter_reduce with every
+reduction torch has (sum, prod, amax, amin, mean) with or without ``self``, index_put (also under
+a boolean mask) and the masked indexing ``_unsafe_masked_index``/``_unsafe_masked_index_put_accumulate``.
 
 ``index_add``/``index_copy`` move ``dim`` first and scatter whole rows (a 0-d tensor as one
 element along dim 0). Booleans are computed as int32 0/1 and cast back (nonzero is True).
@@ -19,7 +20,8 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .shapes import one_d, zero_d
+from .ops_index import _index_plan
+from .shapes import axes_const, one_d, zero_d
 
 
 def _io(ctx):
@@ -149,3 +151,129 @@ def _mean(ctx, total: str, count: str, cst) -> str:
                      ST.DOUBLE, cst)
     return ctx.op("Where", some, q, total)
 
+
+
+# ------------------------------------------------------------------- index_put, masked indexing
+
+
+def _put(ctx, x, idx: list, values: str, accumulate: bool, cst: ST, prep=None) -> str:
+    """``x`` (a program value) with ``values`` (ONNX, in ``cst``) written or added at the integer
+    indices ``idx`` (program values or None per axis), in ``cst``: ScatterND on GatherND's layout."""
+    r = ctx.rank(x)
+    present = [i for i, t in enumerate(idx) if t is not None]
+    order = present + [i for i in range(r) if i not in present]
+    xt, stacked, perm = _index_plan(ctx, x, idx, prep)
+    xt = ctx.cast(xt, ctx.dtype(x), cst)
+    # values broadcast to torch's indexing-result layout, then to GatherND's [idx..., others...]
+    res_shape = ctx.op("Shape", ctx.op("GatherND", xt, stacked))
+    if perm:
+        inv = [perm.index(i) for i in range(len(perm))]
+        torch_shape = ctx.op("Gather", res_shape, ctx.const(np.asarray(perm, np.int64), ST.LONG))
+        values = ctx.op("Transpose", ctx.op("Expand", values, torch_shape), perm=inv)
+    else:
+        values = ctx.op("Expand", values, res_shape)
+    y = ctx.op("ScatterND", xt, stacked, values, reduction="add" if accumulate else None)
+    return y if order == list(range(r)) else ctx.op("Transpose", y, perm=[order.index(i) for i in range(r)])
+
+
+@lowering("onnx", "aten.index_put.default", "aten.index_put_.default", "aten._unsafe_index_put.default")
+def index_put(ctx, node):
+    """``self`` with ``values`` written (or added, ``accumulate``) at the indexed positions."""
+    a = bind(node, "self", "indices", "values")
+    idx = list(a.indices)
+    out = ctx.out_info()
+    present = [i for i, x in enumerate(idx) if x is not None]
+    if len(present) == 1 and present[0] == 0 and ctx.dtype(idx[0]) == ST.BOOL and not a.accumulate \
+            and ctx.rank(idx[0]) == out.rank:
+        return ctx.op("Where", ctx.t(idx[0]), ctx.t(a.values, out.dtype), ctx.t(a.self))
+    if len(present) == 1 and ctx.dtype(idx[present[0]]) == ST.BOOL:
+        return _put_under_mask(ctx, a.self, present[0], idx[present[0]], a.values, a.accumulate)
+    if any(ctx.dtype(idx[i]) == ST.BOOL for i in present):
+        raise Unsupported("index_put with a boolean mask among several indices")
+    cst = ST.INT if out.dtype == ST.BOOL and a.accumulate else out.dtype  # a bool sum is an OR
+    return ctx.cast(_put(ctx, a.self, idx, ctx.t(a.values, cst), a.accumulate, cst), cst, out.dtype)
+
+
+def _put_under_mask(ctx, x, p: int, mask, values, accumulate) -> str:
+    """``x[:, ..., mask] = values`` (mask over axes p .. p+k-1) where ``values`` broadcast to
+    the selection without its count axis (or with it of size 1): a Where over the mask, every
+    selected position written (or added to) once. Values that run along the count axis need the
+    mask's positions in order: refused."""
+    out = ctx.out_info()
+    r, k, vr = out.rank, ctx.rank(mask), ctx.rank(values)
+    post = r - p - k
+    cst = ST.INT if out.dtype == ST.BOOL else ctx.compute_type(out.dtype)  # no bool Where in ONNX Runtime
+    v = ctx.t(values, cst)
+    if vr > post:
+        count_axis = vr - post - 1
+        if ctx.info(values).shape[count_axis] != 1:
+            raise Unsupported("index_put under a boolean mask of values that run along the selection")
+        if k != 1:
+            v = ctx.op("Unsqueeze", v, axes_const(ctx, list(range(count_axis, count_axis + k - 1))))
+    m = ctx.t(mask)
+    if post:
+        m = ctx.op("Unsqueeze", m, axes_const(ctx, list(range(k, k + post))))
+    xs = ctx.t(x, cst)
+    if accumulate:
+        y = ctx.op("Add", xs, ctx.op("Where", m, v, ctx.const(0, cst)))
+        if out.dtype == ST.BOOL:
+            y = ctx.cast(ctx.op("Greater", y, ctx.const(0, cst)), ST.BOOL, cst)
+    else:
+        y = ctx.op("Where", m, v, xs)
+    return ctx.cast(y, cst, out.dtype)
+
+
+def _clamp_into(ctx, x):
+    """``prep`` for ``_index_plan``: an index clamped to [-size, size - 1] of its axis of ``x``, then
+    counted from 0 (torch's ``_unsafe_masked_index*`` clamp, so masked-off positions read in bounds)."""
+    def prep(axis, t):
+        size = ctx.dim(x, axis)
+        t = ctx.op("Min", ctx.op("Max", t, ctx.op("Neg", size)), ctx.op("Sub", size, ctx.ints([1])))
+        return ctx.op("Where", ctx.op("Less", t, ctx.const(0, ST.LONG)), ctx.op("Add", t, size), t)
+
+    return prep
+
+
+def _masked_indices(ctx, node, x, indices) -> list:
+    idx = list(indices)
+    if any(t is not None and ctx.dtype(t) not in (ST.LONG, ST.INT) for t in idx):
+        raise Unsupported(f"{node.target} with indices that are not int64/int32")
+    if ctx.info(x).numel() == 0:  # torch fills the result; there is no element to clamp into
+        raise Unsupported(f"{node.target} of an empty tensor")
+    return idx
+
+
+@lowering("onnx", "aten._unsafe_masked_index.default")
+def unsafe_masked_index(ctx, node):
+    """``where(mask, self[indices], fill)``, the indices clamped into range first (where ``mask`` is
+    False they may point anywhere)."""
+    a = bind(node, "self", "mask", "indices", "fill")
+    out = ctx.out_info()
+    idx = _masked_indices(ctx, node, a.self, a.indices)
+    cst = ST.INT if out.dtype == ST.BOOL else out.dtype  # no bool Where in ONNX Runtime
+    present = [i for i, t in enumerate(idx) if t is not None]
+    prep = _clamp_into(ctx, a.self)
+    xs = ctx.t(a.self, cst)
+    if len(present) == 1:
+        g = ctx.op("Gather", xs, prep(present[0], ctx.t(idx[present[0]], ST.LONG)), axis=present[0])
+    else:
+        xt, stacked, perm = _index_plan(ctx, a.self, idx, prep)
+        g = ctx.op("GatherND", ctx.cast(xt, ctx.dtype(a.self), cst), stacked)
+        g = ctx.op("Transpose", g, perm=perm) if perm else g
+    y = ctx.op("Where", ctx.t(a.mask), g, ctx.t(a.fill, cst))
+    return ctx.cast(ctx.op("Expand", y, ctx.ints(list(out.shape))) if out.is_static else y, cst, out.dtype)
+
+
+@lowering("onnx", "aten._unsafe_masked_index_put_accumulate.default")
+def unsafe_masked_index_put_accumulate(ctx, node):
+    """``index_put(self, indices, where(mask, values, 0), accumulate=True)``, the indices clamped
+    into range first (a masked-off value adds 0 wherever it points)."""
+    a = bind(node, "self", "mask", "indices", "values")
+    out = ctx.out_info()
+    idx = _masked_indices(ctx, node, a.self, a.indices)
+    cst = ST.INT if out.dtype == ST.BOOL else out.dtype  # a bool sum is an OR
+    vals = ctx.op("Where", ctx.t(a.mask), ctx.t(a.values, cst), ctx.const(0, cst))
+    y = _put(ctx, a.self, idx, vals, True, cst, _clamp_into(ctx, a.self))
+    if out.dtype == ST.BOOL:
+        return ctx.cast(ctx.op("Greater", y, ctx.const(0, cst)), ST.BOOL, ST.BOOL)
+    return y

@@ -167,3 +167,37 @@ def test_scatter_reduce_of_bool(reduce, include_self, tmp_path):
     idx = torch.tensor([0, 0, 2, 3, 3, 1, 1])
     check_both(lambda a, i, b: a.scatter_reduce(0, i, b, reduce, include_self=include_self), x, idx, src,
                tmp_path=tmp_path)
+
+
+# ------------------------------------------------------------------ masked indexing, index_put under a mask
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_unsafe_masked_index(dtype, tmp_path):
+    x = (_randn(5, 6) * 4).to(dtype)
+    i, j = torch.arange(-3, 7).reshape(10, 1), torch.arange(9).reshape(1, 9) - 1
+    mask = (i >= 0) & (i < 5) & (j >= 0) & (j < 6)
+    fill = True if dtype == torch.bool else -8
+    check_both(lambda a, m, p, q: torch.ops.aten._unsafe_masked_index(a, m, [p, q], fill), x, mask, i, j,
+               tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_unsafe_masked_index_put_accumulate(dtype, tmp_path):
+    x = (_randn(5, 6) * 4).to(dtype)
+    i, j = torch.arange(-3, 7).reshape(10, 1), torch.tensor([[0, 2, 2, 7]])
+    mask = (i >= 0) & (i < 5) & (j < 6)
+    v = (_randn(10, 4) * 3).to(dtype)
+    check_both(lambda a, m, p, q, w: torch.ops.aten._unsafe_masked_index_put_accumulate(a, m, [p, q], w),
+               x, mask, i, j, v, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_under_a_mask_of_lower_rank(dtype, accumulate, tmp_path):
+    x = (_randn(4, 5, 3) * 4).to(dtype)
+    rows = torch.tensor([True, False, True, True, False])
+    check_both(lambda a, m, v: torch.ops.aten.index_put(a, [None, m], v, accumulate), x, rows,
+               (_randn(3) * 2).to(dtype), tmp_path=tmp_path)
+    check_both(lambda a, m, v: torch.ops.aten.index_put(a, [m], v, accumulate), x, rows[:4],
+               (_randn(1, 5, 3) * 2).to(dtype), tmp_path=tmp_path)
