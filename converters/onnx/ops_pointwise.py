@@ -196,27 +196,54 @@ def _chbevl(ctx, y, coeffs, cst):
     return ctx.op("Mul", ctx.const(0.5, cst), ctx.op("Sub", b0, b2))
 
 
-_BESSEL = {  # target -> (order, exponentially scaled, float32 takes the truncated I1 tables)
-    "aten.i0.default": (0, False, False), "aten.special_i0e.default": (0, True, False),
-    "aten.special_i1.default": (1, False, True), "aten.special_i1e.default": (1, True, True),
-    "aten.special_modified_bessel_i0.default": (0, False, False),
-    "aten.special_modified_bessel_i1.default": (1, False, False),
-}
+# K0 and K1 (torch's modified_bessel_k0/k1 and their exp(x)-scaled forms): A on (0, 2] in
+# y = x^2 - 2 (with the log(x/2) I term), B of exp(x) sqrt(x) K(x) on (2, inf) in y = 8/x - 2.
+_K0_A = (
+    1.374465435613523e-16, 4.25981614279661e-14, 1.0349695257633842e-11, 1.904516377220209e-09,
+    2.5347910790261494e-07, 2.286212103119452e-05, 0.001264615411446926, 0.0359799365153615,
+    0.3442898999246285, -0.5353273932339028,
+)
+_K0_B = (
+    5.300433772686263e-18, -1.6475804301524212e-17, 5.2103915050390274e-17, -1.678231096805412e-16,
+    5.512055978524319e-16, -1.848593377343779e-15, 6.3400764774050706e-15, -2.2275133269916698e-14,
+    8.032890775363575e-14, -2.9800969231727303e-13, 1.140340588208475e-12, -4.514597883373944e-12,
+    1.8559491149547177e-11, -7.957489244477107e-11, 3.577397281400301e-10, -1.69753450938906e-09,
+    8.574034017414225e-09, -4.660489897687948e-08, 2.766813639445015e-07, -1.8317555227191195e-06,
+    1.39498137188765e-05, -0.00012849549581627802, 0.0015698838857300533, -0.0314481013119645,
+    2.4403030820659555,
+)
+_K1_A = (
+    -7.023863479386288e-18, -2.427449850519366e-15, -6.666901694199329e-13, -1.4114883926335278e-10,
+    -2.213387630734726e-08, -2.4334061415659684e-06, -0.0001730288957513052, -0.006975723859639864,
+    -0.12261118082265715, -0.3531559607765449, 1.5253002273389478,
+)
+_K1_B = (
+    -5.756744483665017e-18, 1.7940508731475592e-17, -5.689462558442859e-17, 1.838093544366639e-16,
+    -6.057047248373319e-16, 2.038703165624334e-15, -7.019837090418314e-15, 2.4771544244813043e-14,
+    -8.976705182324994e-14, 3.3484196660784293e-13, -1.2891739609510289e-12, 5.13963967348173e-12,
+    -2.1299678384275683e-11, 9.218315187605006e-11, -4.1903547593418965e-10, 2.015049755197033e-09,
+    -1.0345762465678097e-08, 5.7410841254500495e-08, -3.5019606030878126e-07, 2.406484947837217e-06,
+    -1.936197974166083e-05, 0.00019521551847135162, -0.002857816859622779, 0.10392373657681724,
+    2.7206261904844427,
+)
 
 
-@lowering("onnx", *_BESSEL)
-def bessel_i(ctx, node):
-    """torch's Cephes method for I0, I1 (odd: the sign of x) and their ``exp(-|x|)`` scaled forms:
-    two Chebyshev series, |x| <= 8 and beyond (NaN stays; I0(inf) and I1(inf) are NaN, as
-    torch's ``exp(x) c / sqrt(x)`` gives)."""
-    order, scaled, short = _BESSEL["aten." + node.target.split("aten.", 1)[-1]]
+def _target(node) -> str:
+    return "aten." + node.target.split("aten.", 1)[-1]
+
+
+def _bessel_io(ctx, node):
     out, cst = _io(ctx)
     if not dtypes.is_floating(out):
         raise Unsupported(f"{node.target} with a {out.name} output")
+    return out, cst, ctx.t(bind(node)[0], cst)  # "self", or "x" in some special_ schemas
+
+
+def _i(ctx, x, cst, order, scaled=False, short=False):
+    """I0 or I1 of ``x`` (I1 odd), ``exp(-|x|)`` times it when ``scaled``: torch's two series."""
     a, b = (_I0E_A, _I0E_B) if order == 0 else (_I1E_A, _I1E_B)
     if short and cst != ST.DOUBLE:
         a, b = a[-17:], b[-7:]
-    x = ctx.t(bind(node, "self").self, cst)
     xa = ctx.op("Abs", x)
     c = lambda v: ctx.const(v, cst)  # noqa: E731
     near = _chbevl(ctx, ctx.op("Sub", ctx.op("Div", xa, c(2.0)), c(2.0)), a, cst)
@@ -230,4 +257,68 @@ def bessel_i(ctx, node):
     r = ctx.op("Where", ctx.op("LessOrEqual", xa, c(8.0)), near, far)
     if order == 1:
         r = ctx.op("Where", ctx.op("Less", x, c(0.0)), ctx.op("Neg", r), r)
-    return ctx.cast(r, cst, out)
+    return r
+
+
+_BESSEL_I = {  # target -> (order, exponentially scaled, float32 takes the truncated I1 tables)
+    "aten.i0.default": (0, False, False), "aten.special_i0e.default": (0, True, False),
+    "aten.special_i1.default": (1, False, True), "aten.special_i1e.default": (1, True, True),
+    "aten.special_modified_bessel_i0.default": (0, False, False),
+    "aten.special_modified_bessel_i1.default": (1, False, False),
+}
+
+
+@lowering("onnx", *_BESSEL_I)
+def bessel_i(ctx, node):
+    """torch's Cephes method for I0, I1 (odd: the sign of x) and their ``exp(-|x|)`` scaled forms:
+    two Chebyshev series, |x| <= 8 and beyond (NaN stays; I0(inf) and I1(inf) are NaN, as
+    torch's ``exp(x) c / sqrt(x)`` gives)."""
+    order, scaled, short = _BESSEL_I[_target(node)]
+    out, cst, x = _bessel_io(ctx, node)
+    return ctx.cast(_i(ctx, x, cst, order, scaled, short), cst, out)
+
+
+_BESSEL_K = {  # target -> (order, exponentially scaled)
+    "aten.special_modified_bessel_k0.default": (0, False), "aten.special_modified_bessel_k1.default": (1, False),
+    "aten.special_scaled_modified_bessel_k0.default": (0, True),
+    "aten.special_scaled_modified_bessel_k1.default": (1, True),
+}
+
+
+@lowering("onnx", *_BESSEL_K)
+def bessel_k(ctx, node):
+    """torch's K0, K1 (and ``exp(x)`` times them): ``A(x^2 - 2) - log(x/2) I0(x)`` (K1:
+    ``log(x/2) I1(x) + A(x^2 - 2) / x``) up to 2, ``exp(-x) B(8/x - 2) / sqrt(x)`` beyond;
+    inf at 0, NaN below 0 and for NaN, 0 at +inf."""
+    order, scaled = _BESSEL_K[_target(node)]
+    out, cst, x = _bessel_io(ctx, node)
+    a, b = (_K0_A, _K0_B) if order == 0 else (_K1_A, _K1_B)
+    c = lambda v: ctx.const(v, cst)  # noqa: E731
+    near = _chbevl(ctx, ctx.op("Sub", ctx.op("Mul", x, x), c(2.0)), a, cst)
+    lg = ctx.op("Mul", ctx.op("Log", ctx.op("Mul", c(0.5), x)), _i(ctx, x, cst, order))
+    if order == 0:
+        near = ctx.op("Sub", near, lg)
+    else:
+        near = ctx.op("Add", lg, ctx.op("Div", near, x))
+    far = ctx.op("Div", _chbevl(ctx, ctx.op("Sub", ctx.op("Div", c(8.0), x), c(2.0)), b, cst), ctx.op("Sqrt", x))
+    if scaled:
+        near = ctx.op("Mul", near, ctx.op("Exp", x))
+    else:
+        far = ctx.op("Mul", ctx.op("Exp", ctx.op("Neg", x)), far)
+    r = ctx.op("Where", ctx.op("LessOrEqual", x, c(2.0)), near, far)
+    r = ctx.op("Where", ctx.op("Less", x, c(0.0)), c(math.nan), r)
+    return ctx.cast(ctx.op("Where", ctx.op("Equal", x, c(0.0)), c(math.inf), r), cst, out)
+
+
+@lowering("onnx", "aten.special_spherical_bessel_j0.default")
+def spherical_bessel_j0(ctx, node):
+    """``sin(x) / x``, torch's Taylor polynomial where |x| < 0.5, 0 at +-inf, NaN stays."""
+    out, cst, x = _bessel_io(ctx, node)
+    c = lambda v: ctx.const(v, cst)  # noqa: E731
+    x2 = ctx.op("Mul", x, x)
+    p = c(1.0 / 6227020800.0)
+    for k in (-1.0 / 39916800.0, 1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0):
+        p = ctx.op("Add", c(k), ctx.op("Mul", x2, p))
+    p = ctx.op("Add", c(1.0), ctx.op("Mul", x2, p))
+    r = ctx.op("Where", ctx.op("Less", ctx.op("Abs", x), c(0.5)), p, ctx.op("Div", ctx.op("Sin", x), x))
+    return ctx.cast(ctx.op("Where", ctx.op("IsInf", x), c(0.0), r), cst, out)

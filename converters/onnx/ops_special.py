@@ -375,6 +375,78 @@ def erfinv(ctx, node):
     return ctx.cast(x, cst, out)
 
 
+# ndtri: Cephes' rational approximations as torch carries them: P0/Q0 in (y - 1/2)^2 for the
+# central part, P1/Q1 (z = 1/sqrt(-2 log y) from 1/8 down) and P2/Q2 (beyond x = 8) for the tails
+_NDTRI_P0 = (
+    -59.96335010141079, 98.00107541859997, -56.67628574690703, 13.931260938727968,
+    -1.2391658386738125,
+)
+_NDTRI_Q0 = (
+    1.0, 1.9544885833814176, 4.676279128988815, 86.36024213908905,
+    -225.46268785411937, 200.26021238006066, -82.03722561683334, 15.90562251262117,
+    -1.1833162112133,
+)
+_NDTRI_P1 = (
+    4.0554489230596245, 31.525109459989388, 57.16281922464213, 44.08050738932008,
+    14.684956192885803, 2.1866330685079025, -0.1402560791713545, -0.03504246268278482,
+    -0.0008574567851546854,
+)
+_NDTRI_Q1 = (
+    1.0, 15.779988325646675, 45.39076351288792, 41.3172038254672,
+    15.04253856929075, 2.504649462083094, -0.14218292285478779, -0.03808064076915783,
+    -0.0009332594808954574,
+)
+_NDTRI_P2 = (
+    3.2377489177694603, 6.915228890689842, 3.9388102529247444, 1.3330346081580755,
+    0.20148538954917908, 0.012371663481782003, 0.00030158155350823543, 2.6580697468673755e-06,
+    6.239745391849833e-09,
+)
+_NDTRI_Q2 = (
+    1.0, 6.02427039364742, 3.6798356385616087, 1.3770209948908132,
+    0.21623699359449663, 0.013420400608854318, 0.00032801446468212774, 2.8924786474538068e-06,
+    6.790194080099813e-09,
+)
+
+
+def _polevl(ctx, z, coeffs, cst):
+    """``c0 z^n + ... + cn`` (Cephes' polevl: highest power first)."""
+    r = _c(ctx, coeffs[0], cst)
+    for ck in coeffs[1:]:
+        r = ctx.op("Add", ctx.op("Mul", r, z), _c(ctx, ck, cst))
+    return r
+
+
+@lowering("onnx", "aten.special_ndtri.default")
+def ndtri(ctx, node):
+    """The inverse of the normal CDF by torch's (Cephes') method: -inf at 0, inf at 1, NaN outside
+    [0, 1] and for NaN."""
+    out, cst = _float_out(ctx, node)
+    if cst not in (ST.FLOAT, ST.DOUBLE):
+        raise Unsupported(f"special_ndtri computed in {ST(cst).name}")
+    np_t = dtypes.to_numpy(cst).type
+    e2 = np_t(0.13533528323661269189)  # exp(-2)
+    y0 = ctx.t(bind(node, "self").self, cst)
+    one = _c(ctx, 1.0, cst)
+    upper = ctx.op("Greater", y0, _c(ctx, np_t(1) - e2, cst))
+    y = ctx.op("Where", upper, ctx.op("Sub", one, y0), y0)
+    yc = ctx.op("Sub", y, _c(ctx, 0.5, cst))
+    y2 = ctx.op("Mul", yc, yc)
+    ratio = ctx.op("Div", ctx.op("Mul", y2, _polevl(ctx, y2, _NDTRI_P0, cst)), _polevl(ctx, y2, _NDTRI_Q0, cst))
+    central = ctx.op("Mul", ctx.op("Add", yc, ctx.op("Mul", yc, ratio)), _c(ctx, 2.50662827463100050242, cst))
+    x = ctx.op("Sqrt", ctx.op("Mul", _c(ctx, -2.0, cst), ctx.op("Log", y)))
+    x0 = ctx.op("Sub", x, ctx.op("Div", ctx.op("Log", x), x))
+    z = ctx.op("Div", one, x)
+    x1 = [ctx.op("Div", ctx.op("Mul", z, _polevl(ctx, z, p, cst)), _polevl(ctx, z, q, cst))
+          for p, q in ((_NDTRI_P1, _NDTRI_Q1), (_NDTRI_P2, _NDTRI_Q2))]
+    tail = ctx.op("Sub", x0, ctx.op("Where", ctx.op("Less", x, _c(ctx, 8.0, cst)), x1[0], x1[1]))
+    tail = ctx.op("Where", upper, tail, ctx.op("Neg", tail))
+    r = ctx.op("Where", ctx.op("Greater", y, _c(ctx, e2, cst)), central, tail)
+    r = ctx.op("Where", ctx.op("Or", ctx.op("Less", y0, _c(ctx, 0.0, cst)), ctx.op("Greater", y0, one)),
+               _c(ctx, math.nan, cst), r)
+    r = ctx.op("Where", ctx.op("Equal", y0, one), _c(ctx, math.inf, cst), r)
+    return ctx.cast(ctx.op("Where", ctx.op("Equal", y0, _c(ctx, 0.0, cst)), _c(ctx, -math.inf, cst), r), cst, out)
+
+
 # ------------------------------------------------------------------------------ bit shifts
 
 _WIDTH = {ST.LONG: 64, ST.INT: 32, ST.SHORT: 16, ST.CHAR: 8, ST.BYTE: 8}

@@ -96,6 +96,11 @@ UNARY = [
     ("i1", torch.special.i1, EDGE[:-4]), ("i1e", torch.special.i1e, EDGE), ("i1e_int", torch.special.i1e, INTS),
     ("modified_bessel_i0", torch.special.modified_bessel_i0, EDGE[:-4]),
     ("modified_bessel_i1_bool", torch.special.modified_bessel_i1, BOOLS),
+    ("modified_bessel_k0", torch.special.modified_bessel_k0, EDGE), ("modified_bessel_k1_int", torch.special.modified_bessel_k1, INTS),
+    ("scaled_modified_bessel_k0", torch.special.scaled_modified_bessel_k0, EDGE),
+    ("scaled_modified_bessel_k1", torch.special.scaled_modified_bessel_k1, EDGE),
+    ("spherical_bessel_j0", torch.special.spherical_bessel_j0, EDGE), ("ndtri", torch.special.ndtri, UNIT.abs()),
+    ("ndtri_tails", torch.special.ndtri, torch.tensor([1e-30, 1e-10, 1e-3, 0.13, 0.14, 0.86, 0.87, 0.99999])),
 ]
 
 
