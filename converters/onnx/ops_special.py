@@ -1,7 +1,7 @@
 """Special functions and value predicates: ``erfc``, ``erfcx``, ``logit``, ``sinc``, ``xlogy``,
 ``xlog1py``, the normal distribution's ``ndtr``/``log_ndtr``, ``entr``, ``erfinv``, angle
 conversions, sign and infinity tests, ``heaviside``, ``ldexp``, ``isclose``, ``copysign``,
-``angle`` of real tensors, bit shifts.
+``angle`` of real tensors, ``ndtri``.
 
 Floating results are computed in the output's compute type (integer and boolean inputs are cast
 to it: torch promotes them to the default float dtype first). NaN and the infinities follow
@@ -445,48 +445,3 @@ def ndtri(ctx, node):
                _c(ctx, math.nan, cst), r)
     r = ctx.op("Where", ctx.op("Equal", y0, one), _c(ctx, math.inf, cst), r)
     return ctx.cast(ctx.op("Where", ctx.op("Equal", y0, _c(ctx, 0.0, cst)), _c(ctx, -math.inf, cst), r), cst, out)
-
-
-# ------------------------------------------------------------------------------ bit shifts
-
-_WIDTH = {ST.LONG: 64, ST.INT: 32, ST.SHORT: 16, ST.CHAR: 8, ST.BYTE: 8}
-
-
-def _logical_right(ctx, x, s):
-    """int64 ``x`` shifted right by ``s`` in [0, 63] bits, zeros in from the left."""
-    r = ctx.op("BitShift", ctx.cast(x, ST.LONG, ST.UINT64), ctx.cast(s, ST.LONG, ST.UINT64), direction="RIGHT")
-    return ctx.cast(r, ST.UINT64, ST.LONG)
-
-
-@lowering("onnx", "aten.bitwise_left_shift.Tensor", "aten.bitwise_left_shift.Tensor_Scalar",
-          "aten.bitwise_left_shift.Scalar_Tensor", "aten.__lshift__.Tensor", "aten.__lshift__.Scalar",
-          "aten.bitwise_right_shift.Tensor", "aten.bitwise_right_shift.Tensor_Scalar",
-          "aten.bitwise_right_shift.Scalar_Tensor", "aten.__rshift__.Tensor", "aten.__rshift__.Scalar")
-def bitwise_shift(ctx, node):
-    """torch's integer shifts in the output dtype of width w: left, the bits of ``self`` moved up
-    (wrapping), 0 for a count < 0 or >= w; right, arithmetic (sign-filling) for signed dtypes,
-    and a count < 0 or >= w - signed shifts by w - signed. Computed in int64 through uint64
-    BitShift, then cast down (which keeps the low bits)."""
-    a = bind(node, "self", "other")
-    out = ctx.out_info().dtype
-    if out not in _WIDTH:
-        raise Unsupported(f"{node.target} of {ST(out).name}")
-    w = _WIDTH[out]
-    signed = out != ST.BYTE
-    x, s = ctx.t(a.self, ST.LONG), ctx.t(a.other, ST.LONG)
-    zero = _c(ctx, 0, ST.LONG)
-    left = "left" in node.target or "lshift" in node.target
-    limit = w if left else w - int(signed)
-    valid = ctx.op("And", ctx.op("GreaterOrEqual", s, zero), ctx.op("Less", s, _c(ctx, limit, ST.LONG)))
-    if left:
-        s_ok = ctx.op("Where", valid, s, zero)
-        r = ctx.op("BitShift", ctx.cast(x, ST.LONG, ST.UINT64), ctx.cast(s_ok, ST.LONG, ST.UINT64), direction="LEFT")
-        r = ctx.op("Where", valid, ctx.cast(r, ST.UINT64, ST.LONG), zero)
-    else:
-        s_ok = ctx.op("Where", valid, s, _c(ctx, limit, ST.LONG))
-        if signed:  # arithmetic: ~((~x) >> s) below 0
-            neg = ctx.op("BitwiseNot", _logical_right(ctx, ctx.op("BitwiseNot", x), s_ok))
-            r = ctx.op("Where", ctx.op("Less", x, zero), neg, _logical_right(ctx, x, s_ok))
-        else:
-            r = _logical_right(ctx, x, s_ok)  # uint8: a count of 8 empties it
-    return ctx.cast(r, ST.LONG, out)
