@@ -333,3 +333,125 @@ def histc(ctx, node):
     table = ctx.op("And", ctx.op("Equal", ctx.op("Unsqueeze", pos, ctx.ints([1])), ctx.const(np.arange(a.bins), ST.LONG)),
                    ctx.op("Unsqueeze", inside, ctx.ints([1])))
     return ctx.op("ReduceSum", ctx.cast(table, ST.BOOL, cst), ctx.ints([0]), keepdims=0)
+
+
+_INDEX_REDUCE = {"prod": "ReduceProd", "mean": "ReduceSum", "amax": "ReduceMax", "amin": "ReduceMin"}
+
+
+@lowering("onnx", "aten.index_reduce.default")
+def index_reduce(ctx, node):
+    """``self`` with each place ``index[k]`` along ``dim`` combined (``reduce``) with ``source``'s
+    slice k, and with its own value when ``include_self``; places no index names are kept.
+    Integer means round down (as torch); amax/amin propagate NaN. A hit table [N, K] (index
+    values outside 0..N-1, which torch rejects, hit nothing)."""
+    a = bind(node, "self", "dim", "index", "source", "reduce", "include_self")
+    if a.reduce not in _INDEX_REDUCE:
+        raise Unsupported(f"index_reduce with reduce={a.reduce!r}")
+    st = ctx.dtype(a.self)
+    cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT
+    if ctx.rank(a.index) > 1 or ctx.rank(a.source) != ctx.rank(a.self):
+        raise Unsupported("index_reduce with an index that is not 1-D or a source of another rank")
+    rank = max(ctx.rank(a.self), 1)
+    dim = a.dim % rank
+    x = one_d(ctx, ctx.t(a.self, cst), a.self)
+    src = one_d(ctx, ctx.t(a.source, cst), a.source)
+    idx = ctx.op("Reshape", ctx.t(a.index, ST.LONG), ctx.ints([1, -1]))
+    n = ctx.shape(x, dim, dim + 1)
+    places = ctx.op("Range", ctx.const(0, ST.LONG), ctx.op("Squeeze", n, ctx.ints([0])), ctx.const(1, ST.LONG))
+    tail = [1] * (rank - dim - 1)
+    hit = ctx.op("Equal", ctx.op("Unsqueeze", places, ctx.ints([1])), idx)  # [N, K]
+    hit_b = ctx.op("Reshape", hit, ctx.ints([0, 0] + tail))  # [N, K, 1...] against source [..., 1, K, ...]
+    count = ctx.op("Reshape", ctx.op("ReduceSum", ctx.cast(hit, ST.BOOL, cst), ctx.ints([1]), keepdims=0),
+                   ctx.ints([-1] + tail))
+    is_float = dtypes.is_floating(cst)
+    if a.reduce in ("amax", "amin") and is_float:
+        fill = ctx.const(-np.inf if a.reduce == "amax" else np.inf, cst)
+    elif a.reduce in ("amax", "amin"):  # the source's own min (max): no extreme int64 constant, which TFLite lacks
+        fill = ctx.op("ReduceMin" if a.reduce == "amax" else "ReduceMax", src, keepdims=0)
+    else:
+        fill = ctx.const(1 if a.reduce == "prod" else 0, cst)
+    spread = ctx.op("Where", hit_b, ctx.op("Unsqueeze", src, ctx.ints([dim])), fill)
+    red = ctx.op(_INDEX_REDUCE[a.reduce], spread, ctx.ints([dim + 1]), keepdims=0)
+    if a.reduce == "prod":
+        r = ctx.op("Mul", red, x) if a.include_self else red
+    elif a.reduce == "mean":
+        total = ctx.op("Add", red, x) if a.include_self else red
+        cnt = ctx.op("Add", count, ctx.const(1, cst)) if a.include_self else count
+        cnt = ctx.op("Max", cnt, ctx.const(1, cst))
+        if is_float:
+            r = ctx.op("Div", total, cnt)
+        else:  # floor division (Div truncates): (a - a mod b) / b, mod with the divisor's sign
+            r = ctx.op("Div", ctx.op("Sub", total, ctx.op("Mod", total, cnt, fmod=0)), cnt)
+    else:
+        r = ctx.op("Max" if a.reduce == "amax" else "Min", red, x) if a.include_self else red
+        if is_float:  # NaN from the source slices (and from self when included) wins
+            nan = ctx.op("ReduceMax", ctx.cast(ctx.op("And", hit_b, ctx.op("Unsqueeze", ctx.op("IsNaN", src),
+                                                                               ctx.ints([dim]))), ST.BOOL, ST.INT),
+                         ctx.ints([dim + 1]), keepdims=0)
+            nan = ctx.cast(nan, ST.INT, ST.BOOL)
+            if a.include_self:
+                nan = ctx.op("Or", nan, ctx.op("IsNaN", x))
+            r = ctx.op("Where", nan, ctx.const(np.nan, cst), r)
+    out = ctx.op("Where", ctx.op("Greater", count, ctx.const(0, cst)), r, x)
+    return ctx.cast(zero_d(ctx, out, a.self), cst, st)
+
+
+_SEGMENT = {"max": ("ReduceMax", -np.inf), "min": ("ReduceMin", np.inf), "sum": ("ReduceSum", 0),
+            "mean": ("ReduceSum", 0), "prod": ("ReduceProd", 1)}
+
+
+@lowering("onnx", "aten.segment_reduce.default")
+def segment_reduce(ctx, node):
+    """``reduce`` over consecutive segments of ``data``'s dim 0 given by ``lengths`` or ``offsets``
+    (1-D): ``initial`` joins each segment's reduction (a mean divides by the length only) and is an
+    empty segment's value; without it an empty max/min/mean is -inf/inf/NaN, as torch. NaN
+    propagates. A membership table [segments, n]."""
+    a = bind(node, "data", "reduce", "lengths", "indices", "offsets", "axis", "initial")
+    a.declare("unsafe")  # skips torch's checks of the lengths: the values are the same
+    st = ctx.dtype(a.data)
+    if not dtypes.is_floating(st) or a.reduce not in _SEGMENT:
+        raise Unsupported(f"segment_reduce {a.reduce!r} of {st.name}")
+    if a.indices is not None or a.axis % max(ctx.rank(a.data), 1) != 0 or ctx.rank(a.data) == 0:
+        raise Unsupported("segment_reduce by indices or along a dim other than 0")
+    if not (a.initial is None or isinstance(a.initial, (int, float))):
+        raise Unsupported(f"segment_reduce with initial={a.initial!r}")
+    seg = a.lengths if a.lengths is not None else a.offsets
+    if seg is None or ctx.rank(seg) != 1:
+        raise Unsupported("segment_reduce without 1-D lengths or offsets")
+    cst = ctx.compute_type(st)
+    x = ctx.t(a.data, cst)
+    big = ctx.ints([2**63 - 1])
+    if a.lengths is not None:
+        lengths = ctx.t(a.lengths, ST.LONG)
+        ends = ctx.op("CumSum", lengths, ctx.const(0, ST.LONG))
+        starts = ctx.op("Sub", ends, lengths)
+    else:
+        offsets = ctx.t(a.offsets, ST.LONG)
+        starts = ctx.op("Slice", offsets, ctx.ints([0]), ctx.ints([-1]), ctx.ints([0]))
+        ends = ctx.op("Slice", offsets, ctx.ints([1]), big, ctx.ints([0]))
+    n = ctx.op("Squeeze", ctx.shape(x, 0, 1), ctx.ints([0]))
+    places = ctx.op("Unsqueeze", ctx.op("Range", ctx.const(0, ST.LONG), n, ctx.const(1, ST.LONG)), ctx.ints([0]))
+    col = ctx.ints([1])
+    inside = ctx.op("And", ctx.op("GreaterOrEqual", places, ctx.op("Unsqueeze", starts, col)),
+                    ctx.op("Less", places, ctx.op("Unsqueeze", ends, col)))  # [S, n]
+    tail = [1] * (ctx.rank(a.data) - 1)
+    inside_b = ctx.op("Reshape", inside, ctx.ints([0, 0] + tail))
+    op, fill = _SEGMENT[a.reduce]
+    spread = ctx.op("Where", inside_b, ctx.op("Unsqueeze", x, ctx.ints([0])), ctx.const(fill, cst))
+    r = ctx.op(op, spread, ctx.ints([1]), keepdims=0)
+    if a.reduce in ("max", "min"):  # NaN wins
+        nan = ctx.op("ReduceMax", ctx.cast(ctx.op("And", inside_b, ctx.op("Unsqueeze", ctx.op("IsNaN", x), ctx.ints([0]))),
+                                           ST.BOOL, ST.INT), ctx.ints([1]), keepdims=0)
+        r = ctx.op("Where", ctx.cast(nan, ST.INT, ST.BOOL), ctx.const(np.nan, cst), r)
+    if a.initial is not None:
+        init = ctx.const(a.initial, cst)
+        r = ctx.op({"max": "Max", "min": "Min", "sum": "Add", "mean": "Add", "prod": "Mul"}[a.reduce], r, init)
+        if a.reduce in ("max", "min"):  # Max/Min beside a NaN: keep the NaN
+            r = ctx.op("Where", ctx.cast(nan, ST.INT, ST.BOOL), ctx.const(np.nan, cst), r)
+    if a.reduce == "mean":
+        length = ctx.cast(ctx.op("Sub", ends, starts), ST.LONG, cst)
+        length = ctx.op("Reshape", length, ctx.ints([-1] + tail))
+        r = ctx.op("Div", r, length)  # an empty segment: 0/0, NaN
+        if a.initial is not None:
+            r = ctx.op("Where", ctx.op("Equal", length, ctx.const(0, cst)), init, r)
+    return ctx.cast(r, cst, st)

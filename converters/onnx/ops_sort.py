@@ -403,3 +403,36 @@ def isin(ctx, node):
     hits = ctx.cast(ctx.op("Equal", x, tests), ST.BOOL, ST.LONG)
     found = ctx.op("Greater", ctx.op("ReduceSum", hits, ctx.ints([-1]), keepdims=0), ctx.const(0, ST.LONG))
     return ctx.op("Not", found) if a.invert else found
+
+
+@lowering("onnx", "aten.mode.default")
+def mode(ctx, node):
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones; each NaN
+    counts once, NaN only for a row of NaNs) and the index of its last occurrence (of the first
+    NaN), as torch's CPU kernel. Counts from an equality table [.., n, n, ..]."""
+    a = bind(node, "self", "dim", "keepdim")
+    st, cst = ctx.dtype(a.self), _cst(ctx, a.self)
+    x, r, d = _flat_or_dim(ctx, a.self, a.dim, cst)
+    ax = ctx.ints([d])
+    eq = ctx.op("Equal", ctx.op("Unsqueeze", x, ctx.ints([d + 1])), ctx.op("Unsqueeze", x, ax))
+    count = ctx.op("Max", ctx.op("ReduceSum", ctx.cast(eq, ST.BOOL, ST.LONG), ctx.ints([d + 1]), keepdims=0),
+                   ctx.const(1, ST.LONG))  # a NaN equals nothing, itself included
+    best = ctx.op("Equal", count, ctx.op("ReduceMax", count, ax, keepdims=1))
+    n = ctx.shape(x, d, d + 1)
+    pos = iota(ctx, n, r, d)
+    if dtypes.is_floating(cst):
+        isnan = ctx.op("IsNaN", x)
+        best = ctx.op("And", best, ctx.op("Not", isnan))
+        fill = ctx.const(np.inf, cst)
+    else:
+        fill = ctx.op("ReduceMax", x, ax, keepdims=1)  # no extreme int64 constant (TFLite computes int64 in int32)
+    v = ctx.op("ReduceMin", ctx.op("Where", best, x, fill), ax, keepdims=1)
+    at = ctx.op("Equal", x, v)
+    idx = ctx.op("ReduceMax", ctx.op("Where", at, pos, ctx.const(-1, ST.LONG)), ax, keepdims=1)
+    if dtypes.is_floating(cst):
+        none = ctx.op("Not", ctx.cast(ctx.op("ReduceMax", ctx.cast(best, ST.BOOL, ST.INT), ax, keepdims=1), ST.INT,
+                                      ST.BOOL))
+        first_nan = ctx.op("ArgMax", ctx.cast(isnan, ST.BOOL, ST.INT), axis=d, keepdims=1, select_last_index=0)
+        v = ctx.op("Where", none, ctx.const(np.nan, cst), v)
+        idx = ctx.op("Where", none, first_nan, idx)
+    return [ctx.cast(_finish(ctx, v, a.self, a.dim, a.keepdim), cst, st), _finish(ctx, idx, a.self, a.dim, a.keepdim)]

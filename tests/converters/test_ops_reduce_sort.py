@@ -72,6 +72,7 @@ S0 = torch.tensor(3.)
 U = torch.tensor([[3., NAN, 1.], [1., NAN, 3.], [2., 2., -0.]])
 SQ = torch.tensor([[1., 3, 5, 7, 9], [2., 4, 6, 8, 10]])
 V = torch.tensor([[3., 6, NAN, 0], [11., 2, 4, 4.5]])
+SEG = torch.tensor([1., 5, 3, NAN, 4, -2])
 
 CASES = {
     # reductions
@@ -140,6 +141,26 @@ CASES = {
     "isin/nan": (torch.isin, X, torch.tensor([1., NAN, 5.])),
     "isin/invert,int": (lambda e, t: torch.isin(e, t, invert=True), I, torch.tensor([1, 2, 3])),
     "isin/scalar": (lambda e: torch.isin(e, 2), I),
+    # index_reduce, segment_reduce, mode
+    "index_reduce/amax,nan": (lambda s, i, src: s.index_reduce(0, i, src, "amax"), torch.tensor([1., NAN, 3, -2]),
+                              torch.tensor([0, 1, 2, 2, 0]), torch.tensor([NAN, 2, 4, -7, 2.5])),
+    "index_reduce/amin,int,exclude self": (lambda s, i, src: s.index_reduce(0, i, src, "amin", include_self=False),
+                                           torch.tensor([5, 7, -9, 4]), torch.tensor([0, 0, 2, 2]), torch.tensor([2, 3, 4, 2])),
+    "index_reduce/mean,int floors": (lambda s, i, src: s.index_reduce(0, i, src, "mean"), torch.tensor([5, 7, -9, 4]),
+                                     torch.tensor([0, 0, 2, 2]), torch.tensor([2, 3, 4, 2])),
+    "index_reduce/prod,dim 1": (lambda s, i, src: s.index_reduce(1, i, src, "prod", include_self=False),
+                                torch.tensor([[1., 5], [3, 4], [2, 2]]), torch.tensor([1, 1, 0]),
+                                torch.tensor([[9., 2, 3], [1, 1, 1], [-1, 0, 2]])),
+    "index_reduce/mean,0-d": (lambda s, i, src: s.index_reduce(0, i, src, "mean"), S0, torch.tensor([0]), torch.tensor(2.)),
+    "segment_reduce/max,lengths": (lambda x, n: torch.segment_reduce(x, "max", lengths=n), SEG, torch.tensor([2, 0, 3, 1])),
+    "segment_reduce/mean,offsets,initial": (lambda x, o: torch.segment_reduce(x, "mean", offsets=o, initial=-10.), SEG,
+                                            torch.tensor([0, 2, 2, 5, 6])),
+    "segment_reduce/prod,2-d": (lambda x, n: torch.segment_reduce(x, "prod", lengths=n, initial=10.),
+                                torch.stack([SEG, SEG * 2], 1), torch.tensor([2, 0, 3, 1])),
+    "mode/nan,ties": (lambda x: torch.mode(x, 1), torch.tensor([[2., 1, 2, 1, 5], [3., 1, 2, 0, 7], [1., NAN, NAN, 4, 4]])),
+    "mode/int,keepdim": (lambda x: torch.mode(x, 0, True), torch.tensor([[5, 5, 1], [1, 1, 1], [9, 2, 1], [5, 2, 3]])),
+    "mode/bool": (torch.mode, I > 1),
+    "mode/0-d": (torch.mode, S0),
 }
 
 
@@ -159,6 +180,7 @@ DYNAMIC = {
     "bucketize": (torch.bucketize, V, SQ[0]),
     "unique": (lambda x: torch.unique(x, return_inverse=True, return_counts=True), U),
     "masked_select": (torch.masked_select, V, V > 3),
+    "segment_reduce": (lambda x, n: torch.segment_reduce(x, "max", lengths=n, initial=1.), SEG, torch.tensor([2, 0, 3, 1])),
 }
 
 
