@@ -111,11 +111,119 @@ def eye(ctx, node):
     return ctx.const(np.eye(*out.shape), out.dtype)
 
 
-@lowering("onnx", "aten.linspace.default")
-def linspace(ctx, node):
-    a = bind(node, "start", "end", "steps")
-    out = ctx.out_info()
-    if not all(isinstance(v, (int, float)) for v in (a.start, a.end, a.steps)):
-        raise Unsupported("linspace with tensor or symbolic bounds")
-    ctx.reserve_array([a.steps], 8, "linspace")
-    return ctx.const(np.linspace(a.start, a.end, a.steps), out.dtype)
+# ----------------------------------------------------------------------- linspace, logspace
+#
+# torch's CPU kernels: steps 0 is empty, steps 1 is ``start`` (logspace: base ** start, in double);
+# else step = (end - start) / (steps - 1) and element i is start + step * i in the first half
+# (i < steps // 2) and end - step * (steps - 1 - i) in the second. linspace converts start and end to
+# the result's dtype first (an integer result truncates them) and computes an integer result in
+# double, as does logspace (base ** that, in double). A float result is computed in its own precision.
+
+_SPACE_DTYPES = (ST.FLOAT, ST.DOUBLE, ST.LONG, ST.INT)
+
+
+def _space_type(ctx, what: str) -> tuple[ST, ST, bool]:
+    """(the result's dtype, the one computed in, whether the result is integral)."""
+    out = ctx.out_info().dtype
+    if out not in _SPACE_DTYPES:
+        raise Unsupported(f"{what} of {out.name}")
+    integral = out in (ST.LONG, ST.INT)
+    return out, ST.DOUBLE if integral else out, integral
+
+
+def _halves(steps: int):
+    """(i, steps - 1 - i, whether i is in the first half) for i < steps."""
+    i = np.arange(steps)
+    return i, steps - 1 - i, i < steps // 2
+
+
+def _space_static(start, end, steps: int, out: ST, cst: ST, integral: bool, base=None) -> np.ndarray:
+    """The values torch's kernel gives for number bounds (see above)."""
+    np_c = dtypes.to_numpy(cst)
+    if integral and not (base is not None and steps == 1):
+        start, end = int(start), int(end)  # Scalar.to<int64_t>: truncation
+    if steps == 1:
+        v = np.asarray([float(base) ** float(start) if base is not None else start], np.float64)
+    else:
+        s, e = np_c.type(start), np_c.type(end)
+        step = (e - s) / np_c.type(steps - 1)
+        i, j, first = _halves(steps)
+        v = np.where(first, s + step * i.astype(np_c), e - step * j.astype(np_c))
+        if base is not None:
+            v = np.power(np_c.type(base), v)
+    if integral:
+        info = np.iinfo(dtypes.to_numpy(out))
+        if v.size and not (np.isfinite(v).all() and info.min <= v.min() and v.max() <= info.max):
+            raise Unsupported("linspace/logspace values outside the integer result's range")
+        v = np.trunc(v)
+    return v.astype(dtypes.to_numpy(out))
+
+
+def _space(ctx, node, log: bool):
+    """linspace/logspace, each overload: bounds that are numbers are folded; tensor bounds are
+    read at run time and computed as torch's kernel does."""
+    a = bind(node, "start", "end", "steps", base=10.0)  # linspace has no base
+    a.declare("dtype")  # the result's dtype
+    what = "logspace" if log else "linspace"
+    out, cst, integral = _space_type(ctx, what)
+    steps = a.steps
+    if not isinstance(steps, int):
+        raise Unsupported(f"{what} with a symbolic number of steps")
+    base = float(a.base) if log else None
+    ctx.reserve_array([max(steps, 0), 3], 8, what)
+    bounds = (a.start, a.end)
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in bounds):
+        return ctx.const(_space_static(a.start, a.end, steps, out, cst, integral, base), out)
+    if not all(isinstance(v, (int, float, TensorRef)) for v in bounds):
+        raise Unsupported(f"{what} with symbolic bounds")
+    if steps == 0:
+        return ctx.const(np.zeros(0), out)
+    if steps == 1:  # fill_(start), or fill_(base ** start) computed in double
+        if log:
+            v = ctx.op("Pow", ctx.const(base, ST.DOUBLE), _bound(ctx, a.start, ST.DOUBLE, False))
+            return ctx.cast(ctx.op("Reshape", v, ctx.ints([1])), ST.DOUBLE, out)
+        return ctx.cast(ctx.op("Reshape", _bound(ctx, a.start, cst, integral), ctx.ints([1])), cst, out)
+    s, e = (_bound(ctx, v, cst, integral) for v in bounds)
+    np_c = dtypes.to_numpy(cst)
+    step = ctx.op("Div", ctx.op("Sub", e, s), ctx.const(steps - 1, cst))
+    i, j, first = _halves(steps)
+    lo = ctx.op("Add", s, ctx.op("Mul", step, ctx.const(i.astype(np_c), cst)))
+    hi = ctx.op("Sub", e, ctx.op("Mul", step, ctx.const(j.astype(np_c), cst)))
+    v = ctx.op("Where", ctx.const(first, ST.BOOL), lo, hi)
+    if log:
+        v = ctx.op("Pow", ctx.const(base, cst), v)
+    return ctx.cast(v, cst, out)  # Cast truncates toward zero, as the kernel's conversion to an integer
+
+
+def _bound(ctx, v, cst: ST, truncate: bool) -> str:
+    """A bound as a 0-d value in ``cst``: a tensor's one element (``.item()``), an integer
+    result's truncated first (linspace converts the bounds to the result's dtype)."""
+    if not isinstance(v, TensorRef):
+        return ctx.const(int(v) if truncate else v, cst)
+    if ctx.info(v).numel() != 1:
+        raise Unsupported("linspace/logspace with a bound of more than one element")
+    x = ctx.op("Reshape", ctx.t(v), ctx.ints([]))
+    src = ctx.dtype(v)
+    if truncate:  # Cast truncates a float toward zero, as Scalar.to<int64_t>
+        return ctx.cast(ctx.cast(x, src, ST.LONG), ST.LONG, cst)
+    return ctx.cast(x, src, cst)
+
+
+for _ov in ("default", "Tensor_Tensor", "Tensor_Scalar", "Scalar_Tensor"):
+    lowering("onnx", f"aten.linspace.{_ov}")(lambda ctx, node: _space(ctx, node, False))
+    lowering("onnx", f"aten.logspace.{_ov}")(lambda ctx, node: _space(ctx, node, True))
+
+
+@lowering("onnx", "aten.tril_indices.default", "aten.triu_indices.default")
+def tril_indices(ctx, node):
+    """The [2, n] row and column indices of a (row x col) matrix's lower (upper) triangle from
+    diagonal ``offset``, in row-major order: a constant."""
+    a = bind(node, "row", "col", "offset")
+    a.declare("dtype")  # the result's dtype
+    out = ctx.out_info().dtype
+    if not all(isinstance(v, int) for v in (a.row, a.col, a.offset)) or a.row < 0 or a.col < 0:
+        raise Unsupported(f"{node.target} with symbolic or negative sizes")
+    ctx.reserve_array([2, a.row, a.col], 8, "triangle indices")
+    tri = np.tril_indices if "tril" in node.target else np.triu_indices
+    rows, cols = tri(a.row, a.offset, a.col)
+    return ctx.const(np.stack([rows, cols]).astype(dtypes.to_numpy(out)).reshape(2, -1), out)

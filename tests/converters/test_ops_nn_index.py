@@ -201,3 +201,22 @@ def test_index_put_under_a_mask_of_lower_rank(dtype, accumulate, tmp_path):
                (_randn(3) * 2).to(dtype), tmp_path=tmp_path)
     check_both(lambda a, m, v: torch.ops.aten.index_put(a, [m], v, accumulate), x, rows[:4],
                (_randn(1, 5, 3) * 2).to(dtype), tmp_path=tmp_path)
+
+
+# ------------------------------------------------------------------ linspace, logspace, tril/triu_indices
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("start, end, steps", [(-2.5, 10, 7), (7.3, 2.5, 5), (3, 3, 1), (0, -3, 0)])
+def test_linspace_logspace(log, dtype, start, end, steps, tmp_path):
+    f, kw = (torch.logspace, dict(base=2.0)) if log else (torch.linspace, {})
+    s, e = torch.tensor(start, dtype=torch.float32), torch.tensor(end)
+    check_both(lambda a, b: (f(start, end, steps, dtype=dtype, **kw), f(a, b, steps, dtype=dtype, **kw),
+                             f(a, end, steps, dtype=dtype, **kw)), s, e, tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("row, col, offset", [(0, 0, 0), (4, 6, -1), (5, 3, 2)])
+def test_tril_triu_indices(row, col, offset, tmp_path):
+    check_both(lambda x: (torch.tril_indices(row, col, offset) + x, torch.triu_indices(row, col, offset) + x),
+               torch.tensor(0), tmp_path=tmp_path)
