@@ -70,7 +70,8 @@ def loop_while(ctx, cond: str, state: list, body) -> list[str]:
         c.nodes, ctx.names.fresh("loop_body"),
         [vi(it, onnx_type(ST.LONG), []), vi(cond_in, onnx_type(ST.BOOL), [])]
         + [vi(f, onnx_type(t), [None] * r) for f, (_, t, r) in zip(formals, state)],
-        [vi(outs[0], onnx_type(ST.BOOL), [])] + [vi(o, onnx_type(t), [None] * r) for o, (_, t, r) in zip(outs[1:], state)])
+        [vi(outs[0], onnx_type(ST.BOOL), [])]
+        + [vi(o, onnx_type(t), [None] * r) for o, (_, t, r) in zip(outs[1:], state)])
     r = ctx.op("Loop", "", cond, *[v for v, _, _ in state], body=graph, outputs=len(state))
     return r if isinstance(r, list) else [r]
 

@@ -330,8 +330,8 @@ def histc(ctx, node):
     pos = ctx.op("Div", ctx.op("Mul", ctx.op("Sub", x, lo), ctx.const(a.bins, cst)), ctx.op("Sub", hi, lo))
     pos = ctx.op("Where", inside, pos, ctx.const(0, cst))
     pos = ctx.op("Min", ctx.cast(ctx.op("Floor", pos), cst, ST.LONG), ctx.const(a.bins - 1, ST.LONG))
-    table = ctx.op("And", ctx.op("Equal", ctx.op("Unsqueeze", pos, ctx.ints([1])), ctx.const(np.arange(a.bins), ST.LONG)),
-                   ctx.op("Unsqueeze", inside, ctx.ints([1])))
+    table = ctx.op("Equal", ctx.op("Unsqueeze", pos, ctx.ints([1])), ctx.const(np.arange(a.bins), ST.LONG))
+    table = ctx.op("And", table, ctx.op("Unsqueeze", inside, ctx.ints([1])))
     return ctx.op("ReduceSum", ctx.cast(table, ST.BOOL, cst), ctx.ints([0]), keepdims=0)
 
 
@@ -406,7 +406,7 @@ def segment_reduce(ctx, node):
     (1-D): ``initial`` joins each segment's reduction (a mean divides by the length only) and is an
     empty segment's value; without it an empty max/min/mean is -inf/inf/NaN, as torch. NaN
     propagates. A membership table [segments, n]."""
-    a = bind(node, "data", "reduce", "lengths", "indices", "offsets", "axis", "initial")
+    a = bind(node, "data", "reduce")
     a.declare("unsafe")  # skips torch's checks of the lengths: the values are the same
     st = ctx.dtype(a.data)
     if not dtypes.is_floating(st) or a.reduce not in _SEGMENT:
@@ -440,8 +440,8 @@ def segment_reduce(ctx, node):
     spread = ctx.op("Where", inside_b, ctx.op("Unsqueeze", x, ctx.ints([0])), ctx.const(fill, cst))
     r = ctx.op(op, spread, ctx.ints([1]), keepdims=0)
     if a.reduce in ("max", "min"):  # NaN wins
-        nan = ctx.op("ReduceMax", ctx.cast(ctx.op("And", inside_b, ctx.op("Unsqueeze", ctx.op("IsNaN", x), ctx.ints([0]))),
-                                           ST.BOOL, ST.INT), ctx.ints([1]), keepdims=0)
+        nan_in = ctx.op("And", inside_b, ctx.op("Unsqueeze", ctx.op("IsNaN", x), ctx.ints([0])))
+        nan = ctx.op("ReduceMax", ctx.cast(nan_in, ST.BOOL, ST.INT), ctx.ints([1]), keepdims=0)
         r = ctx.op("Where", ctx.cast(nan, ST.INT, ST.BOOL), ctx.const(np.nan, cst), r)
     if a.initial is not None:
         init = ctx.const(a.initial, cst)

@@ -19,7 +19,7 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .shapes import axes_const
+from .shapes import axes_const, scalar_attr
 
 INT64_MIN = -(2**63)
 
@@ -110,7 +110,7 @@ def kthvalue(ctx, node):
     return [ctx.cast(_finish(ctx, v, a.self, a.dim, a.keepdim), cst, st), _finish(ctx, i, a.self, a.dim, a.keepdim)]
 
 
-def _median(ctx, node, ref, dim, keepdim, ignore_nan):
+def _median(ctx, ref, dim, keepdim, ignore_nan):
     """The lower median along ``dim`` (all values for None) and its index. ``median``: NaN and
     the first NaN's index where a row holds one; ``nanmedian``: of the row's other values."""
     st, cst = ctx.dtype(ref), _cst(ctx, ref)
@@ -141,14 +141,14 @@ def _median(ctx, node, ref, dim, keepdim, ignore_nan):
 def median_all(ctx, node):
     """The lower median of all values (NaN if any for ``median``; ignoring NaNs for ``nanmedian``)."""
     a = bind(node, "self")
-    return _median(ctx, node, a.self, None, False, "nanmedian" in node.target)[0]
+    return _median(ctx, a.self, None, False, "nanmedian" in node.target)[0]
 
 
 @lowering("onnx", "aten.median.dim", "aten.nanmedian.dim")
 def median_dim(ctx, node):
     """The lower median along ``dim`` and its index (see ``_median``)."""
     a = bind(node, "self", "dim", "keepdim")
-    return list(_median(ctx, node, a.self, a.dim, a.keepdim, "nanmedian" in node.target))
+    return list(_median(ctx, a.self, a.dim, a.keepdim, "nanmedian" in node.target))
 
 
 _INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -255,7 +255,7 @@ def masked_select(ctx, node):
     return ctx.op("Compress", ctx.op("Reshape", x, flat), ctx.op("Reshape", m, flat), axis=0)
 
 
-def _unique(ctx, node, ref, sort, return_inverse, return_counts):
+def _unique(ctx, ref, sort, return_inverse, return_counts):
     """(values, inverse, counts) of the flattened ``ref``: runs of equal values (of the sorted
     values for ``sort``) kept once; NaN equals nothing, so each NaN is its own value, as torch.
     ``inverse`` (shaped like ``ref``) and ``counts`` are [0] when not asked for."""
@@ -289,7 +289,7 @@ def unique2(ctx, node):
     of each input value among them and their counts."""
     a = bind(node, "self", "sorted", "return_inverse", "return_counts")
     a.declare("sorted")  # sorted either way: what torch's CPU kernel gives for sorted=False too
-    return _unique(ctx, node, a.self, True, a.return_inverse, a.return_counts)
+    return _unique(ctx, a.self, True, a.return_inverse, a.return_counts)
 
 
 @lowering("onnx", "aten.unique_consecutive.default")
@@ -298,7 +298,7 @@ def unique_consecutive(ctx, node):
     a = bind(node, "self", "return_inverse", "return_counts", "dim")
     if a.dim is not None:
         raise Unsupported("unique_consecutive along a dim")
-    return _unique(ctx, node, a.self, False, a.return_inverse, a.return_counts)
+    return _unique(ctx, a.self, False, a.return_inverse, a.return_counts)
 
 
 def _binary_search(ctx, seq_ref, val_ref, right: bool, sorter=None) -> str:
@@ -323,7 +323,7 @@ def _binary_search(ctx, seq_ref, val_ref, right: bool, sorter=None) -> str:
     m_dim = ctx.info(seq_ref).shape[-1]
     m = ctx.shape(seq, r - 1, r)  # [1]
     zero, one = ctx.const(0, ST.LONG), ctx.const(1, ST.LONG)
-    start = ctx.op("ConstantOfShape", ctx.op("Shape", val), value=_long0())
+    start = ctx.op("ConstantOfShape", ctx.op("Shape", val), value=scalar_attr(0, ST.LONG))
     end = ctx.op("Add", start, m)
     last = ctx.op("Max", ctx.op("Sub", m, one), zero)
     vrank = max(ctx.rank(val_ref), 1)
@@ -355,12 +355,6 @@ def _binary_search(ctx, seq_ref, val_ref, right: bool, sorter=None) -> str:
     return ctx.op("Reshape", start, ctx.ints([])) if ctx.rank(val_ref) == 0 else start
 
 
-def _long0():
-    from .shapes import scalar_attr
-
-    return scalar_attr(0, ST.LONG)
-
-
 @lowering("onnx", "aten.searchsorted.Tensor")
 def searchsorted(ctx, node):
     """For each value, the place in ``sorted_sequence``'s last dim (ordered by ``sorter``) it
@@ -386,12 +380,13 @@ def bucketize(ctx, node):
 @lowering("onnx", "aten.isin.Tensor_Tensor", "aten.isin.Tensor_Scalar")
 def isin(ctx, node):
     """Whether each element equals one of ``test_elements`` (NaN equals nothing); ``invert``: not."""
-    a = bind(node, "elements", "assume_unique", "invert")
+    a = bind(node, "elements")
     a.declare("assume_unique")  # a hint for torch's algorithm: the answer is the same
     est = ctx.dtype(a.elements)
     if "Tensor_Scalar" in node.target:
         t = a.test_element
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or (isinstance(t, float) and not dtypes.is_floating(est)):
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or (
+                isinstance(t, float) and not dtypes.is_floating(est)):
             raise Unsupported(f"isin of {est.name} values and the scalar {t!r}")
         st = est
     else:
