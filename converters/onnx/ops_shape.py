@@ -1,11 +1,13 @@
 """View lowerings: reshape, flatten/unflatten, transpose/permute, expand, squeeze/unsqueeze,
-view_as. Weight-only chains (a transposed parameter) fold to new initializers so ``linear``
-over ``t(weight)`` costs no node (``_fold``, shared with ``ops_slice``'s select)."""
+view_as, atleast_Nd, broadcast_tensors, sum_to_size. Weight-only chains (a transposed parameter)
+fold to new initializers so ``linear`` over ``t(weight)`` costs no node (``_fold``, shared with
+``ops_slice``'s select)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..aten.aliases import refuse_if_written
 from ..aten.args import TensorRef, bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
@@ -94,10 +96,11 @@ def permute(ctx, node):
 def transpose(ctx, node):
     a = bind(node, "self", "dim0", "dim1")
     r = ctx.rank(a.self)
+    d0, d1 = a.dim0, a.dim1  # read for every rank (torch checks them against max(rank, 1))
     if r < 2:
         return ctx.t(a.self)
     perm = list(range(r))
-    d0, d1 = a.dim0 % r, a.dim1 % r
+    d0, d1 = d0 % r, d1 % r
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return _transpose(ctx, a.self, perm)
 
@@ -177,3 +180,88 @@ def view_as(ctx, node):
     if tuple(ctx.info(a.self).shape) == tuple(ctx.out_info().shape):
         return ctx.t(a.self)
     return ctx.op("Reshape", ctx.t(a.self), ctx.shape_of(a.other))
+
+
+_ATLEAST_AXES = {1: {0: [0]}, 2: {0: [0, 1], 1: [0]}, 3: {0: [0, 1, 2], 1: [0, 2], 2: [2]}}
+"""atleast_Nd: the axes to insert by input rank (a 1-d tensor becomes [1, n, 1] in 3-d, a 2-d [m, n, 1])."""
+
+
+def atleast(ctx, x, n: int) -> str:
+    """``x`` with the unit dims ``torch.atleast_{n}d`` adds."""
+    r = ctx.rank(x)
+    if r >= n:
+        return ctx.t(x)
+    return ctx.op("Unsqueeze", ctx.t(x), axes_const(ctx, _ATLEAST_AXES[n][r]))
+
+
+@lowering("onnx", "aten.atleast_1d.default", "aten.atleast_2d.default", "aten.atleast_3d.default")
+def atleast_nd(ctx, node):
+    """``x`` viewed with at least n dims (unit dims added as torch places them)."""
+    refuse_if_written(ctx.view, node)
+    return atleast(ctx, bind(node, "self").self, int(node.target.split(".")[-2][-2]))
+
+
+@lowering("onnx", "aten.atleast_1d.Sequence", "aten.atleast_2d.Sequence", "aten.atleast_3d.Sequence")
+def atleast_nd_sequence(ctx, node):
+    """Each of ``tensors`` viewed with at least n dims."""
+    n = int(node.target.split(".")[-2][-2])
+    refuse_if_written(ctx.view, node)
+    return [atleast(ctx, x, n) for x in bind(node, "tensors").tensors]
+
+
+def broadcast_shape(ctx, refs, shape) -> str:
+    """``shape`` (a broadcast of ``refs``' shapes) as a 1-D int64 tensor: static dims as constants,
+    a symbolic one from an input that has that dim at the same place (from the right)."""
+    parts = []
+    for k, s in enumerate(shape):
+        if isinstance(s, int):
+            parts.append(ctx.ints([s]))
+            continue
+        back = len(shape) - k
+        src = next((x for x in refs if ctx.rank(x) >= back and ctx.info(x).shape[-back] == s), None)
+        if src is None:
+            raise Unsupported(f"a broadcast dim {s} that no input has")
+        parts.append(ctx.dim(src, -back))
+    if not parts:
+        return ctx.const(np.zeros([0], np.int64), ST.LONG)
+    return parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, axis=0)
+
+
+def expand_to(ctx, x, shape, refs) -> str:
+    """``x`` expanded to ``shape`` (dims and symbols of ``refs``' shapes)."""
+    if tuple(ctx.info(x).shape) == tuple(shape):
+        return ctx.t(x)
+    st = ctx.dtype(x)
+    target = broadcast_shape(ctx, refs, shape)
+    if st == ST.BFLOAT16:  # ONNX Runtime CPU has no bfloat16 Expand
+        return ctx.cast(ctx.op("Expand", ctx.t(x, ST.FLOAT), target), ST.FLOAT, st)
+    return ctx.op("Expand", ctx.t(x), target)
+
+
+@lowering("onnx", "aten.broadcast_tensors.default")
+def broadcast_tensors(ctx, node):
+    """Each of ``tensors`` expanded to their common broadcast shape."""
+    xs = bind(node, "tensors").tensors
+    refuse_if_written(ctx.view, node)
+    return [expand_to(ctx, x, ctx.out_info(i).shape, xs) for i, x in enumerate(xs)]
+
+
+@lowering("onnx", "aten.sum_to_size.default")
+def sum_to_size(ctx, node):
+    """``self`` summed (keeping dims) down to ``size``: over its leading dims and where ``size`` is 1;
+    in the output's dtype (torch's sum: integers and bools in int64 when anything is summed)."""
+    a = bind(node, "self", "size")
+    info, out = ctx.info(a.self), ctx.out_info()
+    lead = info.rank - len(a.size)
+    if lead < 0:
+        raise Unsupported("sum_to_size to more dims than the input has")
+    # the output's dims: a symbolic size torch proved 1 is 1 there
+    axes = list(range(lead)) + [lead + i for i, s in enumerate(out.shape) if s == 1 and info.shape[lead + i] != 1]
+    cst = ST.LONG if out.dtype == ST.BOOL else ctx.compute_type(out.dtype)
+    if not axes:  # torch returns self
+        refuse_if_written(ctx.view, node)
+        return ctx.t(a.self, out.dtype)
+    r = ctx.op("ReduceSum", ctx.t(a.self, cst), axes_const(ctx, axes), keepdims=1)
+    if lead:
+        r = ctx.op("Squeeze", r, axes_const(ctx, list(range(lead))))
+    return ctx.cast(r, cst, out.dtype)

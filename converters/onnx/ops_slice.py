@@ -1,15 +1,16 @@
-"""Cutting and joining lowerings: cat/stack, split/unbind, select/slice/narrow, flip/roll,
-diff (slices subtracted) and diagonal (a masked sum over the plane)."""
+"""Cutting and joining lowerings: cat/stack (and h/v/d/column_stack), split/unbind, select/slice/narrow,
+flip/roll, take_along_dim, diff (slices subtracted) and diagonal (a masked sum over the plane)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ...serde.codec.symbolic import Symbol
 from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .ops_shape import _fold
+from .ops_shape import _fold, atleast, expand_to
 from .shapes import INT64_MAX, axes_const, diagonal_plane
 
 
@@ -33,6 +34,60 @@ def stack(ctx, node):
     return parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, axis=dim)
 
 
+def _concat(ctx, parts, dim, out_dtype):
+    """``parts`` ((ONNX name, dtype) pairs) joined along ``dim`` in ``out_dtype``."""
+    names = [ctx.cast(p, st, out_dtype) for p, st in parts]
+    return names[0] if len(names) == 1 else ctx.op("Concat", *names, axis=dim)
+
+
+@lowering("onnx", "aten.hstack.default", "aten.vstack.default", "aten.dstack.default")
+def hvdstack(ctx, node):
+    """``tensors`` made at least 1-d (hstack: joined along dim 0 when 1-d, else 1), 2-d (vstack:
+    along 0) or 3-d (dstack: along 2), in the output's dtype."""
+    xs = bind(node, "tensors").tensors
+    out = ctx.out_info()
+    n = {"hstack": 1, "vstack": 2, "dstack": 3}[node.target.split(".")[-2]]
+    rank = max(ctx.rank(xs[0]), n)
+    dim = {1: 0 if rank == 1 else 1, 2: 0, 3: 2}[n]
+    # cat's legacy rule: a 1-d empty tensor joins any other (hstack leaves 1-d tensors 1-d)
+    keep = [x for x in xs if not (n == 1 and out.rank != 1 and ctx.info(x).shape == (0,))] or xs
+    return _concat(ctx, [(atleast(ctx, x, n), ctx.dtype(x)) for x in keep], dim, out.dtype)
+
+
+@lowering("onnx", "aten.column_stack.default")
+def column_stack(ctx, node):
+    """``tensors`` joined along dim 1, a 0-d or 1-d one first made a column ([n, 1])."""
+    xs = bind(node, "tensors").tensors
+    out = ctx.out_info()
+    cols = {0: [0, 1], 1: [1]}
+    parts = [(ctx.op("Unsqueeze", ctx.t(x), axes_const(ctx, cols[ctx.rank(x)])) if ctx.rank(x) < 2 else ctx.t(x),
+              ctx.dtype(x)) for x in xs]
+    return _concat(ctx, parts, 1, out.dtype)
+
+
+@lowering("onnx", "aten.take_along_dim.default")
+def take_along_dim(ctx, node):
+    """``self`` gathered at ``indices`` along ``dim`` (both broadcast but along ``dim``, as torch
+    does); without ``dim``, of the flattened tensors."""
+    a = bind(node, "self", "indices", "dim")
+    x, idx = a.self, a.indices
+    if a.dim is None:
+        flat = ctx.ints([-1])
+        return ctx.op("GatherElements", ctx.op("Reshape", ctx.t(x), flat),
+                      ctx.op("Reshape", ctx.t(idx, ST.LONG), flat), axis=0)
+    r = ctx.rank(x)
+    if ctx.rank(idx) != r:
+        raise Unsupported("take_along_dim of an input and indices of different ranks")
+    if r == 0:  # torch refuses a dim for 0-d tensors
+        raise Unsupported("take_along_dim of 0-d tensors along a dim")
+    dim = a.dim % r
+    shape = list(ctx.out_info().shape)
+    xshape = shape[:dim] + [ctx.info(x).shape[dim]] + shape[dim + 1:]
+    xb = expand_to(ctx, x, xshape, [x, idx])
+    ib = ctx.cast(expand_to(ctx, idx, shape, [x, idx]), ctx.dtype(idx), ST.LONG)
+    return ctx.op("GatherElements", xb, ib, axis=dim)
+
+
 def _split_by_sizes(ctx, x, dim):
     """Split into the node's outputs along ``dim`` using their metadata sizes."""
     from ..aten.graph import output_names
@@ -42,6 +97,10 @@ def _split_by_sizes(ctx, x, dim):
     if all(isinstance(s, int) for s in sizes):
         if len(sizes) == 1:
             return [ctx.t(x)]
+        if ctx.dtype(x) == ST.BOOL:  # Slices: LiteRT's SPLIT/SPLIT_V have no bool kernel
+            bounds = [int(b) for b in np.cumsum([0, *sizes])]
+            return [ctx.op("Slice", ctx.t(x), ctx.ints([lo]), ctx.ints([hi]), ctx.ints([dim]))
+                    for lo, hi in zip(bounds, bounds[1:])]
         return ctx.op("Split", ctx.t(x), ctx.const(np.asarray(sizes, np.int64), ST.LONG), axis=dim, outputs=len(sizes))
     return None
 
@@ -68,7 +127,33 @@ def split(ctx, node):
     size = a.get("split_size", a.get("split_sizes"))
     if isinstance(size, int):
         return _split_slices(ctx, a.self, dim, size, n)
+    if a.get("chunks", 0) > 0:
+        return _chunk_slices(ctx, a.self, dim, a.chunks, n)
     raise Unsupported("split of a dynamic dim into dynamic sizes")
+
+
+def _symbol_range(ctx, name: str) -> tuple[int | None, int | None]:
+    v = ctx.view
+    while getattr(v, "parent", None) is not None:
+        v = v.parent
+    return getattr(v, "ranges", {}).get(name, (None, None))
+
+
+def _chunk_slices(ctx, x, dim, chunks, count):
+    """``chunk`` of a dynamic dim n: ``chunks`` pieces of ceil(n / chunks) at run time, the last one
+    what is left. Only where every n the program allows gives ``chunks`` pieces (torch gives fewer
+    for some: 3 chunks of 4 are 2 of 2), which holds for every n > chunks * (chunks - 1)."""
+    s = ctx.info(x).shape[dim]
+    lo, hi = _symbol_range(ctx, s.name) if isinstance(s, Symbol) else (None, None)
+    top = chunks * (chunks - 1) if hi is None else min(hi, chunks * (chunks - 1))
+    if count != chunks or lo is None or lo < 1 or chunks > 1024 or \
+            any(-(-m // -(-m // chunks)) != chunks for m in range(lo, top + 1)):
+        raise Unsupported(f"chunk of a dynamic dim into {chunks}: some sizes the program allows give fewer pieces")
+    size = ctx.dim(x, dim)
+    step = ctx.op("Div", ctx.op("Add", size, ctx.ints([chunks - 1])), ctx.ints([chunks]))
+    bounds = [ctx.op("Mul", step, ctx.ints([i])) for i in range(count)] + [ctx.ints([INT64_MAX])]
+    ax = ctx.ints([dim])
+    return [ctx.op("Slice", ctx.t(x), lo, hi, ax) for lo, hi in zip(bounds, bounds[1:])]
 
 
 def _flat(node):
@@ -94,10 +179,44 @@ def tensor_split(ctx, node):
     else:
         sizes = [ctx.view.tensor(o).shape[dim] for o in outs]
         if not all(isinstance(s, int) for s in sizes):
-            raise Unsupported("tensor_split into sections of a dynamic dim")
+            return _sections_slices(ctx, a.self, dim, a.sections, len(outs))
         bounds = [int(b) for b in np.cumsum([0, *sizes])]
     x = ctx.t(a.self)
     return [ctx.op("Slice", x, ctx.ints([lo]), ctx.ints([hi]), ctx.ints([dim])) for lo, hi in zip(bounds, bounds[1:])]
+
+
+def _sections_slices(ctx, x, dim, sections, count):
+    """``tensor_split`` of a dynamic dim of size n into ``sections``: piece i starts at
+    i * (n // sections) + min(i, n % sections) (the first n % sections pieces one longer)."""
+    if not isinstance(sections, int) or sections <= 0 or count != sections:
+        raise Unsupported("tensor_split of a dynamic dim into a number of sections known only at run time")
+    n = ctx.dim(x, dim)
+    q = ctx.op("Div", n, ctx.ints([sections]))
+    r = ctx.op("Sub", n, ctx.op("Mul", q, ctx.ints([sections])))
+    bounds = [ctx.ints([0])] + [ctx.op("Add", ctx.op("Mul", q, ctx.ints([i])), ctx.op("Min", r, ctx.ints([i])))
+                                for i in range(1, count)] + [ctx.ints([INT64_MAX])]
+    ax = ctx.ints([dim])
+    return [ctx.op("Slice", ctx.t(x), lo, hi, ax) for lo, hi in zip(bounds, bounds[1:])]
+
+
+@lowering("onnx", "aten.tensor_split.tensor_indices_or_sections")
+def tensor_split_tensor(ctx, node):
+    """``tensor_split`` at the indices a 1-D int64 tensor holds (read at run time, Python's slicing
+    rules as ``tensor_split.indices``); a 0-d tensor (a number of sections) is refused."""
+    a = bind(node, "self", "tensor_indices_or_sections", "dim")
+    t = a.tensor_indices_or_sections
+    rank = ctx.rank(a.self)
+    if rank == 0 or ctx.rank(t) != 1 or not isinstance(ctx.info(t).shape[0], int):
+        raise Unsupported("tensor_split by a tensor other than a 1-D one of indices of a tensor of rank >= 1")
+    n = ctx.info(t).shape[0]
+    if n + 1 != len(_flat(node)):
+        raise Unsupported("tensor_split whose number of outputs is not one more than its indices")
+    dim = a.dim % rank
+    idx = ctx.t(t, ST.LONG)
+    cuts = [ctx.op("Slice", idx, ctx.ints([i]), ctx.ints([i + 1])) for i in range(n)]
+    bounds = [ctx.ints([0]), *cuts, ctx.ints([INT64_MAX])]
+    x, ax = ctx.t(a.self), ctx.ints([dim])
+    return [ctx.op("Slice", x, lo, hi, ax) for lo, hi in zip(bounds, bounds[1:])]
 
 
 @lowering("onnx", "aten.unbind.int")
@@ -106,7 +225,10 @@ def unbind(ctx, node):
     r = ctx.rank(a.self)
     dim = a.dim % r
     n = len(_flat(node))
-    parts = ctx.op("Split", ctx.t(a.self), axis=dim, num_outputs=n, outputs=n) if n > 1 else [ctx.t(a.self)]
+    if n > 1 and ctx.dtype(a.self) == ST.BOOL:  # Slices: LiteRT's SPLIT has no bool kernel
+        parts = [ctx.op("Slice", ctx.t(a.self), ctx.ints([i]), ctx.ints([i + 1]), ctx.ints([dim])) for i in range(n)]
+    else:
+        parts = ctx.op("Split", ctx.t(a.self), axis=dim, num_outputs=n, outputs=n) if n > 1 else [ctx.t(a.self)]
     ax = axes_const(ctx, [dim])
     return [ctx.op("Squeeze", p, ax) for p in parts]
 
