@@ -445,3 +445,54 @@ def ndtri(ctx, node):
                _c(ctx, math.nan, cst), r)
     r = ctx.op("Where", ctx.op("Equal", y0, one), _c(ctx, math.inf, cst), r)
     return ctx.cast(ctx.op("Where", ctx.op("Equal", y0, _c(ctx, 0.0, cst)), _c(ctx, -math.inf, cst), r), cst, out)
+
+
+# digamma's asymptotic series in z = 1/x^2 (Cephes' A, highest power first), and psi(10)
+_PSI_A = (8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
+          -4.16666666666666666667E-3, 3.96825396825396825397E-3, -8.33333333333333333333E-3,
+          8.33333333333333333333E-2)
+_PSI_10 = 2.25175258906672110764
+
+
+def _digamma(ctx, x, cst):
+    """torch's float digamma: -inf at +0, +inf at -0, NaN at negative integers and -inf;
+    ``psi(1 - x) - pi / tan(pi r)`` below 0 (r: x's fractional part, folded to [-1/2, 1/2]; that
+    term in float64, as torch's, which LiteRT computes in float32); above, ``psi(x) = psi(x + k) - sum 1/(x + i)``
+    up to x >= 10 (ten masked steps), then psi(10) or the asymptotic series."""
+    zero, one = _c(ctx, 0.0, cst), _c(ctx, 1.0, cst)
+    neg = ctx.op("Less", x, zero)
+    v = ctx.op("Where", neg, ctx.op("Sub", one, x), x)
+    acc = zero
+    ten = _c(ctx, 10.0, cst)
+    for _ in range(10):  # v > 0 reaches 10 within ten steps
+        m = ctx.op("Less", v, ten)
+        acc = ctx.op("Where", m, ctx.op("Sub", acc, ctx.op("Div", one, v)), acc)
+        v = ctx.op("Where", m, ctx.op("Add", v, one), v)
+    z = ctx.op("Div", one, ctx.op("Mul", v, v))
+    y = ctx.op("Where", ctx.op("Less", v, _c(ctx, 1e17, cst)), ctx.op("Mul", z, _polevl(ctx, z, _PSI_A, cst)), zero)
+    series = ctx.op("Sub", ctx.op("Sub", ctx.op("Add", acc, ctx.op("Log", v)), ctx.op("Div", _c(ctx, 0.5, cst), v)), y)
+    r = ctx.op("Where", ctx.op("Equal", v, ten), ctx.op("Add", acc, _c(ctx, _PSI_10, cst)), series)
+    frac = ctx.op("Sub", x, ctx.op("Ceil", x))  # in (-1, 0] below 0, exact
+    frac = ctx.cast(ctx.op("Sub", frac, ctx.op("Round", frac)), cst, ST.DOUBLE)  # [-1/2, 1/2]: cot has period pi
+    pi = _c(ctx, math.pi, ST.DOUBLE)  # torch takes pi / tan(pi r) in float64 too
+    pr = ctx.op("Mul", pi, frac)  # ONNX Runtime has no float64 Tan
+    cot = ctx.cast(ctx.op("Div", ctx.op("Mul", pi, ctx.op("Cos", pr)), ctx.op("Sin", pr)), ST.DOUBLE, cst)
+    r = ctx.op("Where", neg, ctx.op("Sub", r, cot), r)
+    integer = ctx.op("Equal", x, ctx.op("Floor", x))
+    r = ctx.op("Where", ctx.op("And", neg, integer), _c(ctx, math.nan, cst), r)
+    at0 = ctx.op("Where", ctx.op("Less", ctx.op("Div", one, x), zero), _c(ctx, math.inf, cst), _c(ctx, -math.inf, cst))
+    return ctx.op("Where", ctx.op("Equal", x, zero), at0, r)
+
+
+@lowering("onnx", "aten.digamma.default", "aten.polygamma.default", "aten.special_polygamma.default")
+def digamma(ctx, node):
+    """The logarithmic derivative of gamma (``polygamma`` of order 0)."""
+    a = bind(node, "self", "n") if "polygamma" in node.target else bind(node, "self")
+    if "polygamma" in node.target and a.n != 0:
+        raise Unsupported(f"polygamma of order {a.n!r} (only 0, digamma, is lowered: trigamma copies torch's "
+                          "sin(pi x) near the poles, which LiteRT's SIN does not reproduce; higher orders sum "
+                          "a Hurwitz zeta series whose length depends on the value)")
+    out, cst = _float_out(ctx, node)
+    if cst != ST.FLOAT:
+        raise Unsupported(f"{node.target} computed in {ST(cst).name} (torch's float64 digamma is another kernel)")
+    return ctx.cast(_digamma(ctx, ctx.t(a.self, cst), cst), cst, out)
