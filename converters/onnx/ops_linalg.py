@@ -1,13 +1,18 @@
-"""Small linear-algebra lowerings: cross products, diag, bilinear (and its decomposition, _trilinear).
+"""Small linear-algebra lowerings: cross products, diag, bilinear (and its decomposition, _trilinear),
+products (dot, mv, inner, outer, tensordot, multi_dot, the add* forms, matrix_power), trace,
+norms (linalg_norm, matrix_norm, renorm), determinants of matrices up to 3x3, trapezoid and gradient.
 
-Built from Gather/Mul/Sub/Where/MatMul/ReduceSum, which the TFLite target maps; integers
-work where torch takes them (cross, diag).
+Built from Gather/Mul/Sub/Where/MatMul/ReduceSum, which the TFLite target maps. Integer products
+are exact (``Mul`` + ``ReduceSum`` in the integer type, wrapping as torch's do), never a float
+MatMul; float products use MatMul, except with an operand of no elements (LiteRT cannot prepare
+that MatMul; Mul + ReduceSum gives the zeros).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..aten import dtypes
 from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
@@ -128,3 +133,514 @@ def trilinear(ctx, node):
     if a.sumdim:
         r = ctx.op("ReduceSum", r, axes_const(ctx, sorted(a.sumdim)), keepdims=0)
     return ctx.cast(r, cst, out)
+
+
+# ------------------------------------------------------------------ products
+
+
+def _has_empty(ctx, *refs) -> bool:
+    return any(s == 0 for r in refs for s in ctx.info(r).shape if isinstance(s, int))
+
+
+def _exact(ctx, cst, *refs) -> bool:
+    """Whether a product goes by Mul + ReduceSum: integers (exact), or an operand with no elements."""
+    return not dtypes.is_floating(cst) or _has_empty(ctx, *refs)
+
+
+def _matmul(ctx, x, y, rx: int, ry: int, exact: bool):
+    """numpy's matmul of ONNX values ``x`` (rank ``rx``) and ``y`` (rank ``ry``): MatMul, or with
+    ``exact`` the products broadcast over ``[..., n, k, m]`` summed over k. Returns (value, rank)."""
+    rank = max(rx, ry, 2) - (rx == 1) - (ry == 1)
+    if not exact:
+        return ctx.op("MatMul", x, y), rank
+    if rx == 1:
+        x = ctx.op("Unsqueeze", x, axes_const(ctx, [0]))
+    if ry == 1:
+        y = ctx.op("Unsqueeze", y, axes_const(ctx, [1]))
+    p = ctx.op("Mul", ctx.op("Unsqueeze", x, axes_const(ctx, [-1])), ctx.op("Unsqueeze", y, axes_const(ctx, [-3])))
+    r = ctx.op("ReduceSum", p, axes_const(ctx, [-2]), keepdims=0)
+    squeeze = ([-2] if rx == 1 else []) + ([-1] if ry == 1 else [])
+    return (ctx.op("Squeeze", r, axes_const(ctx, squeeze)) if squeeze else r), rank
+
+
+def _dot_sum(ctx, x, y, axes):
+    """``sum(x * y)`` over ``axes`` of the broadcast product."""
+    return ctx.op("ReduceSum", ctx.op("Mul", x, y), axes_const(ctx, axes), keepdims=0)
+
+
+def _scaled(ctx, x, factor, cst):
+    return x if factor == 1 else ctx.op("Mul", x, ctx.const(factor, cst))
+
+
+def _static_scalar(value, what: str):
+    if not isinstance(value, (int, float)):
+        raise Unsupported(f"{what} computed at run time")
+    return value
+
+
+def _add_scaled(ctx, a, prod, cst, out):
+    """``beta * self + alpha * prod`` (``beta = 0``: self ignored, NaN included, as torch)."""
+    beta, alpha = _static_scalar(a.beta, "beta"), _static_scalar(a.alpha, "alpha")
+    r = _scaled(ctx, prod, alpha, cst)
+    if beta == 0:
+        a.declare("self")
+        return ctx.cast(r, cst, out)
+    return ctx.cast(ctx.op("Add", _scaled(ctx, ctx.t(a.self, cst), beta, cst), r), cst, out)
+
+
+def _no_bool(ctx, op: str):
+    out, cst = _io(ctx)
+    if out == ST.BOOL:
+        raise Unsupported(f"{op} of booleans")
+    return out, cst
+
+
+@lowering("onnx", "aten.trace.default")
+def trace(ctx, node):
+    """Sum of a matrix's main diagonal (integers summed in int64, the output's dtype)."""
+    a = bind(node, "self")
+    if ctx.rank(a.self) != 2:
+        raise Unsupported("trace of a tensor that is not 2-d")
+    out, cst = _no_bool(ctx, "trace")
+    x = ctx.t(a.self, cst)
+    n, m = ctx.info(a.self).shape
+    if isinstance(n, int) and isinstance(m, int):
+        ctx.reserve_array([n, m], 1, "trace mask")
+        mask = ctx.const(np.eye(n, m, dtype=bool), ST.BOOL)
+    else:
+        mask = ctx.cast(ctx.op("EyeLike", x), cst, ST.BOOL)
+    r = ctx.op("ReduceSum", ctx.op("Where", mask, x, ctx.const(0, cst)), axes_const(ctx, [0, 1]), keepdims=0)
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.dot.default", "aten.vdot.default")
+def dot(ctx, node):
+    """``sum(x * y)`` of two vectors (vdot conjugates x: real tensors only here)."""
+    a = bind(node, "self", "tensor")  # vdot names the second "other"
+    if ctx.rank(a[0]) != 1 or ctx.rank(a[1]) != 1:
+        raise Unsupported("dot of tensors that are not 1-d")
+    out, cst = _no_bool(ctx, "dot")
+    return ctx.cast(_dot_sum(ctx, ctx.t(a[0], cst), ctx.t(a[1], cst), [0]), cst, out)
+
+
+@lowering("onnx", "aten.linalg_vecdot.default")
+def vecdot(ctx, node):
+    """``sum(x * y, dim)`` of the broadcast operands (real tensors: no conjugate)."""
+    a = bind(node, "x", "y")
+    rank = max(ctx.rank(a.x), ctx.rank(a.y))
+    if rank == 0:
+        raise Unsupported("vecdot of 0-d tensors")
+    out, cst = _no_bool(ctx, "vecdot")
+    return ctx.cast(_dot_sum(ctx, ctx.t(a.x, cst), ctx.t(a.y, cst), [a.dim % rank]), cst, out)
+
+
+@lowering("onnx", "aten.inner.default")
+def inner(ctx, node):
+    """``sum(x[..., i, :] * y[..., j, :])`` over the last dim, shape ``x[:-1] + y[:-1]``; a 0-d
+    operand multiplies."""
+    a = bind(node, "self", "other")
+    out, cst = _no_bool(ctx, "inner")
+    rx, ry = ctx.rank(a.self), ctx.rank(a.other)
+    x, y = ctx.t(a.self, cst), ctx.t(a.other, cst)
+    if rx == 0 or ry == 0:
+        return ctx.cast(ctx.op("Mul", x, y), cst, out)
+    if ry <= 2 and not _exact(ctx, cst, a.self, a.other):
+        return ctx.cast(ctx.op("MatMul", x, y if ry == 1 else ctx.op("Transpose", y, perm=[1, 0])), cst, out)
+    if ry > 1:
+        x = ctx.op("Unsqueeze", x, axes_const(ctx, list(range(rx - 1, rx + ry - 2))))
+    return ctx.cast(_dot_sum(ctx, x, y, [-1]), cst, out)
+
+
+@lowering("onnx", "aten.outer.default")
+def outer(ctx, node):
+    """``x[i] * y[j]`` of two vectors (booleans: their and)."""
+    a = bind(node, "self", "vec2")
+    if ctx.rank(a.self) != 1 or ctx.rank(a.vec2) != 1:
+        raise Unsupported("outer of tensors that are not 1-d")
+    out, cst = _io(ctx)
+    r = ctx.op("Mul", ctx.op("Unsqueeze", ctx.t(a.self, cst), axes_const(ctx, [1])),
+               ctx.op("Unsqueeze", ctx.t(a.vec2, cst), axes_const(ctx, [0])))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.mv.default")
+def mv(ctx, node):
+    """Matrix [n, m] times vector [m]."""
+    a = bind(node, "self", "vec")
+    out, cst = _no_bool(ctx, "mv")
+    r, _ = _matmul(ctx, ctx.t(a.self, cst), ctx.t(a.vec, cst), 2, 1, _exact(ctx, cst, a.self, a.vec))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.addmv.default")
+def addmv(ctx, node):
+    """``beta * self + alpha * (mat @ vec)``."""
+    a = bind(node, "self", "mat", "vec")
+    out, cst = _no_bool(ctx, "addmv")
+    if a.alpha == 0:
+        raise Unsupported("addmv with alpha=0 (torch's BLAS skips the product: NaN in it would not show)")
+    r, _ = _matmul(ctx, ctx.t(a.mat, cst), ctx.t(a.vec, cst), 2, 1, _exact(ctx, cst, a.mat, a.vec))
+    return _add_scaled(ctx, a, r, cst, out)
+
+
+@lowering("onnx", "aten.addbmm.default")
+def addbmm(ctx, node):
+    """``beta * self + alpha * sum_b(batch1[b] @ batch2[b])``."""
+    a = bind(node, "self", "batch1", "batch2")
+    out, cst = _no_bool(ctx, "addbmm")
+    if a.alpha == 0:
+        raise Unsupported("addbmm with alpha=0 (torch's BLAS skips the product: NaN in it would not show)")
+    if ctx.rank(a.batch1) != 3 or ctx.rank(a.batch2) != 3:
+        raise Unsupported("addbmm of batches that are not 3-d")
+    p, _ = _matmul(ctx, ctx.t(a.batch1, cst), ctx.t(a.batch2, cst), 3, 3, _exact(ctx, cst, a.batch1, a.batch2))
+    return _add_scaled(ctx, a, ctx.op("ReduceSum", p, axes_const(ctx, [0]), keepdims=0), cst, out)
+
+
+@lowering("onnx", "aten.addr.default")
+def addr(ctx, node):
+    """``beta * self + alpha * outer(vec1, vec2)``; booleans: ``(beta and self) or (alpha and outer)``."""
+    a = bind(node, "self", "vec1", "vec2")
+    out, cst = _io(ctx)
+    beta, alpha = _static_scalar(a.beta, "beta"), _static_scalar(a.alpha, "alpha")
+    if ctx.rank(a.vec1) != 1 or ctx.rank(a.vec2) != 1:
+        raise Unsupported("addr of tensors that are not 1-d")
+    prod = ctx.op("Mul", ctx.op("Unsqueeze", ctx.t(a.vec1, cst), axes_const(ctx, [1])),
+                  ctx.op("Unsqueeze", ctx.t(a.vec2, cst), axes_const(ctx, [0])))
+    if out != ST.BOOL:
+        return _add_scaled(ctx, a, prod, cst, out)
+    r = ctx.cast(prod, cst, ST.BOOL)
+    if not alpha:
+        r = ctx.op("And", r, ctx.const(False, ST.BOOL))
+    if not beta:
+        a.declare("self")
+        return r
+    return ctx.op("Or", ctx.t(a.self, ST.BOOL), r)
+
+
+@lowering("onnx", "aten.tensordot.default")
+def tensordot(ctx, node):
+    """Contracts ``self``'s ``dims_self`` with ``other``'s ``dims_other`` pairwise: the free dims
+    of self, then those of other."""
+    a = bind(node, "self", "other", "dims_self", "dims_other")
+    out, cst = _no_bool(ctx, "tensordot")
+    sa, sb = ctx.info(a.self).shape, ctx.info(a.other).shape
+    ra, rb = len(sa), len(sb)
+    ds, do = [d % max(ra, 1) for d in a.dims_self], [d % max(rb, 1) for d in a.dims_other]
+    if len(ds) != len(do) or len(set(ds)) != len(ds) or len(set(do)) != len(do):
+        raise Unsupported(f"tensordot over dims {a.dims_self} and {a.dims_other}")
+    x, y = ctx.t(a.self, cst), ctx.t(a.other, cst)
+    sa, sb = list(sa), list(sb)
+    for i, j in zip(ds, do):  # a pair with a size 1 on one side: the other side is summed first (torch)
+        if sa[i] != sb[j] and sb[j] == 1:
+            x, sa[i] = ctx.op("ReduceSum", x, axes_const(ctx, [i]), keepdims=1), 1
+        elif sa[i] != sb[j] and sa[i] == 1:
+            y, sb[j] = ctx.op("ReduceSum", y, axes_const(ctx, [j]), keepdims=1), 1
+        elif sa[i] != sb[j]:
+            raise Unsupported("tensordot of contracted dims whose sizes differ (or are not known equal)")
+    fa, fb = [i for i in range(ra) if i not in ds], [i for i in range(rb) if i not in do]
+    x = x if fa + ds == list(range(ra)) else ctx.op("Transpose", x, perm=fa + ds)
+    y_perm = (do + fb) if all(isinstance(s, int) for s in (*sa, *sb)) and not _exact(ctx, cst, a.self, a.other) \
+        else None
+    if y_perm is not None:  # static floats: one MatMul of [free_a, k] by [k, free_b]
+        k, m, n = (int(np.prod([s[i] for i in d], dtype=np.int64)) for s, d in ((sa, ds), (sa, fa), (sb, fb)))
+        y = y if y_perm == list(range(rb)) else ctx.op("Transpose", y, perm=y_perm)
+        r = ctx.op("MatMul", ctx.op("Reshape", x, ctx.ints([m, k])), ctx.op("Reshape", y, ctx.ints([k, n])))
+        return ctx.cast(ctx.op("Reshape", r, ctx.ints([sa[i] for i in fa] + [sb[i] for i in fb])), cst, out)
+    if fb:  # x: [free_a, 1 x len(free_b), k...], y: [free_b, k...] (broadcast)
+        x = ctx.op("Unsqueeze", x, axes_const(ctx, range(len(fa), len(fa) + len(fb))))
+    y = y if fb + do == list(range(rb)) else ctx.op("Transpose", y, perm=fb + do)
+    r = ctx.op("Mul", x, y)
+    if ds:
+        first = len(fa) + len(fb)
+        r = ctx.op("ReduceSum", r, axes_const(ctx, range(first, first + len(ds))), keepdims=0)
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.linalg_multi_dot.default")
+def multi_dot(ctx, node):
+    """Matrix products left to right; a 1-d first operand is a row, a 1-d last one a column."""
+    ts = bind(node, "tensors").tensors
+    ranks = [ctx.rank(t) for t in ts]
+    if len(ts) < 2 or any(r != 2 for r in ranks[1:-1]) or ranks[0] not in (1, 2) or ranks[-1] not in (1, 2):
+        raise Unsupported(f"multi_dot of tensors of ranks {ranks}")
+    out, cst = _no_bool(ctx, "multi_dot")
+    exact = _exact(ctx, cst, *ts)
+    r, rank = ctx.t(ts[0], cst), ranks[0]
+    for t, rt in zip(ts[1:], ranks[1:]):
+        r, rank = _matmul(ctx, r, ctx.t(t, cst), rank, rt, exact)
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.linalg_matrix_power.default")
+def matrix_power(ctx, node):
+    """``A @ ... @ A`` (n times, by repeated squaring) for a static ``n >= 0``; n = 0: the identity."""
+    a = bind(node, "self", "n")
+    n = a.n
+    if not isinstance(n, int) or n < 0:
+        raise Unsupported(f"matrix_power with n={n!r} (a static n >= 0; negative ones need the inverse)")
+    out, cst = _no_bool(ctx, "matrix_power")
+    shape = ctx.info(a.self).shape
+    if len(shape) < 2:
+        raise Unsupported("matrix_power of a tensor that is not a (batch of) matrix")
+    x = ctx.t(a.self, cst)
+    if n == 0:
+        k = shape[-1]
+        if not isinstance(k, int):
+            raise Unsupported("matrix_power with n=0 of a dynamic matrix size")
+        ctx.reserve_array([k, k], 8, "identity")
+        return ctx.cast(ctx.op("Expand", ctx.const(np.eye(k), cst), ctx.shape_of(a.self)), cst, out)
+    if n == 1:
+        return ctx.cast(ctx.op("Identity", x), cst, out)
+    exact, rank = _exact(ctx, cst, a.self), len(shape)
+    result, z = None, None
+    while n:
+        z = x if z is None else _matmul(ctx, z, z, rank, rank, exact)[0]
+        if n & 1:
+            result = z if result is None else _matmul(ctx, result, z, rank, rank, exact)[0]
+        n >>= 1
+    return ctx.cast(result, cst, out)
+
+
+# ------------------------------------------------------------------ determinants
+
+
+def _det(ctx, ref, what: str):
+    """det of a (batch of) static n x n matrix, n <= 3, by cofactors; returns (value, cst)."""
+    shape = ctx.info(ref).shape
+    rank = len(shape)
+    if rank < 2 or not all(isinstance(s, int) for s in shape[-2:]) or shape[-1] != shape[-2] or shape[-1] > 3:
+        raise Unsupported(f"{what} of matrices of shape {list(shape[-2:])} (static, up to 3x3: pt2x expands cofactors)")
+    cst = ctx.compute_type(ctx.dtype(ref))
+    if not dtypes.is_floating(cst):
+        raise Unsupported(f"{what} of {ctx.dtype(ref).name}")
+    x, n = ctx.t(ref, cst), shape[-1]
+    if n == 0:  # the empty product: 1 per matrix
+        return ctx.op("Add", ctx.op("ReduceSum", x, axes_const(ctx, [-2, -1]), keepdims=0), ctx.const(1, cst)), cst
+    rows = [ctx.op("Gather", x, ctx.const(np.array(i, np.int64), ST.LONG), axis=rank - 2) for i in range(n)]
+    e = [[ctx.op("Gather", r, ctx.const(np.array(j, np.int64), ST.LONG), axis=rank - 2) for j in range(n)]
+         for r in rows]
+
+    def minor(i, j, k, m):
+        return ctx.op("Sub", ctx.op("Mul", e[i][j], e[k][m]), ctx.op("Mul", e[i][m], e[k][j]))
+
+    if n == 1:
+        return e[0][0], cst
+    if n == 2:
+        return minor(0, 0, 1, 1), cst
+    t0 = ctx.op("Mul", e[0][0], minor(1, 1, 2, 2))
+    t1 = ctx.op("Mul", e[0][1], minor(1, 0, 2, 2))
+    t2 = ctx.op("Mul", e[0][2], minor(1, 0, 2, 1))
+    return ctx.op("Add", ctx.op("Sub", t0, t1), t2), cst
+
+
+@lowering("onnx", "aten.linalg_det.default", "aten.det.default")
+def det(ctx, node):
+    """The determinant (matrices up to 3x3; 1 for 0x0)."""
+    d, cst = _det(ctx, bind(node, "A")[0], "det")
+    return ctx.cast(d, cst, ctx.out_info().dtype)
+
+
+@lowering("onnx", "aten.logdet.default")
+def logdet(ctx, node):
+    """``log(det)``: NaN for a negative determinant, -inf for 0 (matrices up to 3x3)."""
+    d, cst = _det(ctx, bind(node, "self").self, "logdet")
+    return ctx.cast(ctx.op("Log", d), cst, ctx.out_info().dtype)
+
+
+@lowering("onnx", "aten.linalg_slogdet.default")
+def slogdet(ctx, node):
+    """``(sign(det), log|det|)`` (matrices up to 3x3)."""
+    d, cst = _det(ctx, bind(node, "A").A, "slogdet")
+    return [ctx.cast(ctx.op("Sign", d), cst, ctx.out_info(0).dtype),
+            ctx.cast(ctx.op("Log", ctx.op("Abs", d)), cst, ctx.out_info(1).dtype)]
+
+
+def _no_elements(ctx, ref, what: str):
+    shape = ctx.info(ref).shape
+    if len(shape) < 2 or 0 not in shape[-2:]:
+        raise Unsupported(f"{what} of a matrix that has elements (it needs singular values: no SVD in pt2x)")
+
+
+@lowering("onnx", "aten.linalg_matrix_rank.atol_rtol_tensor", "aten.linalg_matrix_rank.atol_rtol_float")
+def matrix_rank(ctx, node):
+    """Rank 0 for (batches of) matrices with no rows or no columns; others are refused (SVD)."""
+    a = bind(node, "input")  # .atol_rtol_float names it "self"
+    a.declare("atol", "rtol", "hermitian")  # tolerances of singular values: there are none
+    _no_elements(ctx, a[0], "matrix_rank")
+    z = ctx.op("ReduceSum", ctx.t(a[0]), axes_const(ctx, [-2, -1]), keepdims=0)
+    return ctx.cast(z, ctx.dtype(a[0]), ctx.out_info().dtype)
+
+
+@lowering("onnx", "aten.linalg_pinv.atol_rtol_tensor", "aten.linalg_pinv.atol_rtol_float")
+def pinv(ctx, node):
+    """The pseudo-inverse of matrices with no rows or no columns: the empty [..., n, m]; others are
+    refused (SVD)."""
+    a = bind(node, "self")
+    a.declare("atol", "rtol", "hermitian")  # tolerances of singular values: there are none
+    _no_elements(ctx, a.self, "pinv")
+    rank = ctx.rank(a.self)
+    return ctx.op("Transpose", ctx.t(a.self), perm=list(range(rank - 2)) + [rank - 1, rank - 2])
+
+
+# ------------------------------------------------------------------ integration and differences
+
+_END = 2**63 - 1
+
+
+def _sl(ctx, x, start: int, end: int, axis: int):
+    return ctx.op("Slice", x, ctx.ints([start]), ctx.ints([end]), ctx.ints([axis]))
+
+
+def _wrapped(ctx, x, c, st):
+    """``x`` (computed in ``c``) rounded through the integer type ``st`` it stands for (int8 sums wrap)."""
+    return x if c == st else ctx.cast(ctx.cast(x, c, st), st, c)
+
+
+def _exact_op(ctx, op: str, x, y, st):
+    """``x op y`` in torch's dtype ``st`` (computed in its ONNX compute type, wrapped back)."""
+    c = ctx.compute_type(st)
+    return _wrapped(ctx, ctx.op(op, x, y), c, st), c
+
+
+def _float_out(ctx, what: str):
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    if not dtypes.is_floating(cst):
+        raise Unsupported(f"{what} with a {out.name} result")
+    return out, cst
+
+
+def _y_dim(ctx, a, what: str):
+    """``dim`` wrapped for ``y``; refuses booleans (as torch)."""
+    rank = ctx.rank(a.y)
+    if rank == 0 or ctx.dtype(a.y) == ST.BOOL:
+        raise Unsupported(f"{what} of a 0-d or boolean y")
+    return a.dim % rank
+
+
+def _empty_integral(ctx, a, dim):
+    """trapezoid over a static size 0: zeros (in y's dtype, as torch), else None."""
+    if ctx.info(a.y).shape[dim] != 0:
+        return None
+    out = ctx.out_info().dtype
+    cst = ctx.compute_type(out)
+    return ctx.cast(ctx.op("ReduceSum", ctx.t(a.y, cst), axes_const(ctx, [dim]), keepdims=0), cst, out)
+
+
+@lowering("onnx", "aten.trapezoid.x", "aten.trapz.x", "aten.cumulative_trapezoid.x")
+def trapezoid_x(ctx, node):
+    """``sum(dx * (y[:-1] + y[1:]) / 2)`` along ``dim``, ``dx = diff(x)`` (a 1-d x lies along
+    ``dim``); cumulative_trapezoid: the running sums. Integer steps are exact."""
+    a = bind(node, "y", "x")
+    dim = _y_dim(ctx, a, "trapezoid")
+    cumulative = "cumulative" in node.target
+    if not cumulative and (z := _empty_integral(ctx, a, dim)) is not None:
+        a.declare("x")
+        return z
+    out, cst = _float_out(ctx, "trapezoid")
+    ry, rx, ty, tx = ctx.rank(a.y), ctx.rank(a.x), ctx.dtype(a.y), ctx.dtype(a.x)
+    if tx == ST.BOOL or rx not in (1, ry):
+        raise Unsupported(f"trapezoid of a {rx}-d or boolean x and a {ry}-d y")
+    xdim = 0 if rx == 1 else dim
+    if ctx.info(a.x).shape[xdim] != ctx.info(a.y).shape[dim]:
+        raise Unsupported("trapezoid of x and y of sizes along dim not known equal")
+    cx, cy = ctx.compute_type(tx), ctx.compute_type(ty)
+    x = ctx.t(a.x, cx)
+    if rx == 1 and ry > 1:
+        x = ctx.op("Unsqueeze", x, axes_const(ctx, [i for i in range(ry) if i != dim]))
+    y = ctx.t(a.y, cy)
+    dx, cdx = _exact_op(ctx, "Sub", _sl(ctx, x, 1, _END, dim), _sl(ctx, x, 0, -1, dim), tx)
+    s, cs = _exact_op(ctx, "Add", _sl(ctx, y, 0, -1, dim), _sl(ctx, y, 1, _END, dim), ty)
+    pt = dtypes.promote_types(tx, ty)
+    cp = ctx.compute_type(pt)
+    prod, _ = _exact_op(ctx, "Mul", ctx.cast(dx, cdx, cp), ctx.cast(s, cs, cp), pt)
+    half = ctx.op("Div", ctx.cast(prod, cp, cst), ctx.const(2, cst))
+    r = ctx.op("CumSum" if cumulative else "ReduceSum", half, ctx.const(np.array(dim, np.int64), ST.LONG)
+               if cumulative else axes_const(ctx, [dim]), **({} if cumulative else {"keepdims": 0}))
+    return ctx.cast(r, cst, out)
+
+
+@lowering("onnx", "aten.trapezoid.dx", "aten.trapz.dx")
+def trapezoid_dx(ctx, node):
+    """``(sum(y) - (y[0] + y[-1]) / 2) * dx`` along ``dim`` (torch's form for a uniform step)."""
+    a = bind(node, "y", "dx")
+    dim = _y_dim(ctx, a, "trapezoid")
+    dx = _static_scalar(a.dx, "trapezoid's dx")
+    if (z := _empty_integral(ctx, a, dim)) is not None:
+        return z
+    out, cst = _float_out(ctx, "trapezoid")
+    ty = ctx.dtype(a.y)
+    cy = ctx.compute_type(ty)
+    y = ctx.t(a.y, cy)
+    ax = axes_const(ctx, [dim])
+    st = cy if dtypes.is_floating(cy) else ST.LONG  # torch sums integers in int64
+    total = ctx.cast(ctx.op("ReduceSum", ctx.t(a.y, st), ax, keepdims=0), st, cst)
+    ends, ce = _exact_op(ctx, "Add", ctx.op("ReduceSum", _sl(ctx, y, 0, 1, dim), ax, keepdims=0),
+                         ctx.op("ReduceSum", _sl(ctx, y, -1, _END, dim), ax, keepdims=0), ty)
+    r = ctx.op("Sub", total, ctx.op("Mul", ctx.cast(ends, ce, cst), ctx.const(0.5, cst)))
+    return ctx.cast(ctx.op("Mul", r, ctx.const(dx, cst)), cst, out)
+
+
+@lowering("onnx", "aten.cumulative_trapezoid.dx")
+def cumulative_trapezoid_dx(ctx, node):
+    """Running sums of ``dx / 2 * (y[:-1] + y[1:])`` along ``dim``."""
+    a = bind(node, "y", "dx")
+    dim = _y_dim(ctx, a, "cumulative_trapezoid")
+    dx = _static_scalar(a.dx, "cumulative_trapezoid's dx")
+    out, cst = _float_out(ctx, "cumulative_trapezoid")
+    ty = ctx.dtype(a.y)
+    y = ctx.t(a.y, ctx.compute_type(ty))
+    s, cs = _exact_op(ctx, "Add", _sl(ctx, y, 0, -1, dim), _sl(ctx, y, 1, _END, dim), ty)
+    r = ctx.op("Mul", ctx.const(dx / 2.0, cst), ctx.cast(s, cs, cst))
+    return ctx.cast(ctx.op("CumSum", r, ctx.const(np.array(dim, np.int64), ST.LONG)), cst, out)
+
+
+@lowering("onnx", "aten.gradient.scalarint", "aten.gradient.scalararray", "aten.gradient.array",
+          "aten.gradient.scalarrayint", "aten.gradient.scalarrayarray")
+def gradient(ctx, node):
+    """Per dim: central differences ``(y[i+1] - y[i-1]) / h / 2`` inside, one-sided ones at the ends
+    (``edge_order`` 1 or 2), for a uniform spacing ``h`` (one number, or one per dim)."""
+    a = bind(node, "self", spacing=None)  # .array has no spacing (1)
+    shape = ctx.info(a.self).shape
+    rank, t = len(shape), ctx.dtype(a.self)
+    if rank == 0 or t == ST.BOOL:
+        raise Unsupported("gradient of a 0-d or boolean tensor")
+    dims = list(range(rank)) if a.dim is None else [a.dim] if isinstance(a.dim, int) else list(a.dim)
+    dims = [d % rank for d in dims]
+    spacing = a.spacing if isinstance(a.spacing, list) else [1.0 if a.spacing is None else a.spacing] * len(dims)
+    order = a.edge_order
+    if len(spacing) != len(dims) or order not in (1, 2) or not all(
+            isinstance(h, (int, float)) and not isinstance(h, bool) for h in spacing):
+        raise Unsupported(f"gradient with spacing {a.spacing!r}, dim {a.dim!r}, edge_order {order!r}")
+    if any(isinstance(shape[d], int) and shape[d] < order + 1 for d in dims):
+        raise Unsupported("gradient along a dim shorter than edge_order + 1")
+    c = ctx.compute_type(t)
+    x = ctx.t(a.self, c)
+    results = []
+    for i, (d, h) in enumerate(zip(dims, spacing)):
+        out, cst = ctx.out_info(i).dtype, ctx.compute_type(ctx.out_info(i).dtype)
+        if not dtypes.is_floating(cst):
+            raise Unsupported(f"gradient with a {out.name} result")
+        hc = ctx.const(h, cst)
+
+        def diff(s1, e1, s0, e0):  # noqa: B023 - used within the iteration
+            return ctx.cast(_exact_op(ctx, "Sub", _sl(ctx, x, s1, e1, d), _sl(ctx, x, s0, e0, d), t)[0], c, cst)
+
+        center = ctx.op("Div", ctx.op("Div", diff(2, _END, 0, -2), hc), ctx.const(2, cst))
+        if order == 1:
+            first, last = diff(1, 2, 0, 1), diff(-1, _END, -2, -1)
+        else:
+            xf = ctx.cast(x, c, cst)
+
+            def comb(*terms):  # noqa: B023
+                r = None
+                for k, (s, e) in terms:
+                    v = ctx.op("Mul", ctx.const(k, cst), _sl(ctx, xf, s, e, d))
+                    r = v if r is None else ctx.op("Add", r, v)
+                return r
+
+            first = comb((-1.5, (0, 1)), (2.0, (1, 2)), (-0.5, (2, 3)))
+            last = comb((0.5, (-3, -2)), (-2.0, (-2, -1)), (1.5, (-1, _END)))
+        first, last = ctx.op("Div", first, hc), ctx.op("Div", last, hc)
+        results.append(ctx.cast(ctx.op("Concat", first, center, last, axis=d), cst, out))
+    return results
