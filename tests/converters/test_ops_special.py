@@ -102,6 +102,9 @@ UNARY = [
     ("spherical_bessel_j0", torch.special.spherical_bessel_j0, EDGE), ("ndtri", torch.special.ndtri, UNIT.abs()),
     ("digamma", torch.digamma, torch.tensor([0.0, -0.0, -1.0, -2.5, -0.999, 0.001, 3.7, 10.0, 12.5, 1e20, INF, -INF, NAN])),
     ("polygamma_0_int", lambda x: torch.polygamma(0, x), INTS),
+    ("lgamma", torch.lgamma, torch.tensor([0.0, -0.0, 1.0, 2.0, 0.9, 1.1, 2.01, 3.49, 3.51, 1e-20, 50.0, 1e30, -0.5,
+                                          -2.457, -7.0, -1e30, INF, -INF, NAN])), ("lgamma_int", torch.lgamma, INTS),
+    ("mvlgamma_3", lambda x: torch.mvlgamma(x, 3), torch.tensor([1.01, 1.5, 2.0, 7.25, 40.0])),
     ("ndtri_tails", torch.special.ndtri, torch.tensor([1e-30, 1e-10, 1e-3, 0.13, 0.14, 0.86, 0.87, 0.99999])),
 ]
 
