@@ -8,7 +8,7 @@ import numpy as np
 from ..aten import dtypes
 from ..aten.args import bind
 from ..aten.dtypes import ST
-from ..aten.registry import lowering
+from ..aten.registry import canonical, lowering
 from ..errors import Unsupported
 from .lazy_initializers import MIN_LAZY_BYTES
 from .shapes import axes_const, one_d, zero_d
@@ -180,25 +180,47 @@ def _bn(ctx, x, w, b, mean, var, eps):
     b = ctx.t(b, cst) if b is not None else ctx.const(np.zeros(c), cst)
     if mean is None or var is None:
         raise Unsupported("batch norm without running statistics (training mode)")
+    if any(ctx.value_of(v) is None for v in (mean, var)) and ctx.rank(x) >= 2:
+        # statistics known only at run time: the arithmetic (TFLite folds BatchNormalization's constants only)
+        shape = ctx.ints([-1] + [1] * (ctx.rank(x) - 2))
+        m, v = (ctx.op("Reshape", ctx.t(t, cst), shape) for t in (mean, var))
+        d = ctx.op("Div", ctx.op("Sub", ctx.t(x, cst), m), ctx.op("Sqrt", ctx.op("Add", v, ctx.const(float(eps), cst))))
+        r = ctx.op("Add", ctx.op("Mul", d, ctx.op("Reshape", w, shape)), ctx.op("Reshape", b, shape))
+        return ctx.cast(r, cst, out)
     r = ctx.op("BatchNormalization", ctx.t(x, cst), w, b, ctx.t(mean, cst), ctx.t(var, cst), epsilon=float(eps))
     return ctx.cast(r, cst, out)
 
 
-@lowering("onnx", "aten.batch_norm.default", "aten.native_batch_norm.default", "aten._native_batch_norm_legit.default")
+@lowering("onnx", "aten.batch_norm.default", "aten.native_batch_norm.default", "aten._native_batch_norm_legit.default",
+          "aten._batch_norm_with_update.default")
 def batch_norm(ctx, node):
-    """Eval mode: BatchNormalization over the running statistics. Training mode without running
-    statistics (NFNet's weight standardisation: ``F.batch_norm(w, None, None, training=True)``) is
-    a pure function of its input: normalised by the batch's own statistics. Training mode with
-    running statistics would update them: refused."""
-    a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "training", "momentum", "eps")
-    a.declare("momentum")  # how running statistics are updated, which only training mode does (refused)
-    if a.training and (a.running_mean is not None or a.running_var is not None):
-        raise Unsupported("batch norm in training mode with running statistics (it updates running_mean/running_var)")
+    """Eval mode: BatchNormalization over the running statistics. Training mode: normalised by the
+    batch's own statistics (NFNet's weight standardisation: ``F.batch_norm(w, None, None,
+    training=True)``). Running statistics given in training mode are updated in place by torch,
+    which the exported program records nowhere (no output, no input mutation in its signature):
+    its outputs do not read them. The native overloads also give the batch mean and
+    1/sqrt(var + eps) (training), or the empty tensors torch's CPU kernel gives (eval)."""
+    a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "momentum", "eps", training=True)
+    a.declare("momentum")  # how the running statistics would be updated (see above)
     if a.training:
-        r = _batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps)
+        a.declare("running_mean", "running_var")  # updated, not read (see above)
+        native = canonical(node.target) != "aten.batch_norm.default"
+        y, mean, invstd = _batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps, stats=native) if native \
+            else (_batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps), None, None)
     else:
-        r = _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
-    return r if node.target.endswith("batch_norm.default") and "native" not in node.target else [r, None, None]
+        y, mean, invstd = _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps), None, None
+    if canonical(node.target) == "aten.batch_norm.default":
+        return y
+    outs = [y, mean, invstd]
+    if canonical(node.target) == "aten._batch_norm_with_update.default":
+        outs.append(None)  # the reserve: empty on CPU
+    return [v if v is not None else _empty_output(ctx, i) for i, v in enumerate(outs)]
+
+
+def _empty_output(ctx, i: int):
+    """Output ``i`` as the constant empty tensor its metadata says it is (else None: not converted)."""
+    info = ctx.out_info(i)
+    return ctx.const(np.zeros(info.shape), info.dtype) if info.is_static and info.numel() == 0 else None
 
 
 @lowering("onnx", "aten._native_batch_norm_legit.no_stats")
@@ -209,9 +231,10 @@ def batch_norm_batch_stats(ctx, node):
     return [_batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps), None, None]
 
 
-def _batch_stats_norm(ctx, x, weight, bias, eps):
+def _batch_stats_norm(ctx, x, weight, bias, eps, stats=False):
     """``(x - mean) / sqrt(var + eps) * weight + bias``, mean and biased variance over every axis
-    but the channels (1). Of weights (NFNet), a subgraph of constants: ONNX Runtime folds it at load."""
+    but the channels (1). Of weights (NFNet), a subgraph of constants: ONNX Runtime folds it at load.
+    With ``stats``: also the per-channel mean and 1/sqrt(var + eps)."""
     out, cst = _ct(ctx)
     r = ctx.rank(x)
     xs = ctx.t(x, cst)
@@ -219,13 +242,22 @@ def _batch_stats_norm(ctx, x, weight, bias, eps):
     mean = ctx.op("ReduceMean", xs, ax, keepdims=1)
     d = ctx.op("Sub", xs, mean)
     var = ctx.op("ReduceMean", ctx.op("Mul", d, d), ax, keepdims=1)
-    y = ctx.op("Div", d, ctx.op("Sqrt", ctx.op("Add", var, ctx.const(float(eps), cst))))
+    std = ctx.op("Sqrt", ctx.op("Add", var, ctx.const(float(eps), cst)))
+    y = ctx.op("Div", d, std)
     shape = ctx.ints([-1] + [1] * (r - 2))
     if weight is not None:
         y = ctx.op("Mul", y, ctx.op("Reshape", ctx.t(weight, cst), shape))
     if bias is not None:
         y = ctx.op("Add", y, ctx.op("Reshape", ctx.t(bias, cst), shape))
-    return ctx.cast(y, cst, out)
+    y = ctx.cast(y, cst, out)
+    if not stats:
+        return y
+    if r < 2:
+        raise Unsupported("batch norm statistics of an input without a channel axis")
+    flat = ctx.ints([-1])
+    mean = ctx.cast(ctx.op("Reshape", mean, flat), cst, ctx.out_info(1).dtype)
+    invstd = ctx.cast(ctx.op("Reshape", ctx.op("Reciprocal", std), flat), cst, ctx.out_info(2).dtype)
+    return y, mean, invstd
 
 
 @lowering("onnx", "aten._native_batch_norm_legit_no_training.default")
@@ -374,17 +406,29 @@ def prelu(ctx, node):
 @lowering("onnx", "aten.instance_norm.default")
 def instance_norm(ctx, node):
     a = bind(node, "input")
-    a.declare("momentum")  # how running statistics are updated: refused below where they would be
+    a.declare("momentum")  # how running statistics are updated (torch does it in place; see below)
     if not a.use_input_stats:
         return _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
-    if a.running_mean is not None or a.running_var is not None:
-        raise Unsupported("instance norm with input statistics and running statistics (it updates running_mean/running_var)")
+    # running statistics given with use_input_stats are updated in place by torch, which the exported
+    # program records nowhere (no output, no input mutation): its output does not read them
+    a.declare("running_mean", "running_var")
     out, cst = _ct(ctx)
     c = _channels(ctx, a.input)
     if a.weight is None or a.bias is None:
         ctx.reserve_array([2, c], 8, "default norm weights")
     w = ctx.t(a.weight, cst) if a.weight is not None else ctx.const(np.ones(c), cst)
     b = ctx.t(a.bias, cst) if a.bias is not None else ctx.const(np.zeros(c), cst)
+    r = ctx.rank(a.input)
+    if r > 2 and any(v is not None and ctx.value_of(v) is None for v in (a.weight, a.bias)):
+        # scale/bias known only at run time: the arithmetic (TFLite takes InstanceNormalization's as constants)
+        xs = ctx.t(a.input, cst)
+        ax = axes_const(ctx, list(range(2, r)))
+        d = ctx.op("Sub", xs, ctx.op("ReduceMean", xs, ax, keepdims=1))
+        var = ctx.op("ReduceMean", ctx.op("Mul", d, d), ax, keepdims=1)
+        y = ctx.op("Div", d, ctx.op("Sqrt", ctx.op("Add", var, ctx.const(float(a.eps), cst))))
+        shape = ctx.ints([-1] + [1] * (r - 2))
+        y = ctx.op("Add", ctx.op("Mul", y, ctx.op("Reshape", w, shape)), ctx.op("Reshape", b, shape))
+        return ctx.cast(y, cst, out)
     return ctx.cast(ctx.op("InstanceNormalization", ctx.t(a.input, cst), w, b, epsilon=float(a.eps)), cst, out)
 
 

@@ -220,3 +220,29 @@ def test_linspace_logspace(log, dtype, start, end, steps, tmp_path):
 def test_tril_triu_indices(row, col, offset, tmp_path):
     check_both(lambda x: (torch.tril_indices(row, col, offset) + x, torch.triu_indices(row, col, offset) + x),
                torch.tensor(0), tmp_path=tmp_path)
+
+
+# ------------------------------------------------------------------ batch and instance norm with running statistics
+
+
+@pytest.mark.parametrize("op, training", [
+    (torch.ops.aten.batch_norm.default, True), (torch.ops.aten.native_batch_norm.default, True),
+    (torch.ops.aten.native_batch_norm.default, False), (torch.ops.aten._native_batch_norm_legit.default, True),
+    (torch.ops.aten._native_batch_norm_legit.default, False)])
+def test_batch_norm_with_running_statistics(op, training, tmp_path):
+    x, w, b, rm, rv = _randn(3, 2, 4), _randn(2), _randn(2), _randn(2), _randn(2).abs() + 0.5
+    if op is torch.ops.aten.batch_norm.default:
+        fn = lambda *a: op(a[0], a[1], a[2], a[3], a[4], training, 0.5, 0.6, False)  # noqa: E731
+    else:
+        fn = lambda *a: op(a[0], a[1], a[2], a[3], a[4], training, 0.5, 0.6)  # noqa: E731
+    check_both(fn, x, w, b, rm, rv, tmp_path=tmp_path)
+
+
+def test_batch_norm_with_update(tmp_path):
+    check_both(lambda x, w, b, rm, rv: torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.5, 0.6),
+               _randn(5, 3, 2), _randn(3), _randn(3), _randn(3), _randn(3).abs(), tmp_path=tmp_path)
+
+
+def test_instance_norm_with_running_statistics(tmp_path):
+    check_both(lambda x, rm, rv, w, b: F.instance_norm(x, rm, rv, w, b, use_input_stats=True, momentum=0.5, eps=0.6),
+               _randn(2, 5, 6), _randn(5), _randn(5).abs(), _randn(5), _randn(5), tmp_path=tmp_path)
