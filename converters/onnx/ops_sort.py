@@ -204,9 +204,10 @@ def quantile(ctx, node):
 
 
 def _nonzero_input(ctx, ref) -> str:
-    """``ref`` as NonZero takes it: [1] for 0-d, int32 for int8/int16 (ONNX Runtime has no kernel)."""
+    """``ref`` as NonZero takes it: [1] for 0-d, int32 for int8/int16 (ONNX Runtime has no kernel)
+    and uint8 (TFLite's WHERE is not known exact on it)."""
     v = ctx.t(ref)
-    if ctx.dtype(ref) in (ST.CHAR, ST.SHORT):
+    if ctx.dtype(ref) in (ST.CHAR, ST.SHORT, ST.BYTE):
         v = ctx.cast(v, ctx.dtype(ref), ST.INT)
     return ctx.op("Reshape", v, ctx.ints([1])) if ctx.rank(ref) == 0 else v
 
