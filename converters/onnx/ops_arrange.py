@@ -97,22 +97,42 @@ def embed_diagonal(ctx, x: str, shape, offset: int, st: ST) -> str:
     return ctx.op("Gather", xp, idx, axis=r - 1)
 
 
-def take_diagonal(ctx, x: str, shape, offset: int, d1: int, d2: int) -> str:
-    """Diagonal ``offset`` of the ``(d1, d2)`` planes of ``x``: ``[others..., L]`` (torch's
-    ``diagonal``). The two dims are moved first and flattened into one, and the elements
-    ``(i, i + offset)`` gathered from it; their flat positions are a constant when both dims are
-    static, else computed from ``Shape`` (any size, ``L = 0`` included)."""
+def _plane_first(ctx, x: str, shape, d1: int, d2: int):
+    """``x`` with dims ``d1``, ``d2`` moved first and flattened into one: ``(flat, n1, n2,
+    plane, rest)``, ``plane`` their element count and ``rest`` the other dims' sizes."""
     r = len(shape)
     others = [i for i in range(r) if i not in (d1, d2)]
     xt = _transpose(ctx, x, [d1, d2, *others])
     n1, n2 = shape[d1], shape[d2]
     rest = [shape[i] for i in others]
     if isinstance(n1, int) and isinstance(n2, int):
-        rows = [i for i in range(n1) if 0 <= i + offset < n2]
-        flat = ctx.const(np.asarray([i * n2 + i + offset for i in rows], np.int64).reshape(-1), ST.LONG)
         plane = ctx.ints([n1 * n2])
     else:
-        t1, t2 = _size(ctx, xt, n1, 0), _size(ctx, xt, n2, 1)
+        plane = ctx.op("Mul", _size(ctx, xt, n1, 0), _size(ctx, xt, n2, 1))
+    flat = ctx.op("Reshape", xt, _cat_shape(ctx, plane, _dims(ctx, xt, [n1, n2, *rest], 2, r)))
+    return flat, _size(ctx, xt, n1, 0), _size(ctx, xt, n2, 1), plane, rest
+
+
+def _grid(ctx, t1: str, t2: str):
+    """Row and column numbers of an ``[n1, n2]`` grid of run-time sizes (``[n1, 1]``, ``[1, n2]``)."""
+    zero, one = ctx.const(0, ST.LONG), ctx.const(1, ST.LONG)
+    rows = ctx.op("Unsqueeze", ctx.op("Range", zero, _scalar(ctx, t1), one), axes_const(ctx, [1]))
+    cols = ctx.op("Unsqueeze", ctx.op("Range", zero, _scalar(ctx, t2), one), axes_const(ctx, [0]))
+    return rows, cols
+
+
+def take_diagonal(ctx, x: str, shape, offset: int, d1: int, d2: int) -> str:
+    """Diagonal ``offset`` of the ``(d1, d2)`` planes of ``x``: ``[others..., L]`` (torch's
+    ``diagonal``). The two dims are moved first and flattened into one, and the elements
+    ``(i, i + offset)`` gathered from it; their flat positions are a constant when both dims are
+    static, else computed from ``Shape`` (any size, ``L = 0`` included)."""
+    r = len(shape)
+    flat_x, t1, t2, _, _ = _plane_first(ctx, x, shape, d1, d2)
+    n1, n2 = shape[d1], shape[d2]
+    if isinstance(n1, int) and isinstance(n2, int):
+        rows = [i for i in range(n1) if 0 <= i + offset < n2]
+        flat = ctx.const(np.asarray([i * n2 + i + offset for i in rows], np.int64).reshape(-1), ST.LONG)
+    else:
         if offset >= 0:
             length = ctx.op("Min", t1, ctx.op("Sub", t2, ctx.ints([offset])))
         else:
@@ -121,10 +141,37 @@ def take_diagonal(ctx, x: str, shape, offset: int, d1: int, d2: int) -> str:
         k = ctx.op("Range", ctx.const(0, ST.LONG), _scalar(ctx, length), ctx.const(1, ST.LONG))
         row = ctx.op("Add", k, ctx.const(max(0, -offset), ST.LONG))
         flat = ctx.op("Add", ctx.op("Mul", row, _scalar(ctx, t2)), ctx.op("Add", k, ctx.const(max(0, offset), ST.LONG)))
-        plane = ctx.op("Mul", t1, t2)
-    flat_x = ctx.op("Reshape", xt, _cat_shape(ctx, plane, _dims(ctx, xt, [n1, n2, *rest], 2, r)))
     g = ctx.op("Gather", flat_x, flat, axis=0)  # [L, others...]
     return _transpose(ctx, g, [*range(1, r - 1), 0])
+
+
+def scatter_diagonal(ctx, x: str, shape, src: str, offset: int, d1: int, d2: int) -> str:
+    """``x`` with diagonal ``offset`` of its ``(d1, d2)`` planes replaced by ``src``
+    (``[others..., L]``; torch's ``diagonal_scatter``): the plane flattened first, ``src``'s
+    rows appended after it, one Gather picking each position from the plane or from ``src``.
+    The pick is a constant for static ``d1``/``d2`` sizes, else computed from ``Shape``."""
+    r = len(shape)
+    flat_x, t1, t2, plane, rest = _plane_first(ctx, x, shape, d1, d2)
+    n1, n2 = shape[d1], shape[d2]
+    both = ctx.op("Concat", flat_x, _transpose(ctx, src, [r - 2, *range(r - 2)]), axis=0)
+    if isinstance(n1, int) and isinstance(n2, int):
+        ctx.reserve_array([n1, n2], 8, "diagonal_scatter index")
+        i, j = np.indices((n1, n2))
+        pick = ctx.const(np.where(j - i == offset, n1 * n2 + i - max(0, -offset), i * n2 + j).reshape(-1), ST.LONG)
+    else:
+        i, j = _grid(ctx, t1, t2)
+        on = ctx.op("Equal", ctx.op("Sub", j, i), ctx.const(offset, ST.LONG))
+        from_src = ctx.op("Add", i, ctx.op("Sub", _scalar(ctx, plane), ctx.const(max(0, -offset), ST.LONG)))
+        here = ctx.op("Add", ctx.op("Mul", i, _scalar(ctx, t2)), j)
+        pick = ctx.op("Reshape", ctx.op("Where", on, from_src, here), ctx.ints([-1]))
+    y = ctx.op("Gather", both, pick, axis=0)  # [n1 * n2, others...]
+    others = [k for k in range(r) if k not in (d1, d2)]
+    y = ctx.op("Reshape", y, _cat_shape(ctx, t1, t2, _dims(ctx, flat_x, [None, *rest], 1, r - 1)))
+    return _transpose(ctx, y, _inverse([d1, d2, *others]))
+
+
+def _inverse(perm: list[int]) -> list[int]:
+    return [perm.index(i) for i in range(len(perm))]
 
 
 @lowering("onnx", "aten.linalg_diagonal.default")
@@ -136,6 +183,47 @@ def linalg_diagonal(ctx, node):
     if r < 2 or a.dim1 % r == a.dim2 % r:
         raise Unsupported(f"linalg_diagonal of a {r}-d tensor with dims {a.dim1}, {a.dim2}")
     return take_diagonal(ctx, ctx.t(a.A), list(info.shape), a.offset, a.dim1 % r, a.dim2 % r)
+
+
+# Lowerings of the same semantics for any sizes, static or run-time, of three targets that
+# other modules register today (ops_linalg.diag, ops_slice.diagonal, ops_index.diagonal_scatter:
+# static sizes only). Not registered here: the registry takes one lowering per target.
+
+
+def diag(ctx, node):
+    """``aten.diag``: 1-d ``self`` on diagonal ``diagonal`` of a square matrix; 2-d: that
+    diagonal as a vector."""
+    a = bind(node, "self", "diagonal")
+    info = ctx.info(a.self)
+    if info.rank == 1:
+        out, cst = _out(ctx)
+        return ctx.cast(embed_diagonal(ctx, ctx.t(a.self, cst), list(info.shape), a.diagonal, cst), cst, out)
+    if info.rank != 2:
+        raise Unsupported(f"diag of a {info.rank}-d tensor (1-d or 2-d)")
+    return take_diagonal(ctx, ctx.t(a.self), list(info.shape), a.diagonal, 0, 1)
+
+
+def diagonal(ctx, node):
+    """``aten.diagonal``/``diagonal_copy``: diagonal ``offset`` of the ``(dim1, dim2)`` planes,
+    appended as the last dim."""
+    a = bind(node, "self", "offset", "dim1", "dim2")
+    info = ctx.info(a.self)
+    r = info.rank
+    if r < 2 or a.dim1 % r == a.dim2 % r:
+        raise Unsupported(f"diagonal of a {r}-d tensor with dims {a.dim1}, {a.dim2}")
+    return take_diagonal(ctx, ctx.t(a.self), list(info.shape), a.offset, a.dim1 % r, a.dim2 % r)
+
+
+def diagonal_scatter(ctx, node):
+    """``aten.diagonal_scatter``: ``self`` with its (``offset``, ``dim1``, ``dim2``) diagonal
+    replaced by ``src``."""
+    a = bind(node, "self", "src", "offset", "dim1", "dim2")
+    info = ctx.info(a.self)
+    r = info.rank
+    if r < 2 or a.dim1 % r == a.dim2 % r:
+        raise Unsupported(f"diagonal_scatter of a {r}-d tensor with dims {a.dim1}, {a.dim2}")
+    return scatter_diagonal(ctx, ctx.t(a.self), list(info.shape), ctx.t(a.src, info.dtype), a.offset,
+                            a.dim1 % r, a.dim2 % r)
 
 
 @lowering("onnx", "aten.diag_embed.default")
