@@ -455,10 +455,10 @@ def slogdet(ctx, node):
             ctx.cast(ctx.op("Log", ctx.op("Abs", d)), cst, ctx.out_info(1).dtype)]
 
 
-def _no_elements(ctx, ref, what: str):
+def _no_elements(ctx, ref, what: str, needs: str = "singular values: no SVD in pt2x"):
     shape = ctx.info(ref).shape
     if len(shape) < 2 or 0 not in shape[-2:]:
-        raise Unsupported(f"{what} of a matrix that has elements (it needs singular values: no SVD in pt2x)")
+        raise Unsupported(f"{what} of a matrix that has elements (it needs {needs})")
 
 
 @lowering("onnx", "aten.linalg_matrix_rank.atol_rtol_tensor", "aten.linalg_matrix_rank.atol_rtol_float")
@@ -481,6 +481,21 @@ def pinv(ctx, node):
     rank = ctx.rank(a.self)
     return ctx.op("Transpose", ctx.t(a.self), perm=list(range(rank - 2)) + [rank - 1, rank - 2])
 
+
+@lowering("onnx", "aten.linalg_qr.default")
+def qr(ctx, node):
+    """QR of matrices with no rows or no columns (k = min(m, n) = 0): Q [..., m, 0] and R [..., 0, n]
+    (mode 'r': Q is an empty [0]); others are refused (no QR in pt2x)."""
+    a = bind(node, "A", "mode")
+    _no_elements(ctx, a.A, "qr", "a QR decomposition: none in pt2x")
+    m = ctx.info(a.A).shape[-2]
+    if a.mode not in ("reduced", "r") and not (a.mode == "complete" and m == 0):
+        raise Unsupported(f"qr in mode {a.mode!r} of a matrix with no elements")
+    x = ctx.t(a.A)
+    r = ctx.op("Slice", x, ctx.ints([0]), ctx.ints([0]), ctx.ints([-2]))
+    q = ctx.const(np.zeros(0), ctx.dtype(a.A)) if a.mode == "r" else \
+        ctx.op("Slice", x, ctx.ints([0]), ctx.ints([0]), ctx.ints([-1]))
+    return [q, r]
 
 # ------------------------------------------------------------------ integration and differences
 

@@ -123,6 +123,8 @@ CASES = {
     "slogdet_1x1": (torch.linalg.slogdet, (_r(4, 1, 1),)),
     "matrix_rank_empty": (torch.linalg.matrix_rank, (torch.zeros(3, 0),)),
     "pinv_empty": (torch.linalg.pinv, (torch.zeros(3, 0),)),
+    "qr_empty": (torch.linalg.qr, (torch.zeros(2, 5, 0),)),
+    "qr_empty_r": (lambda x: torch.linalg.qr(x, mode="r"), (torch.zeros(0, 4),)),
     # norms and distances
     "linalg_norm_vector": (torch.linalg.norm, (_r(5),)),
     "linalg_norm_empty": (torch.linalg.norm, (torch.zeros(0),)),
@@ -207,6 +209,7 @@ def test_int64_products_exact_in_onnx(fn, tmp_path):
     (lambda x: torch.linalg.matrix_norm(x, "nuc"), (_r(3, 3),), "singular values"),
     (lambda x: torch.linalg.matrix_norm(x, 2), (_r(3, 3),), "singular values"),
     (torch.linalg.det, (_r(4, 4),), "up to 3x3"),
+    (torch.linalg.qr, (_r(3, 2),), "QR decomposition"),
     (lambda x: torch.linalg.matrix_power(x, -1), (_r(2, 2),), "negative ones need the inverse"),
     (lambda s, m, v: torch.addmv(s, m, v, alpha=0), (_r(3), _r(3, 2), _r(2)), "alpha=0"),
 ])
