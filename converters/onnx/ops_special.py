@@ -484,18 +484,23 @@ def _digamma(ctx, x, cst):
     return ctx.op("Where", ctx.op("Equal", x, zero), at0, r)
 
 
-@lowering("onnx", "aten.digamma.default", "aten.polygamma.default", "aten.special_polygamma.default")
+@lowering("onnx", "aten.digamma.default")
 def digamma(ctx, node):
-    """The logarithmic derivative of gamma (``polygamma`` of order 0)."""
-    a = bind(node, "self", "n") if "polygamma" in node.target else bind(node, "self")
-    if "polygamma" in node.target and a.n != 0:
-        raise Unsupported(f"polygamma of order {a.n!r} (only 0, digamma, is lowered: trigamma copies torch's "
-                          "sin(pi x) near the poles, which LiteRT's SIN does not reproduce; higher orders sum "
-                          "a Hurwitz zeta series whose length depends on the value)")
-    out, cst = _float_out(ctx, node)
-    if cst != ST.FLOAT:
-        raise Unsupported(f"{node.target} computed in {ST(cst).name} (torch's float64 digamma is another kernel)")
-    return ctx.cast(_digamma(ctx, ctx.t(a.self, cst), cst), cst, out)
+    """The logarithmic derivative of gamma (float32)."""
+    out, _ = _float_out(ctx, node, f32=True)
+    return ctx.cast(_digamma(ctx, ctx.t(bind(node, "self").self, ST.FLOAT), ST.FLOAT), ST.FLOAT, out)
+
+
+@lowering("onnx", "aten.polygamma.default", "aten.special_polygamma.default")
+def polygamma(ctx, node):
+    """The n-th derivative of digamma: n = 0 only (trigamma copies torch's sin(pi x) near the poles,
+    which LiteRT's SIN does not reproduce; n >= 2 sums a Hurwitz zeta series whose length depends
+    on the value)."""
+    a = bind(node, "n", "self")
+    if a.n != 0:
+        raise Unsupported(f"polygamma of order {a.n!r} (only 0, digamma, is lowered)")
+    out, _ = _float_out(ctx, node, f32=True)
+    return ctx.cast(_digamma(ctx, ctx.t(a.self, ST.FLOAT), ST.FLOAT), ST.FLOAT, out)
 
 
 # lgamma on [0.75, 3.5]: (x - 1)(x - 2) R(x), R's Chebyshev coefficients in t = (x - 2.125) / 1.375,
