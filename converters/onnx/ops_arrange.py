@@ -253,8 +253,7 @@ def diagflat(ctx, node):
     info = ctx.info(a.self)
     out, cst = _out(ctx)
     flat = ctx.op("Reshape", ctx.t(a.self, cst), ctx.ints([-1]))
-    n = info.numel()
-    e = embed_diagonal(ctx, flat, [n if n is not None else "n"], a.offset, cst)
+    e = embed_diagonal(ctx, flat, [info.numel()], a.offset, cst)  # (None: a run-time count)
     return ctx.cast(e, cst, out)
 
 
@@ -326,7 +325,7 @@ def _fftshift(ctx, node, inverse: bool):
         if a.dim not in (None, [], [0], [-1]):
             raise Unsupported(f"fftshift of a 0-d tensor along dims {a.dim}")
         return ctx.op("Identity", ctx.t(a.self))
-    dims = list(range(r)) if a.dim is None else sorted({d % r for d in a.dim})
+    dims = list(range(r)) if a.dim is None else [d % r for d in a.dim]  # a dim named twice rolls twice
     return ctx.op("Identity", _shift(ctx, ctx.t(a.self), list(info.shape), dims, inverse))
 
 

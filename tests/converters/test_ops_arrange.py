@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from pt2x.converters import to_onnx, to_tflite
+from pt2x.converters.errors import UnsupportedOpsError
 from tolerances import TFLITE_SCALE, assert_close
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
@@ -40,22 +41,27 @@ def _run_litert(it, feeds):
             for o in it.get_output_details()]
 
 
-def check(fn, args, tmp_path, *, dynamic=(), others=()):
+def check(fn, args, tmp_path, *, dynamic=(), others=(), tflite_refuses: str = ""):
     """``fn(*args)`` exported (dim 0 of the args at positions ``dynamic`` symbolic), converted to
     ONNX and TFLite, run on ``args`` and on each of ``others`` (argument tuples of other sizes),
-    compared with eager."""
+    compared with eager (or, with ``tflite_refuses``, to_tflite refuses it with that message)."""
     shapes = tuple({0: AUTO} if i in dynamic else None for i in range(len(args)))
     ep = torch.export.export(_Fn(fn), tuple(args), dynamic_shapes=(shapes,) if dynamic else None)
     path = str(tmp_path / "case.pt2")
     torch.export.save(ep, path)
     sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
-    it = tflite_zoo.interpreter(to_tflite(path))
+    if tflite_refuses:
+        with pytest.raises(UnsupportedOpsError, match=tflite_refuses):
+            to_tflite(path)
+    it = None if tflite_refuses else tflite_zoo.interpreter(to_tflite(path))
     for case in (tuple(args), *others):
         want = fn(*[a.clone() for a in case]).numpy()
         feeds = [a.numpy() for a in case]
         got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))[0]
         assert got.dtype == want.dtype, f"onnx: dtype {got.dtype}, eager {want.dtype}"
         assert_close(got, want, want.dtype, what="onnx")
+        if it is None:
+            continue
         got = _run_litert(it, feeds)[0]
         assert got.dtype == want.dtype, f"tflite: dtype {got.dtype}, eager {want.dtype}"
         assert_close(got, want, want.dtype, what="tflite", scale=TFLITE_SCALE["float32"])
@@ -116,8 +122,20 @@ def test_fftshift_of_dynamic_and_static_dims(dtype, op, tmp_path):
           others=[(_t((6, 4), dtype, 1),), (_t((1, 4), dtype, 2),)])
 
 
-def test_fftshift_of_one_dim(tmp_path):
+def test_fftshift_of_one_dim_and_of_a_dim_named_twice(tmp_path):
     check(lambda x: torch.fft.ifftshift(x, dim=(-1,)), [_t((3, 7))], tmp_path)
+    check(lambda x: torch.fft.fftshift(x, dim=(0, -2)), [_t((5, 2))], tmp_path, dynamic=[0],
+          others=[(_t((7, 2), seed=1),)])
+
+
+def test_diagflat_of_a_dynamic_count(tmp_path):
+    check(lambda x: torch.diagflat(x, -1), [_t((3, 2))], tmp_path, dynamic=[0], others=[(_t((5, 2), seed=1),)])
+
+
+def test_put_without_accumulate(tmp_path):
+    # TFLite's SCATTER_ND sums what it scatters: only "add" is exact there
+    check(lambda x, i, s: torch.put(x, i, s), [_t((2, 3)), torch.tensor([1, -1]), _t((2,), seed=1)], tmp_path,
+          tflite_refuses="ScatterND with reduction='none'")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
