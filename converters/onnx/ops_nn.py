@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..aten import dtypes
-from ..aten.args import bind
+from ..aten.args import TensorRef, bind
 from ..aten.dtypes import ST
 from ..aten.registry import canonical, lowering
 from ..errors import Unsupported
@@ -196,14 +196,13 @@ def _bn(ctx, x, w, b, mean, var, eps):
 def batch_norm(ctx, node):
     """Eval mode: BatchNormalization over the running statistics. Training mode: normalised by the
     batch's own statistics (NFNet's weight standardisation: ``F.batch_norm(w, None, None,
-    training=True)``). Running statistics given in training mode are updated in place by torch,
-    which the exported program records nowhere (no output, no input mutation in its signature):
-    its outputs do not read them. The native overloads also give the batch mean and
-    1/sqrt(var + eps) (training), or the empty tensors torch's CPU kernel gives (eval)."""
+    training=True)``). The native overloads also give the batch mean and 1/sqrt(var + eps)
+    (training), or the empty tensors torch's CPU kernel gives (eval). Running statistics in
+    training mode: see ``_running_stats_unread``."""
     a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "momentum", "eps", training=True)
-    a.declare("momentum")  # how the running statistics would be updated (see above)
+    a.declare("momentum")  # how the running statistics would be updated (see _running_stats_unread)
     if a.training:
-        a.declare("running_mean", "running_var")  # updated, not read (see above)
+        _running_stats_unread(ctx, a, "batch norm in training mode")
         native = canonical(node.target) != "aten.batch_norm.default"
         y, mean, invstd = _batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps, stats=native) if native \
             else (_batch_stats_norm(ctx, a.input, a.weight, a.bias, a.eps), None, None)
@@ -215,6 +214,19 @@ def batch_norm(ctx, node):
     if canonical(node.target) == "aten._batch_norm_with_update.default":
         outs.append(None)  # the reserve: empty on CPU
     return [v if v is not None else _empty_output(ctx, i) for i, v in enumerate(outs)]
+
+
+def _running_stats_unread(ctx, a, what: str) -> None:
+    """Running statistics normalised-by-the-batch norms are given: torch updates them in place and
+    reads them for nothing it returns, and the exported program records the update nowhere (no
+    output, no mutation in its signature). Where they are the model's state (buffers, parameters)
+    that state would silently stop moving (a model exported in training mode): refused. Passed in
+    as inputs or computed, they are read by nothing the program outputs: declared, not read."""
+    for ref in (a.running_mean, a.running_var):
+        if isinstance(ref, TensorRef) and ref.name in ctx.root.weights:
+            raise Unsupported(f"{what} with running statistics (it updates running_mean/running_var, "
+                              "the model's buffers)")
+    a.declare("running_mean", "running_var")
 
 
 def _empty_output(ctx, i: int):
@@ -406,12 +418,10 @@ def prelu(ctx, node):
 @lowering("onnx", "aten.instance_norm.default")
 def instance_norm(ctx, node):
     a = bind(node, "input")
-    a.declare("momentum")  # how running statistics are updated (torch does it in place; see below)
+    a.declare("momentum")  # how running statistics are updated (see _running_stats_unread)
     if not a.use_input_stats:
         return _bn(ctx, a.input, a.weight, a.bias, a.running_mean, a.running_var, a.eps)
-    # running statistics given with use_input_stats are updated in place by torch, which the exported
-    # program records nowhere (no output, no input mutation): its output does not read them
-    a.declare("running_mean", "running_var")
+    _running_stats_unread(ctx, a, "instance norm with input statistics")
     out, cst = _ct(ctx)
     c = _channels(ctx, a.input)
     if a.weight is None or a.bias is None:
