@@ -357,6 +357,153 @@ def bessel_k(ctx, node):
     return ctx.cast(ctx.op("Where", ctx.op("Equal", x, c(0.0)), c(math.inf), r), cst, out)
 
 
+# J0, J1, Y0, Y1 (torch's bessel_j0/j1/y0/y1, Cephes' j0.c/j1.c): rational functions R (J) and Y
+# in x^2 up to 5, and beyond the Hankel asymptotic form with P/Q rational in 25/x^2 (J and Y
+# share them); highest power first
+_J0_PP = (
+    0.0007969367292973471, 0.08283523921074408, 1.239533716464143, 5.447250030587687,
+    8.74716500199817, 5.303240382353949, 1.0,
+)
+_J0_PQ = (
+    0.0009244088105588637, 0.08562884743544745, 1.2535274390105895, 5.470977403304171,
+    8.761908832370695, 5.306052882353947, 1.0,
+)
+_J0_QP = (
+    -0.011366383889846916, -1.2825271867050931, -19.553954425773597, -93.20601521237683,
+    -177.68116798048806, -147.07750515495118, -51.41053267665993, -6.050143506007285,
+)
+_J0_QQ = (
+    64.3178256118178, 856.4300259769806, 3882.4018360540163, 7240.467741956525,
+    5930.727011873169, 2062.0933166032783, 242.0057402402914,
+)
+_J0_RP = (
+    -4794432209.782018, 1956174919465.5657, -249248344360967.72, 9708622510473064.0,
+)
+_J0_RQ = (
+    499.563147152651, 173785.4016763747, 48440965.83399621, 11185553704.535683,
+    2112775201154.892, 310518229857422.56, 3.1812195594320496e+16, 1.7108629408104315e+18,
+)
+_Y0_YP = (
+    15592.436785523574, -14663929.59039716, 5435264770.518765, -982136065717.9115,
+    87590639439536.7, -3466283033847297.0, 4.4273326857256984e+16, -1.8495080043698668e+16,
+)
+_Y0_YQ = (
+    1041.2835366425984, 626107.330137135, 268919633.39381415, 86400248710.3935,
+    20297961275010.555, 3171577528429750.5, 2.5059625617265306e+17,
+)
+_J1_PP = (
+    0.0007621256162081731, 0.07313970569409176, 1.1271960812968493, 5.112079511468076,
+    8.424045901417724, 5.214515986823615, 1.0,
+)
+_J1_PQ = (
+    0.0005713231280725487, 0.06884559087544954, 1.105142326340617, 5.073863861286015,
+    8.399855543276042, 5.209828486823619, 1.0,
+)
+_J1_QP = (
+    0.05108625947501766, 4.982138729512334, 75.82382841325453, 366.7796093601508,
+    710.8563049989261, 597.4896124006136, 211.68875710057213, 25.207020585802372,
+)
+_J1_QQ = (
+    74.23732770356752, 1056.4488603826283, 4986.410583376536, 9562.318924047562,
+    7997.041604473507, 2826.1927851763908, 336.0936078106983,
+)
+_J1_RP = (
+    -899971225.7055594, 452228297998.19403, -72749424522181.83, 3682957328638529.0,
+)
+_J1_RQ = (
+    620.8364781180543, 256987.25675774884, 83514679.14319493, 22151159547.97925,
+    4749141220799.914, 784369607876235.9, 8.952223361846274e+16, 5.322786203326801e+18,
+)
+_Y1_YP = (
+    1263204747.9017804, -647355876379.1603, 114509511541823.73, -8127702555013251.0,
+    2.024394757135949e+17, -7.788771962659501e+17,
+)
+_Y1_YQ = (
+    594.3015923461282, 235564.09294306856, 73481194.44597217, 18760131610.870617,
+    3882312774962.3857, 620557727146953.8, 6.871410873553005e+16, 3.9727060811656064e+18,
+)
+_J_ROOTS = {0: (5.78318596294678452118e+00, 3.04712623436620863991e+01),
+            1: (1.46819706421238932572e+01, 4.92184563216946036703e+01)}
+_J_PHASE = {0: 0.785398163397448309615660845819875721, 1: 2.356194490192344928846982537459627163}
+_SQRT_2_OVER_PI = 0.797884560802865355879892119868763737
+_TWO_OVER_PI = 0.636619772367581343075535053490057448
+
+
+def _poly(ctx, z, coeffs, cst):
+    r = ctx.const(coeffs[0], cst)
+    for ck in coeffs[1:]:
+        r = ctx.op("Add", ctx.op("Mul", r, z), ctx.const(ck, cst))
+    return r
+
+
+def _j_near(ctx, x, order, cst):
+    """J0 (J1) for |x| <= 5, torch's operation order: the two first zeros factored out."""
+    c = lambda v: ctx.const(v, cst)  # noqa: E731
+    rp_, rq_ = (_J0_RP, _J0_RQ) if order == 0 else (_J1_RP, _J1_RQ)
+    x2 = ctx.op("Mul", x, x)
+    rp, rq = _poly(ctx, x2, rp_, cst), _poly(ctx, x2, rq_, cst)
+    f1, f2 = (ctx.op("Sub", x2, c(r)) for r in _J_ROOTS[order])
+    if order == 1:
+        return ctx.op("Mul", ctx.op("Mul", ctx.op("Mul", ctx.op("Div", rp, rq), x), f1), f2)
+    r = ctx.op("Div", ctx.op("Mul", ctx.op("Mul", f1, f2), rp), rq)
+    tiny = ctx.op("Sub", c(1.0), ctx.op("Div", x2, c(4.0)))
+    return ctx.op("Where", ctx.op("Less", ctx.op("Abs", x), c(0.00001)), tiny, r)
+
+
+def _hankel(ctx, x, order, y, cst):
+    """J (Y) of order 0/1 for x > 5: ``(P cos(x - phase) -+ 5/x Q sin(x - phase)) sqrt(2/pi) / sqrt x``
+    (sin and cos swapped, + for Y)."""
+    c = lambda v: ctx.const(v, cst)  # noqa: E731
+    if order == 0:
+        z = ctx.op("Div", c(25.0), ctx.op("Mul", x, x))
+        pp_, pq_, qp_, qq_ = _J0_PP, _J0_PQ, _J0_QP, _J0_QQ
+    else:
+        f = ctx.op("Div", c(5.0), x)
+        z = ctx.op("Mul", f, f)
+        pp_, pq_, qp_, qq_ = _J1_PP, _J1_PQ, _J1_QP, _J1_QQ
+    p = ctx.op("Div", _poly(ctx, z, pp_, cst), _poly(ctx, z, pq_, cst))
+    q = ctx.op("Div", _poly(ctx, z, qp_, cst), _poly(ctx, z, qq_, cst))
+    xn = ctx.op("Sub", x, c(_J_PHASE[order]))
+    cos, sin = ctx.op("Cos", xn), ctx.op("Sin", xn)
+    a, b = (sin, cos) if y else (cos, sin)
+    r = ctx.op("Add" if y else "Sub", ctx.op("Mul", p, a), ctx.op("Mul", ctx.op("Mul", ctx.op("Div", c(5.0), x), q), b))
+    return ctx.op("Div", ctx.op("Mul", r, c(_SQRT_2_OVER_PI)), ctx.op("Sqrt", x))
+
+
+_BESSEL_JY = {"aten.special_bessel_j0.default": (0, False), "aten.special_bessel_j1.default": (1, False),
+              "aten.special_bessel_y0.default": (0, True), "aten.special_bessel_y1.default": (1, True)}
+
+
+@lowering("onnx", *_BESSEL_JY)
+def bessel_jy(ctx, node):
+    """Bessel functions of the first (J, even for order 0 and odd for 1) and second kind (Y: -inf
+    at 0, NaN below; ``R + 2/pi log(x) J`` up to 5, with ``- 2/(pi x)`` for Y1); beyond 5 the
+    asymptotic form, whose cos/sin of x - phase are ONNX's Cos/Sin of the same float32 value."""
+    order, y = _BESSEL_JY[_target(node)]
+    out, cst, x = _bessel_io(ctx, node)
+    c = lambda v: ctx.const(v, cst)  # noqa: E731
+    if not y:
+        xa = ctx.op("Abs", x)
+        far = _hankel(ctx, xa, order, False, cst)
+        if order == 1:
+            far = ctx.op("Where", ctx.op("Less", x, c(0.0)), ctx.op("Neg", far), far)
+        r = ctx.op("Where", ctx.op("LessOrEqual", xa, c(5.0)), _j_near(ctx, x, order, cst), far)
+        return ctx.cast(r, cst, out)
+    yp_, yq_ = (_Y0_YP, _Y0_YQ) if order == 0 else (_Y1_YP, _Y1_YQ)
+    x2 = ctx.op("Mul", x, x)
+    ratio = ctx.op("Div", _poly(ctx, x2, yp_, cst), _poly(ctx, x2, yq_, cst))
+    lg = ctx.op("Log", x)
+    if order == 0:
+        near = ctx.op("Add", ratio, ctx.op("Mul", ctx.op("Mul", c(_TWO_OVER_PI), lg), _j_near(ctx, x, 0, cst)))
+    else:
+        inner = ctx.op("Sub", ctx.op("Mul", _j_near(ctx, x, 1, cst), lg), ctx.op("Div", c(1.0), x))
+        near = ctx.op("Add", ctx.op("Mul", x, ratio), ctx.op("Mul", c(_TWO_OVER_PI), inner))
+    near = ctx.op("Where", ctx.op("Less", x, c(0.0)), c(math.nan), near)
+    near = ctx.op("Where", ctx.op("Equal", x, c(0.0)), c(-math.inf), near)
+    r = ctx.op("Where", ctx.op("LessOrEqual", x, c(5.0)), near, _hankel(ctx, x, order, True, cst))
+    return ctx.cast(r, cst, out)
+
+
 @lowering("onnx", "aten.special_spherical_bessel_j0.default")
 def spherical_bessel_j0(ctx, node):
     """``sin(x) / x``, torch's Taylor polynomial where |x| < 0.5, 0 at +-inf, NaN stays."""
