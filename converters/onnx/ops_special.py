@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..aten import dtypes
 from ..aten.args import bind
 from ..aten.dtypes import ST
@@ -484,6 +486,51 @@ def _digamma(ctx, x, cst):
     return ctx.op("Where", ctx.op("Equal", x, zero), at0, r)
 
 
+def _sin2_pi_x(ctx, x):
+    """``sin(p)^2`` of torch's float32 ``p = pi_f * x`` (pi_f: pi rounded to float32), kept accurate
+    near the poles where runtimes' Sin is not: for |x| < 2^22, ``p - k pi = pi_f r + k (pi_f - pi)
+    - e`` (k = round(x), r = x - k exact, e = pi_f x - p exact by Dekker's product), and sin^2
+    has period pi; beyond, Sin(p) itself."""
+    f = np.float32
+    pi_f = f(math.pi)
+    c = lambda v: _c(ctx, v, ST.FLOAT)  # noqa: E731
+    p = ctx.op("Mul", c(pi_f), x)
+    a_big = f(f(4097) * pi_f)
+    a_hi = f(a_big - f(a_big - pi_f))
+    a_lo = f(pi_f - a_hi)
+    big = ctx.op("Less", ctx.op("Abs", x), c(2.0 ** 22))
+    xs = ctx.op("Where", big, x, c(0.0))  # keeps 4097 x finite
+    t = ctx.op("Mul", c(4097.0), xs)
+    b_hi = ctx.op("Sub", t, ctx.op("Sub", t, xs))
+    b_lo = ctx.op("Sub", xs, b_hi)
+    ps = ctx.op("Mul", c(pi_f), xs)
+    e = ctx.op("Add", ctx.op("Sub", ctx.op("Mul", c(a_hi), b_hi), ps), ctx.op("Mul", c(a_hi), b_lo))
+    e = ctx.op("Add", ctx.op("Add", e, ctx.op("Mul", c(a_lo), b_hi)), ctx.op("Mul", c(a_lo), b_lo))
+    k = ctx.op("Round", xs)
+    red = ctx.op("Add", ctx.op("Mul", c(pi_f), ctx.op("Sub", xs, k)), ctx.op("Mul", k, c(float(pi_f) - math.pi)))
+    sn = ctx.op("Where", big, ctx.op("Sin", ctx.op("Sub", red, e)), ctx.op("Sin", p))  # pi_f x = p + e
+    return ctx.op("Mul", sn, sn)
+
+
+def _trigamma(ctx, x):
+    """torch's float32 trigamma: ``pi^2 / sin^2(pi x) - psi1(1 - x)`` below 1/2 (torch's sinf of
+    the rounded pi x: finite at the poles), six steps of ``1/x^2`` up, the asymptotic series."""
+    f = np.float32
+    c = lambda v: _c(ctx, v, ST.FLOAT)  # noqa: E731
+    one = c(1.0)
+    low = ctx.op("Less", x, c(0.5))
+    acc = ctx.op("Where", low, ctx.op("Neg", ctx.op("Div", c(f(math.pi) * f(math.pi)), _sin2_pi_x(ctx, x))), c(0.0))
+    v = ctx.op("Where", low, ctx.op("Sub", one, x), x)
+    for _ in range(6):
+        acc = ctx.op("Add", acc, ctx.op("Div", one, ctx.op("Mul", v, v)))
+        v = ctx.op("Add", v, one)
+    ixx = ctx.op("Div", one, ctx.op("Mul", v, v))
+    tail = ctx.op("Sub", c(f(1) / f(6)), ctx.op("Mul", ixx, ctx.op("Sub", c(f(1) / f(30)), ctx.op("Mul", ixx, c(f(1) / f(42))))))
+    tail = ctx.op("Add", ctx.op("Add", one, ctx.op("Div", one, ctx.op("Mul", c(2.0), v))), ctx.op("Mul", ixx, tail))
+    acc = ctx.op("Add", acc, ctx.op("Div", tail, v))
+    return ctx.op("Where", low, ctx.op("Neg", acc), acc)
+
+
 @lowering("onnx", "aten.digamma.default")
 def digamma(ctx, node):
     """The logarithmic derivative of gamma (float32)."""
@@ -493,14 +540,14 @@ def digamma(ctx, node):
 
 @lowering("onnx", "aten.polygamma.default", "aten.special_polygamma.default")
 def polygamma(ctx, node):
-    """The n-th derivative of digamma: n = 0 only (trigamma copies torch's sin(pi x) near the poles,
-    which LiteRT's SIN does not reproduce; n >= 2 sums a Hurwitz zeta series whose length depends
-    on the value)."""
+    """The n-th derivative of digamma, float32, n = 0 (digamma) and 1 (trigamma); n >= 2 sums a
+    Hurwitz zeta series whose length depends on the value: refused."""
     a = bind(node, "n", "self")
-    if a.n != 0:
-        raise Unsupported(f"polygamma of order {a.n!r} (only 0, digamma, is lowered)")
+    if a.n not in (0, 1):
+        raise Unsupported(f"polygamma of order {a.n!r} (orders 0 and 1 are lowered)")
     out, _ = _float_out(ctx, node, f32=True)
-    return ctx.cast(_digamma(ctx, ctx.t(a.self, ST.FLOAT), ST.FLOAT), ST.FLOAT, out)
+    x = ctx.t(a.self, ST.FLOAT)
+    return ctx.cast(_digamma(ctx, x, ST.FLOAT) if a.n == 0 else _trigamma(ctx, x), ST.FLOAT, out)
 
 
 # lgamma on [0.75, 3.5]: (x - 1)(x - 2) R(x), R's Chebyshev coefficients in t = (x - 2.125) / 1.375,

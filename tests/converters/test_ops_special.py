@@ -105,6 +105,10 @@ UNARY = [
     ("bessel_y1_nan", torch.special.bessel_y1, EDGE[-1:]), ("ndtri", torch.special.ndtri, UNIT.abs()),
     ("digamma", torch.digamma, torch.tensor([0.0, -0.0, -1.0, -2.5, -0.999, 0.001, 3.7, 10.0, 12.5, 1e20, INF, -INF, NAN])),
     ("polygamma_0_int", lambda x: torch.polygamma(0, x), INTS),
+    # trigamma copies torch's sinf(pi_f x) at the poles (finite there): negative integers included
+    ("polygamma_1", lambda x: torch.polygamma(1, x), torch.tensor([-3.0, -1.0, -0.5, -1e-3, 0.0, 0.3, 0.5, 2.0, 7.5, 40.0,
+                                                              -12345.25, INF, NAN])),
+    ("polygamma_1_int", lambda x: torch.special.polygamma(1, x), torch.tensor([-9, -4, -1, 0, 1, 5, 1000])),
     ("lgamma", torch.lgamma, torch.tensor([0.0, -0.0, 1.0, 2.0, 0.9, 1.1, 2.01, 3.49, 3.51, 1e-20, 50.0, 1e30, -0.5,
                                           -2.457, -7.0, -1e30, INF, -INF, NAN])), ("lgamma_int", torch.lgamma, INTS),
     ("mvlgamma_3", lambda x: torch.mvlgamma(x, 3), torch.tensor([1.01, 1.5, 2.0, 7.25, 40.0])),
@@ -155,8 +159,8 @@ def test_bit_shifts(fn, dtype, tmp_path):
     (torch.signbit, (torch.tensor([1.0, -0.0]),)),
     (torch.copysign, (torch.tensor([1.0, 2.0]), torch.tensor([-0.0, NAN]))),
     (torch.erfc, (torch.tensor([1.0], dtype=torch.float64),)),
-    (lambda x: torch.polygamma(1, x), (torch.tensor([1.5]),)),
-], ids=["signbit_float", "copysign_float_sign", "erfc_float64", "polygamma_1"])
+    (lambda x: torch.polygamma(2, x), (torch.tensor([1.5]),)),
+], ids=["signbit_float", "copysign_float_sign", "erfc_float64", "polygamma_2"])
 def test_refused(fn, args, tmp_path):
     # a NaN's sign bit is not readable in ONNX before BitCast (opset 26); erfc's series is float32's;
     # polygamma n >= 1 sums a series whose length depends on the value
