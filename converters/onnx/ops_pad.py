@@ -13,10 +13,12 @@ def constant_pad_nd(ctx, node):
     a = bind(node, "self", "pad", mode="constant")  # constant_pad_nd has no mode
     if a.mode != "constant":
         mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(a.mode)
-        if mode is None or (mode == "wrap" and ctx.opset < 19):
+        if mode is None:
             raise Unsupported(f"pad mode {a.mode} at opset {ctx.opset}")
     else:
         mode = "constant"
+    if mode == "wrap":
+        return _circular(ctx, a.self, list(a.pad))
     if mode != "constant":
         _check_extents(ctx, a.self, a.pad, a.mode)
         return _pad_then_crop(ctx, a.self, a.pad, mode)
@@ -35,11 +37,7 @@ def _onnx_pads(rank: int, pads) -> list:
 
 
 def _check_extents(ctx, x, pads, mode: str) -> None:
-    """Refuse a circular pad of a tensor with no elements (ONNX Runtime's wrap Pad fails at run) and
-    pads known only at run time (``_pad_then_crop`` splits them by sign)."""
-    shape = ctx.info(x).shape
-    if mode == "circular" and any(d == 0 for d in shape):  # ONNX Runtime's wrap Pad fails at run
-        raise Unsupported(f"{mode} padding of a tensor with no elements")
+    """Refuse pads known only at run time (they are split by sign)."""
     if not all(isinstance(p, int) for p in pads):
         raise Unsupported(f"{mode} padding by pads known only at run time")
 
@@ -60,12 +58,41 @@ def _pad_then_crop(ctx, x, pads, mode):
     return ctx.op("Slice", y, ctx.ints(starts), ctx.ints(ends), ctx.ints(axes))
 
 
+def _circular(ctx, x, pads):
+    """torch's circular pad: the negative pads crop first, then each padded dim wraps what is left
+    (its last ``before`` elements ahead, its first ``after`` behind): Slices and a Concat per dim,
+    which ONNX Runtime runs on tensors with no elements too (its wrap Pad does not) and TFLite maps."""
+    _check_extents(ctx, x, pads, "circular")
+    rank = ctx.rank(x)
+    onnx_pads = _onnx_pads(rank, pads)
+    y = _pad_then_crop(ctx, x, [min(p, 0) for p in pads], "constant")
+    shape = ctx.info(x).shape
+    for axis in range(rank):
+        before, after = max(onnx_pads[axis], 0), max(onnx_pads[rank + axis], 0)
+        if not before and not after:
+            continue
+        size = shape[axis]
+        if isinstance(size, int):
+            kept = size + min(onnx_pads[axis], 0) + min(onnx_pads[rank + axis], 0)
+            if max(before, after) > kept:
+                raise Unsupported(f"circular padding of {max(before, after)} around {kept} elements (torch "
+                                  "refuses wrapping more than once)")
+        ax = ctx.ints([axis])
+        parts = [y]
+        if before:
+            parts.insert(0, ctx.op("Slice", y, ctx.ints([-before]), ctx.ints([INT64_MAX]), ax))
+        if after:
+            parts.append(ctx.op("Slice", y, ctx.ints([0]), ctx.ints([after]), ax))
+        y = ctx.op("Concat", *parts, axis=axis)
+    return y
+
+
 def _pad_mode(mode):
     def lower(ctx, node):
         a = bind(node, "self", "padding")
-        if mode == "wrap" and ctx.opset < 19:
-            raise Unsupported("circular padding needs opset >= 19")
-        _check_extents(ctx, a.self, list(a.padding), {"edge": "replicate", "wrap": "circular"}.get(mode, mode))
+        if mode == "wrap":
+            return _circular(ctx, a.self, list(a.padding))
+        _check_extents(ctx, a.self, list(a.padding), {"edge": "replicate"}.get(mode, mode))
         return _pad_then_crop(ctx, a.self, list(a.padding), mode)
 
     return lower

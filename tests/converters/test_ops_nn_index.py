@@ -246,3 +246,19 @@ def test_batch_norm_with_update(tmp_path):
 def test_instance_norm_with_running_statistics(tmp_path):
     check_both(lambda x, rm, rv, w, b: F.instance_norm(x, rm, rv, w, b, use_input_stats=True, momentum=0.5, eps=0.6),
                _randn(2, 5, 6), _randn(5), _randn(5).abs(), _randn(5), _randn(5), tmp_path=tmp_path)
+
+
+# ------------------------------------------------------------------ circular padding
+
+
+@pytest.mark.parametrize("pad", [(1, 2), (2, -1), (-1, 2), (1, 1, -2, 1), (0, 3, 2, -1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_circular_pad(pad, dtype, tmp_path):
+    # was: mixed-sign pads padded before cropping (torch crops first: (2, -1) of 0..4 is 2 3 0 1 2 3)
+    shape = (2, 3, 5, 4)[:2 + len(pad) // 2]  # torch pads the last 1 (2) dims of a 3-d (4-d) input
+    x = torch.arange(int(np.prod(shape))).reshape(shape).to(dtype)
+    check_both(lambda t: F.pad(t, pad, mode="circular"), x, tmp_path=tmp_path)
+
+
+def test_circular_pad_of_no_elements(tmp_path):
+    check_both(lambda t: F.pad(t, (1, 2), mode="circular"), torch.zeros(0, 3, 3), tmp_path=tmp_path)
