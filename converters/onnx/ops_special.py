@@ -252,8 +252,8 @@ def copysign(ctx, node):
     m = ctx.op("Abs", ctx.t(a.self, cst))
     if isinstance(o, (int, float)):
         return ctx.cast(ctx.op("Neg", m) if math.copysign(1.0, float(o)) < 0 else m, cst, out)
-    if ctx.dtype(o) == ST.BOOL:
-        return ctx.cast(m, cst, out)
+    if ctx.dtype(o) == ST.BOOL:  # never negative; the result still takes the broadcast shape
+        return ctx.cast(ctx.op("Expand", m, ctx.shape_of(o)), cst, out)
     ocst = ctx.compute_type(ctx.dtype(o))
     neg = ctx.op("Less", ctx.t(o, ocst), _c(ctx, 0, ocst))
     return ctx.cast(ctx.op("Where", neg, ctx.op("Neg", m), m), cst, out)

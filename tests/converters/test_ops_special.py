@@ -133,7 +133,8 @@ BINARY = [
     ("ldexp_int", torch.ldexp, INTS, torch.tensor(3)), ("ldexp_float_exp", torch.ldexp, A, B),
     ("isclose", torch.isclose, A, A + 1e-9), ("isclose_nan", lambda a, b: torch.isclose(a, b, 0.1, 0.5, True), A, B),
     ("isclose_int", lambda a, b: torch.isclose(a, b, rtol=0.5, atol=1), INTS, torch.tensor([0, 2, 1, 3, -9, 6])),
-    ("copysign_int_sign", torch.copysign, A[:6], INTS), ("copysign_scalar", lambda x: torch.copysign(x, -0.0), A),
+    ("copysign_int_sign", torch.copysign, A[:6], INTS),
+    ("copysign_bool_broadcast", torch.copysign, torch.tensor([[1.5], [-2.0]]), torch.tensor([True, False, True])), ("copysign_scalar", lambda x: torch.copysign(x, -0.0), A),
 ]
 
 
