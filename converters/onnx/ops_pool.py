@@ -42,11 +42,12 @@ def _pool_attrs(kernel, stride, padding, n, ceil_mode, dilation=None):
 def _pool(ctx, node, op, n, with_indices=False):
     # each argument only one of avg_pool and max_pool has: torch's default for the other's lowering
     a = bind(node, "self", "kernel_size", dilation=1, count_include_pad=True, divisor_override=None)
-    if a.divisor_override is not None:
-        raise Unsupported("avg_pool divisor_override")
     out, cst = _ct(ctx)
     if not dtypes.is_floating(cst):
         raise Unsupported(f"{op} of integers (ONNX's pools take floats)")
+    if a.divisor_override is not None:
+        a.declare("count_include_pad", "ceil_mode")  # the divisor is given; the output's size says ceil_mode
+        return _window_sums(ctx, a, n, cst, out, float(a.divisor_override))
     attrs = _pool_attrs(a.kernel_size, a.stride, a.padding, n, a.ceil_mode,
                         a.dilation if op == "MaxPool" else None)
     if op == "AveragePool":
@@ -64,6 +65,31 @@ def _pool(ctx, node, op, n, with_indices=False):
         r, i = (None if v is None else ctx.op("Squeeze", v, axes_const(ctx, [0])) for v in (r, i))
     r = ctx.cast(r, cst, out)
     return [r, i] if with_indices else r
+
+
+def _window_sums(ctx, a, n, cst, out, divisor: float):
+    """avg_pool with ``divisor_override``: each window's sum over ``divisor``. The input padded with
+    zeros explicitly (ceil mode's last windows too), so every window lies inside it and an
+    AveragePool without pads divides by the whole window: times area / divisor. Static sizes only."""
+    k = _rep(a.kernel_size, n)
+    s = _rep(a.stride, n) if a.stride not in (None, [], ()) else k
+    p = _rep(a.padding, n)
+    shape, oshape = ctx.info(a.self).shape[-n:], ctx.out_info().shape[-n:]
+    if not all(isinstance(d, int) for d in list(shape) + list(oshape)) or divisor == 0:
+        raise Unsupported("avg_pool divisor_override with spatial sizes known only at run time, or 0")
+    tail = [max(pi, (o - 1) * si + ki - L - pi) for L, o, ki, si, pi in zip(shape, oshape, k, s, p)]
+    x = ctx.t(a.self, cst)
+    r = ctx.rank(a.self)
+    if any(p) or any(tail):
+        x = ctx.op("Pad", x, ctx.ints([0] * (r - n) + p + [0] * (r - n) + tail))
+    unbatched = r == n + 1
+    if unbatched:
+        x = ctx.op("Unsqueeze", x, axes_const(ctx, [0]))
+    y = ctx.op("AveragePool", x, kernel_shape=k, strides=s, pads=[0] * (2 * n), ceil_mode=0)
+    if unbatched:
+        y = ctx.op("Squeeze", y, axes_const(ctx, [0]))
+    y = ctx.op("Mul", y, ctx.const(float(np.prod(k)) / divisor, cst))
+    return ctx.cast(y, cst, out)
 
 
 for _n in (1, 2, 3):

@@ -262,3 +262,13 @@ def test_circular_pad(pad, dtype, tmp_path):
 
 def test_circular_pad_of_no_elements(tmp_path):
     check_both(lambda t: F.pad(t, (1, 2), mode="circular"), torch.zeros(0, 3, 3), tmp_path=tmp_path)
+
+
+# ------------------------------------------------------------------ avg_pool's divisor_override
+
+
+@pytest.mark.parametrize("shape, kernel, stride, padding, ceil", [
+    ((1, 3, 9, 9), 3, 1, 1, True), ((1, 3, 9, 9), (4, 2), (3, 2), 1, True), ((3, 8, 7), 2, 2, 0, False)])
+def test_avg_pool2d_divisor_override(shape, kernel, stride, padding, ceil, tmp_path):
+    check_both(lambda x: F.avg_pool2d(x, kernel, stride, padding, ceil_mode=ceil, count_include_pad=False,
+                                      divisor_override=3), _randn(*shape), tmp_path=tmp_path)
