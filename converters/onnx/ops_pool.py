@@ -11,7 +11,7 @@ from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
 from .ops_nn import _ct, _rep
-from .ops_unpool import output_read, plane_indices
+from .ops_unpool import integer_pool, output_read, plane_indices
 from .shapes import axes_const
 
 
@@ -43,8 +43,10 @@ def _pool(ctx, node, op, n, with_indices=False):
     # each argument only one of avg_pool and max_pool has: torch's default for the other's lowering
     a = bind(node, "self", "kernel_size", dilation=1, count_include_pad=True, divisor_override=None)
     out, cst = _ct(ctx)
-    if not dtypes.is_floating(cst):
-        raise Unsupported(f"{op} of integers (ONNX's pools take floats)")
+    if not dtypes.is_floating(cst):  # ONNX's pools take floats: the windows gathered
+        a.declare("ceil_mode", "count_include_pad")  # the output's size says ceil_mode; read where it counts
+        y, i = integer_pool(ctx, a, n, op, with_indices and output_read(ctx, 1))
+        return [y, i] if with_indices else y
     if a.divisor_override is not None:
         a.declare("count_include_pad", "ceil_mode")  # the divisor is given; the output's size says ceil_mode
         return _window_sums(ctx, a, n, cst, out, float(a.divisor_override))

@@ -1,4 +1,4 @@
-"""Pool indices and unpooling. torch's max-pool indices name each maximum by its flat position
+"""Pool indices, unpooling and integer pools. torch's max-pool indices name each maximum by its flat position
 within its own (n, c) plane; ONNX's MaxPool counts from the start of the whole tensor, so
 ``plane_indices`` takes the plane's offset off (a Mod by the plane's size). ``max_unpool2d/3d``
 writes values back at those positions (ScatterElements, a write: TFLite refuses it, its
@@ -13,6 +13,7 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
+from .ops_nn import _rep
 from .shapes import axes_const, scalar_attr
 
 
@@ -106,3 +107,85 @@ def _pool_backward(ctx, node, n: int):
 
 lowering("onnx", "aten.max_pool2d_with_indices_backward.default")(lambda ctx, node: _pool_backward(ctx, node, 2))
 lowering("onnx", "aten.max_pool3d_with_indices_backward.default")(lambda ctx, node: _pool_backward(ctx, node, 3))
+
+
+# ------------------------------------------------------------------ integer pools, by gathering the windows
+#
+# ONNX's pools take floats. An integer pool (static sizes) gathers each window's elements from the
+# flattened planes through a constant [windows, slots] table of flat positions, in row-major order,
+# positions outside the input dropped (slots past a window's last element repeat its first, which
+# changes neither a max nor which position is found first), then reduces the slot axis: exact.
+
+
+def _axis_windows(length: int, out: int, k: int, s: int, p: int, d: int, avg: bool):
+    """Per output index along one axis: (the input positions its window reads, padded to a common
+    width by repeating the first; how many are real; torch's avg divisor with the padding counted)."""
+    rows, counts, padded = [], [], []
+    for o in range(out):
+        start = o * s - p
+        if avg:
+            end = min(start + k, length + p)
+            padded.append(end - start)
+            pos = list(range(max(start, 0), min(end, length)))
+        else:
+            pos = [start + i * d for i in range(k) if 0 <= start + i * d < length]
+        rows.append(pos)
+        counts.append(len(pos))
+    width = max([1] + counts)
+    table = np.asarray([r + [r[0] if r else 0] * (width - len(r)) for r in rows], np.int64).reshape(out, width)
+    return table, np.asarray(counts), np.asarray(padded)
+
+
+def integer_pool(ctx, a, n: int, op: str, want_indices: bool):
+    """max/avg pool of integers (``a``: the pool's bound arguments) as torch computes it: the
+    first maximum in row-major order and its flat position in the plane; the window sum divided
+    (truncating, as C++) by ``divisor_override``, the window's size with or without the padding."""
+    info, oinfo = ctx.info(a.self), ctx.out_info()
+    shape, oshape = list(info.shape[-n:]), list(oinfo.shape[-n:])
+    if not all(isinstance(v, int) for v in shape + oshape) or 0 in shape:
+        raise Unsupported(f"{op} of integers with spatial sizes known only at run time or empty")
+    k, p, d = _rep(a.kernel_size, n), _rep(a.padding, n), _rep(a.get("dilation", 1), n)
+    s = _rep(a.stride, n) if a.stride not in (None, [], ()) else k  # torch: the kernel's when left out
+    avg = op == "AveragePool"
+    per = [_axis_windows(L, o, ki, si, pi, di, avg) for L, o, ki, si, pi, di in zip(shape, oshape, k, s, p, d)]
+    width = int(np.prod([t.shape[1] for t, _, _ in per]))
+    ctx.reserve_array([int(np.prod(oshape)), width, 3], 8, f"{op} window table")
+    strides = [int(np.prod(shape[i + 1:])) for i in range(n)]
+    pos, valid = np.zeros([1] * (2 * n), np.int64), np.ones([1] * (2 * n), bool)
+    for i, (t, c, _) in enumerate(per):
+        view = [1] * (2 * n)
+        view[i], view[n + i] = t.shape
+        pos = pos + (t * strides[i]).reshape(view)
+        valid = valid & (np.arange(t.shape[1])[None, :] < c[:, None]).reshape(view)
+    table = pos.reshape(int(np.prod(oshape)), width)  # [windows (row-major), slots (row-major)]
+    r = ctx.rank(a.self)
+    lead = ctx.shape(ctx.t(a.self), 0, r - n)
+    flat = _flat(ctx, ctx.t(a.self), a.self, n, ctx.ints([int(np.prod(shape))]))
+    g = ctx.op("Gather", flat, ctx.const_array(table, "pool_windows"), axis=-1)  # [lead..., windows, slots]
+    st = oinfo.dtype
+    cst = ST.LONG if st in (ST.LONG, ST.INT, ST.SHORT, ST.CHAR, ST.BYTE) else None
+    if cst is None:
+        raise Unsupported(f"{op} of {st.name}")
+    g = ctx.cast(g, st, cst)
+    last = axes_const(ctx, [-1])
+    out_shape = ctx.op("Concat", lead, ctx.ints(oshape), axis=0)
+    if not avg:
+        m = ctx.op("ReduceMax", g, last, keepdims=1)
+        y = ctx.cast(ctx.op("Reshape", m, out_shape), cst, st)
+        if not want_indices:
+            return y, None
+        first = ctx.op("ArgMax", ctx.cast(ctx.op("Equal", g, m), ST.BOOL, ST.INT), axis=-1, keepdims=0)
+        idx = ctx.op("GatherElements", ctx.op("Expand", ctx.const_array(table, "pool_windows"), ctx.shape(g)),
+                     ctx.op("Unsqueeze", first, last), axis=-1)
+        return y, ctx.op("Reshape", idx, out_shape)
+    total = ctx.op("ReduceSum", ctx.op("Mul", g, ctx.const(valid.reshape(table.shape), cst)),
+                   last, keepdims=0)
+    if a.divisor_override is not None:
+        div = np.full(table.shape[0], int(a.divisor_override), np.int64)
+    else:
+        grids = np.meshgrid(*[(pd if a.count_include_pad else c) for _, c, pd in per], indexing="ij")
+        div = np.prod(np.stack(grids), axis=0).reshape(-1).astype(np.int64)
+    if (div == 0).any():
+        raise Unsupported(f"{op} of integers with a window of no elements")
+    y = ctx.op("Div", total, ctx.const(div, cst))  # truncates toward zero, as C++
+    return ctx.cast(ctx.op("Reshape", y, out_shape), cst, st), None

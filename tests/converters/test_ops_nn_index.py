@@ -272,3 +272,27 @@ def test_circular_pad_of_no_elements(tmp_path):
 def test_avg_pool2d_divisor_override(shape, kernel, stride, padding, ceil, tmp_path):
     check_both(lambda x: F.avg_pool2d(x, kernel, stride, padding, ceil_mode=ceil, count_include_pad=False,
                                       divisor_override=3), _randn(*shape), tmp_path=tmp_path)
+
+
+# ------------------------------------------------------------------ integer pools (the windows gathered)
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int8])
+@pytest.mark.parametrize("n, kernel, stride, padding, dilation, ceil", [
+    (1, 3, 2, 1, 1, True), (2, 3, 2, 1, 2, False), (2, 2, 1, 0, 1, True), (3, 2, 2, 1, 1, True)])
+def test_integer_max_pool_with_indices(dtype, n, kernel, stride, padding, dilation, ceil, tmp_path):
+    pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
+    x = torch.randint(-3, 3, (2, 3) + (6, 5, 4)[:n], generator=torch.Generator().manual_seed(n)).to(dtype)  # ties
+    check_both(lambda t: pool(t, kernel, stride, padding, dilation, ceil_mode=ceil, return_indices=True), x,
+               tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("n, kernel, stride, padding, ceil, include_pad, divisor", [
+    (1, 3, 2, 1, True, False, None), (2, 3, 2, 1, True, True, None), (2, 3, 1, 1, False, False, -2),
+    (3, 2, 2, 1, True, False, None)])
+def test_integer_avg_pool(n, kernel, stride, padding, ceil, include_pad, divisor, tmp_path):
+    pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
+    kw = dict(divisor_override=divisor) if n > 1 else {}
+    x = torch.randint(-20, 20, (2, 3) + (7, 6, 5)[:n], generator=torch.Generator().manual_seed(n))
+    check_both(lambda t: pool(t, kernel, stride, padding, ceil_mode=ceil, count_include_pad=include_pad, **kw), x,
+               tmp_path=tmp_path)
