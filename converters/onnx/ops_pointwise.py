@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..aten import dtypes
 from ..aten.args import bind
 from ..aten.dtypes import ST
@@ -502,6 +504,95 @@ def bessel_jy(ctx, node):
     near = ctx.op("Where", ctx.op("Equal", x, c(0.0)), c(-math.inf), near)
     r = ctx.op("Where", ctx.op("LessOrEqual", x, c(5.0)), near, _hankel(ctx, x, order, True, cst))
     return ctx.cast(r, cst, out)
+
+
+# Ai (torch's airy_ai, Cephes' airy.c): AN/AD in 1/zeta for x >= 2.09, AFN/AFD and AGN/AGD in
+# z^2 = (3 / (2 (-x)^1.5))^2 for x < -2.09 (highest power first)
+_AIRY_AN = (
+    0.346538101525629, 12.007595273964581, 76.27960536152345, 168.08922493463058,
+    159.75639135016442, 70.53609068404442, 14.026469116338967, 1.0,
+)
+_AIRY_AD = (
+    0.5675945326387702, 14.75625625848472, 84.51389701414746, 177.31808814540045,
+    164.2346928715297, 71.47784008255756, 14.095913560783403, 1.0,
+)
+_AIRY_AFN = (
+    -0.1316963234183318, -0.6264565444319123, -0.6931580360369335, -0.2797799815451191,
+    -0.04919001326095003, -0.004062659235948854, -0.0001592764962392621, -2.776491081552329e-06,
+    -1.6778769848911465e-08,
+)
+_AIRY_AFD = (
+    13.356042070655324, 32.682503279522464, 26.736704094149957, 9.187074029072596,
+    1.4752914677166642, 0.11568717379518804, 0.004402916416152112, 7.547203482874142e-05,
+    4.5185009297058035e-07,
+)
+_AIRY_AGN = (
+    0.01973399320916857, 0.39110302961568827, 1.0657989759959559, 0.9391692298166502,
+    0.35146565610554764, 0.06338889196289255, 0.005858041130483885, 0.000282851600836737,
+    6.98793669997261e-06, 8.117892395543892e-08, 3.415517847659236e-10,
+)
+_AIRY_AGD = (
+    9.30892908077442, 19.835292871831214, 15.564662893286462, 5.476860694229755,
+    0.9542936116189619, 0.08645808263523921, 0.004126565238242226, 0.00010125908511650914,
+    1.1716673321441352e-06, 4.9183457006293e-09,
+)
+_AIRY_SERIES_STEPS = 12  # torch's series stops within 10 steps for |x| < 2.09 (float32); masked past that
+
+
+@lowering("onnx", "aten.special_airy_ai.default")
+def airy_ai(ctx, node):
+    """The Airy function Ai as torch's float kernel: NaN at +-inf, 0 beyond 103.892; x >= 2.09 the
+    exp(-zeta) form, x < -2.09 the oscillating form (ONNX's Sin/Cos of the same float32 phase);
+    between, the Maclaurin series run while its last term exceeds float32's epsilon, step for
+    step (the steps after torch's loop ends are masked)."""
+    out, cst, x = _bessel_io(ctx, node)
+    if cst != ST.FLOAT:
+        raise Unsupported(f"special_airy_ai computed in {ST(cst).name} (the series' stopping rule is float32's)")
+    c = lambda v: ctx.const(v, cst)  # noqa: E731
+    one = c(1.0)
+    # x < -2.09
+    nx = ctx.op("Neg", x)
+    zeta_n = ctx.op("Div", ctx.op("Mul", ctx.op("Mul", c(-2.0), x), ctx.op("Sqrt", nx)), c(3.0))
+    z = ctx.op("Div", one, zeta_n)
+    zz = ctx.op("Mul", z, z)
+    fa = ctx.op("Div", ctx.op("Mul", zz, _poly(ctx, zz, _AIRY_AFN, cst)), _poly(ctx, zz, _AIRY_AFD, cst))
+    ga = ctx.op("Div", ctx.op("Mul", z, _poly(ctx, zz, _AIRY_AGN, cst)), _poly(ctx, zz, _AIRY_AGD, cst))
+    t = ctx.op("Add", zeta_n, c(np.float32(0.25) * np.float32(math.pi)))
+    osc = ctx.op("Sub", ctx.op("Mul", ctx.op("Sin", t), ctx.op("Add", one, fa)), ctx.op("Mul", ctx.op("Cos", t), ga))
+    osc = ctx.op("Mul", ctx.op("Div", c(5.64189583547756286948e-01), ctx.op("Sqrt", ctx.op("Sqrt", nx))), osc)
+    # x >= 2.09
+    zeta = ctx.op("Div", ctx.op("Mul", ctx.op("Mul", c(2.0), x), ctx.op("Sqrt", x)), c(3.0))
+    iz = ctx.op("Div", one, zeta)
+    ratio = ctx.op("Div", _poly(ctx, iz, _AIRY_AN, cst), _poly(ctx, iz, _AIRY_AD, cst))
+    den = ctx.op("Mul", ctx.op("Mul", c(2.0), ctx.op("Sqrt", ctx.op("Sqrt", x))), ctx.op("Exp", zeta))
+    decay = ctx.op("Div", ctx.op("Mul", c(5.64189583547756286948e-01), ratio), den)
+    # |x| < 2.09: f = sum z^j / ..., g = x sum ...; steps while |m / f| > eps
+    f, g, k, m, n = one, x, one, one, x
+    z3 = ctx.op("Mul", ctx.op("Mul", x, x), x)
+    active = None
+    tval = one
+    eps = c(float(np.finfo(np.float32).eps))
+    for _ in range(_AIRY_SERIES_STEPS):
+        active = ctx.op("Greater", tval, eps)
+        m1 = ctx.op("Mul", m, z3)
+        k1 = ctx.op("Add", k, one)
+        m1 = ctx.op("Div", m1, k1)
+        n1 = ctx.op("Mul", n, z3)
+        k2 = ctx.op("Add", k1, one)
+        n1 = ctx.op("Div", n1, k2)
+        m1 = ctx.op("Div", m1, k2)
+        f1 = ctx.op("Add", f, m1)
+        k3 = ctx.op("Add", k2, one)
+        n1 = ctx.op("Div", n1, k3)
+        g1 = ctx.op("Add", g, n1)
+        t1 = ctx.op("Abs", ctx.op("Div", m1, f1))
+        f, g, k, m, n, tval = (ctx.op("Where", active, new, old) for new, old in
+                               ((f1, f), (g1, g), (k3, k), (m1, m), (n1, n), (t1, tval)))
+    series = ctx.op("Sub", ctx.op("Mul", c(0.355028053887817239260), f), ctx.op("Mul", c(0.258819403792806798405), g))
+    r = ctx.op("Where", ctx.op("Less", x, c(-2.09)), osc,
+               ctx.op("Where", ctx.op("GreaterOrEqual", x, c(2.09)), decay, series))
+    r = ctx.op("Where", ctx.op("Greater", x, c(103.892)), c(0.0), r)
+    return ctx.cast(ctx.op("Where", ctx.op("IsInf", x), c(math.nan), r), cst, out)
 
 
 @lowering("onnx", "aten.special_spherical_bessel_j0.default")

@@ -102,7 +102,9 @@ UNARY = [
     ("spherical_bessel_j0", torch.special.spherical_bessel_j0, EDGE),
     ("bessel_j0", torch.special.bessel_j0, EDGE[:-4]), ("bessel_j1", torch.special.bessel_j1, EDGE[:-4]),
     ("bessel_y0", torch.special.bessel_y0, EDGE[:-4]), ("bessel_y1_int", torch.special.bessel_y1, INTS),
-    ("bessel_y1_nan", torch.special.bessel_y1, EDGE[-1:]), ("ndtri", torch.special.ndtri, UNIT.abs()),
+    ("bessel_y1_nan", torch.special.bessel_y1, EDGE[-1:]),
+    ("airy_ai", torch.special.airy_ai, torch.tensor([-30.0, -5.5, -2.09, -1.0, 0.0, 0.5, 2.0, 2.09, 5.0, 9.0, 50.0, 200.0,
+                                                     INF, -INF, NAN])), ("airy_ai_int", torch.special.airy_ai, INTS), ("ndtri", torch.special.ndtri, UNIT.abs()),
     ("digamma", torch.digamma, torch.tensor([0.0, -0.0, -1.0, -2.5, -0.999, 0.001, 3.7, 10.0, 12.5, 1e20, INF, -INF, NAN])),
     ("polygamma_0_int", lambda x: torch.polygamma(0, x), INTS),
     # trigamma copies torch's sinf(pi_f x) at the poles (finite there): negative integers included
