@@ -1,6 +1,7 @@
 """More elementwise lowerings: selu, celu, threshold, soft/hard shrink, isfinite, logaddexp(2),
-round with decimals, integer bit shifts, the modified Bessel functions I0, I1, K0, K1 (and their
-exponentially scaled forms) and the spherical j0, by torch's (Cephes') series.
+round with decimals, integer bit shifts, and the Bessel family as torch computes it (Cephes'
+series and rational functions, in torch's operation order): the modified I0, I1, K0, K1 and their
+exponentially scaled forms, J0, J1, Y0, Y1, the spherical j0, the Airy function Ai.
 
 Each is composed of ONNX ops the TFLite target maps (Where, comparisons, Elu, Exp, Log), in the
 output's compute type, except the bit shifts (ONNX's BitShift is unsigned only: they go through

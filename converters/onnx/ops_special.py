@@ -1,19 +1,20 @@
 """Special functions and value predicates: ``erfc``, ``erfcx``, ``logit``, ``sinc``, ``xlogy``,
-``xlog1py``, the normal distribution's ``ndtr``/``log_ndtr``, ``entr``, ``erfinv``, angle
-conversions, sign and infinity tests, ``heaviside``, ``ldexp``, ``isclose``, ``copysign``,
-``angle`` of real tensors, ``ndtri``.
+``xlog1py``, the normal distribution's ``ndtr``/``log_ndtr``/``ndtri``, ``entr``, ``erfinv``,
+``digamma``/``polygamma`` (orders 0 and 1), ``lgamma``/``mvlgamma``, angle conversions, sign and
+infinity tests, ``heaviside``, ``ldexp``, ``isclose``, ``copysign``, ``angle`` of real tensors.
 
 Floating results are computed in the output's compute type (integer and boolean inputs are cast
 to it: torch promotes them to the default float dtype first). NaN and the infinities follow
 torch's kernels, case by case in each docstring. The functions ONNX lacks are composed of ops
 the TFLite target maps: ``erfc`` and ``erfcx`` from a Chebyshev series of the scaled function
 (accurate to about 3e-7 relative in float32, also where ``1 - erf`` would be all rounding),
-``log1p`` from a short series near 0 and ``log(u) * y / (u - 1)`` elsewhere. A float64 output
-of those is refused (the series is a float32 one; ONNX Runtime has no float64 Erf).
+``lgamma`` from a fitted series around its zeros 1 and 2 and Stirling's series, ``log1p`` from a
+short series near 0 and ``log(u) * y / (u - 1)`` elsewhere; where torch has an explicit
+algorithm (Cephes' ndtri, digamma, trigamma, erfinv) it is followed step for step. A float64
+output of the float32 series is refused (and ONNX Runtime has no float64 Erf).
 The sign bit of a NaN cannot be read below opset 26 (no BitCast): ``signbit`` and
 ``copysign`` of a floating sign source are refused.
 """
-
 from __future__ import annotations
 
 import math
