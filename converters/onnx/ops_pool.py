@@ -11,7 +11,7 @@ from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
 from .ops_nn import _ct, _rep
-from .ops_unpool import integer_pool, output_read, plane_indices
+from .ops_unpool import adaptive_max, integer_pool, output_read, plane_indices
 from .shapes import axes_const
 
 
@@ -47,6 +47,10 @@ def _pool(ctx, node, op, n, with_indices=False):
         a.declare("ceil_mode", "count_include_pad")  # the output's size says ceil_mode; read where it counts
         y, i = integer_pool(ctx, a, n, op, with_indices and output_read(ctx, 1))
         return [y, i] if with_indices else y
+    if with_indices and output_read(ctx, 1) and _static_spatial(ctx, a.self, n):
+        # the indices read: the windows gathered (TFLite has no MaxPool indices; NaN picked as torch)
+        a.declare("ceil_mode")  # the output's size says it
+        return list(integer_pool(ctx, a, n, op, True))
     if a.divisor_override is not None:
         a.declare("count_include_pad", "ceil_mode")  # the divisor is given; the output's size says ceil_mode
         return _window_sums(ctx, a, n, cst, out, float(a.divisor_override))
@@ -67,6 +71,11 @@ def _pool(ctx, node, op, n, with_indices=False):
         r, i = (None if v is None else ctx.op("Squeeze", v, axes_const(ctx, [0])) for v in (r, i))
     r = ctx.cast(r, cst, out)
     return [r, i] if with_indices else r
+
+
+def _static_spatial(ctx, x, n) -> bool:
+    shape, oshape = list(ctx.info(x).shape[-n:]), list(ctx.out_info().shape[-n:])
+    return all(isinstance(v, int) for v in shape + oshape) and 0 not in shape
 
 
 def _window_sums(ctx, a, n, cst, out, divisor: float):
@@ -113,6 +122,10 @@ def _adaptive(ctx, node, op, n, with_indices=False):
     static = all(isinstance(s, int) for s in spatial)
     idx = None  # the indices where they are converted (not a global pool of run-time sizes)
     want = with_indices and output_read(ctx, 1)
+    if op == "MaxPool" and static and 0 not in spatial and (want or any(i % o for i, o in zip(spatial, sizes))):
+        # the windows gathered: indices TFLite can compute, windows that overlap or differ in size
+        y, idx = adaptive_max(ctx, a.self, n, want)
+        return [y, idx] if with_indices else y
     if all(s == 1 for s in sizes) and not (want and static):
         r = ctx.op("GlobalAveragePool" if op == "AveragePool" else "GlobalMaxPool", _batched(ctx, x, unbatched))
         r = _unbatched(ctx, r, unbatched)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...schema.walk import value_refs
+from ..aten import dtypes
 from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
@@ -136,50 +137,31 @@ def _axis_windows(length: int, out: int, k: int, s: int, p: int, d: int, avg: bo
     return table, np.asarray(counts), np.asarray(padded)
 
 
+def _adaptive_axis(length: int, out: int):
+    """``_axis_windows`` of an adaptive pool: window o is [floor(o*L/O), ceil((o+1)*L/O))."""
+    rows = [list(range((o * length) // out, -(-(o + 1) * length // out))) for o in range(out)]
+    width = max([1] + [len(r) for r in rows])
+    table = np.asarray([r + [r[0] if r else 0] * (width - len(r)) for r in rows], np.int64).reshape(out, width)
+    return table, np.asarray([len(r) for r in rows]), None
+
+
 def integer_pool(ctx, a, n: int, op: str, want_indices: bool):
-    """max/avg pool of integers (``a``: the pool's bound arguments) as torch computes it: the
-    first maximum in row-major order and its flat position in the plane; the window sum divided
-    (truncating, as C++) by ``divisor_override``, the window's size with or without the padding."""
+    """max/avg pool (``a``: the pool's bound arguments) with the windows gathered: integers (ONNX's
+    pools take floats), and float max pools whose indices are read (TFLite has no MaxPool indices)."""
     info, oinfo = ctx.info(a.self), ctx.out_info()
     shape, oshape = list(info.shape[-n:]), list(oinfo.shape[-n:])
     if not all(isinstance(v, int) for v in shape + oshape) or 0 in shape:
-        raise Unsupported(f"{op} of integers with spatial sizes known only at run time or empty")
+        raise Unsupported(f"{op} by gathered windows with spatial sizes known only at run time or empty")
     k, p, d = _rep(a.kernel_size, n), _rep(a.padding, n), _rep(a.get("dilation", 1), n)
     s = _rep(a.stride, n) if a.stride not in (None, [], ()) else k  # torch: the kernel's when left out
     avg = op == "AveragePool"
     per = [_axis_windows(L, o, ki, si, pi, di, avg) for L, o, ki, si, pi, di in zip(shape, oshape, k, s, p, d)]
-    width = int(np.prod([t.shape[1] for t, _, _ in per]))
-    ctx.reserve_array([int(np.prod(oshape)), width, 3], 8, f"{op} window table")
-    strides = [int(np.prod(shape[i + 1:])) for i in range(n)]
-    pos, valid = np.zeros([1] * (2 * n), np.int64), np.ones([1] * (2 * n), bool)
-    for i, (t, c, _) in enumerate(per):
-        view = [1] * (2 * n)
-        view[i], view[n + i] = t.shape
-        pos = pos + (t * strides[i]).reshape(view)
-        valid = valid & (np.arange(t.shape[1])[None, :] < c[:, None]).reshape(view)
-    table = pos.reshape(int(np.prod(oshape)), width)  # [windows (row-major), slots (row-major)]
-    r = ctx.rank(a.self)
-    lead = ctx.shape(ctx.t(a.self), 0, r - n)
-    flat = _flat(ctx, ctx.t(a.self), a.self, n, ctx.ints([int(np.prod(shape))]))
-    g = ctx.op("Gather", flat, ctx.const_array(table, "pool_windows"), axis=-1)  # [lead..., windows, slots]
-    st = oinfo.dtype
-    cst = ST.LONG if st in (ST.LONG, ST.INT, ST.SHORT, ST.CHAR, ST.BYTE) else None
-    if cst is None:
-        raise Unsupported(f"{op} of {st.name}")
-    g = ctx.cast(g, st, cst)
-    last = axes_const(ctx, [-1])
-    out_shape = ctx.op("Concat", lead, ctx.ints(oshape), axis=0)
     if not avg:
-        m = ctx.op("ReduceMax", g, last, keepdims=1)
-        y = ctx.cast(ctx.op("Reshape", m, out_shape), cst, st)
-        if not want_indices:
-            return y, None
-        first = ctx.op("ArgMax", ctx.cast(ctx.op("Equal", g, m), ST.BOOL, ST.INT), axis=-1, keepdims=0)
-        idx = ctx.op("GatherElements", ctx.op("Expand", ctx.const_array(table, "pool_windows"), ctx.shape(g)),
-                     ctx.op("Unsqueeze", first, last), axis=-1)
-        return y, ctx.op("Reshape", idx, out_shape)
-    total = ctx.op("ReduceSum", ctx.op("Mul", g, ctx.const(valid.reshape(table.shape), cst)),
-                   last, keepdims=0)
+        return gathered_max(ctx, a.self, n, per, want_indices)
+    table, valid, g, cst, reshape = _gather_windows(ctx, a.self, n, per)
+    if not dtypes.is_integral(ctx.dtype(a.self), include_bool=False):
+        raise Unsupported(f"{op} of {ctx.dtype(a.self).name} by gathered windows")
+    total = ctx.op("ReduceSum", ctx.op("Mul", g, ctx.const(valid, cst)), axes_const(ctx, [-1]), keepdims=0)
     if a.divisor_override is not None:
         div = np.full(table.shape[0], int(a.divisor_override), np.int64)
     else:
@@ -188,4 +170,64 @@ def integer_pool(ctx, a, n: int, op: str, want_indices: bool):
     if (div == 0).any():
         raise Unsupported(f"{op} of integers with a window of no elements")
     y = ctx.op("Div", total, ctx.const(div, cst))  # truncates toward zero, as C++
-    return ctx.cast(ctx.op("Reshape", y, out_shape), cst, st), None
+    return ctx.cast(reshape(y), cst, oinfo.dtype), None
+
+
+def adaptive_max(ctx, x, n: int, want_indices: bool):
+    """adaptive_max_pool with the windows gathered (any static sizes, overlapping windows too)."""
+    info, oinfo = ctx.info(x), ctx.out_info()
+    shape, oshape = list(info.shape[-n:]), list(oinfo.shape[-n:])
+    if not all(isinstance(v, int) for v in shape + oshape) or 0 in shape:
+        raise Unsupported("adaptive max pool with spatial sizes known only at run time or empty")
+    return gathered_max(ctx, x, n, [_adaptive_axis(L, o) for L, o in zip(shape, oshape)], want_indices)
+
+
+def _gather_windows(ctx, x, n: int, per):
+    """(the [windows, slots] table of flat positions, its mask of real slots, the gathered values
+    [lead..., windows, slots] in the compute dtype, that dtype, a reshape of [lead..., windows] to
+    the output's shape)."""
+    shape, oshape = list(ctx.info(x).shape[-n:]), list(ctx.out_info().shape[-n:])
+    width = int(np.prod([t.shape[1] for t, _, _ in per]))
+    ctx.reserve_array([int(np.prod(oshape)), width, 3], 8, "pool window table")
+    strides = [int(np.prod(shape[i + 1:])) for i in range(n)]
+    pos, valid = np.zeros([1] * (2 * n), np.int64), np.ones([1] * (2 * n), bool)
+    for i, (t, c, _) in enumerate(per):
+        view = [1] * (2 * n)
+        view[i], view[n + i] = t.shape
+        pos = pos + (t * strides[i]).reshape(view)
+        valid = valid & (np.arange(t.shape[1])[None, :] < c[:, None]).reshape(view)
+    table = pos.reshape(int(np.prod(oshape)), width)  # [windows (row-major), slots (row-major)]
+    st = ctx.dtype(x)
+    cst = ST.LONG if dtypes.is_integral(st, include_bool=False) else ctx.compute_type(st)
+    if st == ST.BOOL or not (cst == ST.LONG or dtypes.is_floating(cst)):
+        raise Unsupported(f"a pool of {st.name}")
+    r = ctx.rank(x)
+    lead = ctx.shape(ctx.t(x), 0, r - n)
+    flat = _flat(ctx, ctx.t(x, cst), x, n, ctx.ints([int(np.prod(shape))]))
+    g = ctx.op("Gather", flat, ctx.const_array(table, "pool_windows"), axis=-1)
+    out_shape = ctx.op("Concat", lead, ctx.ints(oshape), axis=0)
+    return table, valid.reshape(table.shape), g, cst, lambda v: ctx.op("Reshape", v, out_shape)
+
+
+def gathered_max(ctx, x, n: int, per, want_indices: bool):
+    """The max of each window and (``want_indices``) its flat position in the plane, as torch's
+    kernels pick it: the first maximum in row-major order, or the last NaN where there is one
+    (the value is then NaN)."""
+    table, valid, g, cst, reshape = _gather_windows(ctx, x, n, per)
+    last = axes_const(ctx, [-1])
+    m = ctx.op("ReduceMax", g, last, keepdims=1)
+    first = ctx.op("ArgMax", ctx.cast(ctx.op("Equal", g, m), ST.BOOL, ST.INT), axis=-1, keepdims=1)
+    if dtypes.is_floating(cst):
+        nan = ctx.cast(ctx.op("And", ctx.op("IsNaN", g), ctx.const(valid, ST.BOOL)), ST.BOOL, ST.INT)
+        any_nan = ctx.op("Greater", ctx.op("ReduceMax", nan, last, keepdims=1), ctx.const(0, ST.INT))
+        m = ctx.op("Where", any_nan, ctx.const(np.nan, cst), m)
+        # the last NaN slot: the largest of (slot + 1) over the NaN slots
+        last_nan = ctx.op("ArgMax", ctx.op("Mul", nan, ctx.const(np.arange(1, table.shape[1] + 1), ST.INT)),
+                          axis=-1, keepdims=1)
+        first = ctx.op("Where", any_nan, last_nan, first)
+    y = ctx.cast(reshape(ctx.op("Squeeze", m, last)), cst, ctx.out_info().dtype)
+    if not want_indices:
+        return y, None
+    idx = ctx.op("GatherElements", ctx.op("Expand", ctx.const_array(table, "pool_windows"), ctx.shape(g)), first,
+                 axis=-1)
+    return y, reshape(ctx.op("Squeeze", idx, last))

@@ -73,7 +73,6 @@ def _randn(*shape):
 
 # ------------------------------------------------------------------ pools and unpooling
 
-_INDICES = "MaxPool's indices output"
 _WRITE = "reduction='none'"
 
 
@@ -81,9 +80,26 @@ _WRITE = "reduction='none'"
     (1, (2, 3, 9), 3, 2, True), (2, (1, 2, 5, 7), 3, 2, True), (2, (2, 5, 6), 2, 1, False),
     (3, (1, 2, 3, 6, 5), 3, 2, True)])
 def test_max_pool_indices_within_each_plane(n, shape, kernel, stride, ceil, tmp_path):
+    # the indices read: the windows gathered, torch's pick (the first maximum, or the last NaN) on both targets
     pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[n]
-    check_both(lambda x: pool(x, kernel, stride, ceil_mode=ceil, return_indices=True), _randn(*shape),
-               tmp_path=tmp_path, tflite_refuses=_INDICES)
+    x = _randn(*shape).round()  # ties
+    x.view(-1)[[1, 4, 5]] = float("nan")
+    check_both(lambda t: pool(t, kernel, stride, ceil_mode=ceil, return_indices=True), x, tmp_path=tmp_path)
+
+
+def test_max_pool_indices_of_run_time_sizes_stay_maxpool(tmp_path):
+    # spatial sizes known only at run time: MaxPool's indices, less the plane's offset (TFLite has none)
+    path = str(tmp_path / "case.pt2")
+    x = _randn(2, 3, 8)
+    class Pool(torch.nn.Module):
+        def forward(self, t):
+            return F.max_pool1d(t, 2, 2, return_indices=True)
+
+    ep = torch.export.export(Pool(), (x,), dynamic_shapes=({2: torch.export.Dim("w", min=4, max=64) * 2},))
+    torch.export.save(ep, path)
+    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
+    want = [t.numpy() for t in F.max_pool1d(x, 2, 2, return_indices=True)]
+    _check(sess.run(None, {sess.get_inputs()[0].name: x.numpy()}), want, "onnx")
 
 
 def test_max_pool_without_indices_read_stays_tflite(tmp_path):
@@ -91,11 +107,12 @@ def test_max_pool_without_indices_read_stays_tflite(tmp_path):
     check_both(lambda x: F.max_pool2d(x, 3, 2, return_indices=True)[0] * 2, _randn(1, 2, 7, 7), tmp_path=tmp_path)
 
 
-@pytest.mark.parametrize("shape, size", [((1, 4, 4, 3, 5), (2, 3, 5)), ((4, 6, 3), (3, 1))])
+@pytest.mark.parametrize("shape, size", [((1, 4, 4, 3, 5), (2, 3, 5)), ((4, 6, 3), (3, 1)), ((4, 7, 5), (3, 2)),
+                                         ((3, 4, 4), (3,))])
 def test_adaptive_max_pool_indices(shape, size, tmp_path):
-    pool = F.adaptive_max_pool3d if len(size) == 3 else F.adaptive_max_pool2d
-    check_both(lambda x: pool(x, size, return_indices=True), _randn(*shape), tmp_path=tmp_path,
-               tflite_refuses=_INDICES)
+    # windows that overlap or differ in size (7 -> 3) too
+    pool = {3: F.adaptive_max_pool3d, 2: F.adaptive_max_pool2d, 1: F.adaptive_max_pool1d}[len(size)]
+    check_both(lambda x: pool(x, size, return_indices=True), _randn(*shape), tmp_path=tmp_path)
 
 
 @pytest.mark.parametrize("n, shape", [(1, (2, 3, 9)), (2, (1, 2, 6, 7)), (2, (2, 6, 7)), (3, (1, 2, 4, 6, 5))])
@@ -112,7 +129,7 @@ def test_max_pool2d_with_indices_backward(tmp_path):
         _, i = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1], [1, 1], True)
         return torch.ops.aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], True, i)
 
-    check_both(fn, _randn(1, 2, 5, 5), _randn(1, 2, 8, 9), tmp_path=tmp_path, tflite_refuses=_INDICES)
+    check_both(fn, _randn(1, 2, 5, 5), _randn(1, 2, 8, 9), tmp_path=tmp_path)
 
 
 # ------------------------------------------------------------------ dropout, softmax backward
