@@ -110,6 +110,10 @@ def _rep(v, n):
 
 def _conv(ctx, x, w, b, stride, padding, dilation, groups, transposed=False, output_padding=0):
     out, cst = _ct(ctx)
+    if not dtypes.is_floating(cst) and not transposed and ctx.dtype(x) == ST.LONG:
+        from .ops_unpool import integer_conv  # (ops_unpool imports this module)
+
+        return integer_conv(ctx, x, w, b, stride, padding, dilation, groups)
     if not dtypes.is_floating(cst):
         raise Unsupported("convolution of integers (ONNX's Conv and ConvTranspose take floats)")
     n = ctx.rank(w) - 2
@@ -199,7 +203,7 @@ def batch_norm(ctx, node):
     training=True)``). The native overloads also give the batch mean and 1/sqrt(var + eps)
     (training), or the empty tensors torch's CPU kernel gives (eval). Running statistics in
     training mode: see ``_running_stats_unread``."""
-    a = bind(node, "input", "weight", "bias", "running_mean", "running_var", "momentum", "eps", training=True)
+    a = bind(node, "input", "weight", "bias", "running_mean", "running_var", training=True)  # _with_update: no training
     a.declare("momentum")  # how the running statistics would be updated (see _running_stats_unread)
     if a.training:
         _running_stats_unread(ctx, a, "batch norm in training mode")

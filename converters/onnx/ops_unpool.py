@@ -132,17 +132,28 @@ def _axis_windows(length: int, out: int, k: int, s: int, p: int, d: int, avg: bo
             pos = [start + i * d for i in range(k) if 0 <= start + i * d < length]
         rows.append(pos)
         counts.append(len(pos))
-    width = max([1] + counts)
+    return _padded_rows(rows, out) + (np.asarray(padded),)
+
+
+def _padded_rows(rows, out: int):
+    """(the rows as an [out, width] table, each padded by repeating its first; which slots are real)."""
+    width = max([1] + [len(r) for r in rows])
     table = np.asarray([r + [r[0] if r else 0] * (width - len(r)) for r in rows], np.int64).reshape(out, width)
-    return table, np.asarray(counts), np.asarray(padded)
+    return table, np.arange(width)[None, :] < np.asarray([len(r) for r in rows]).reshape(out, 1)
 
 
 def _adaptive_axis(length: int, out: int):
     """``_axis_windows`` of an adaptive pool: window o is [floor(o*L/O), ceil((o+1)*L/O))."""
     rows = [list(range((o * length) // out, -(-(o + 1) * length // out))) for o in range(out)]
-    width = max([1] + [len(r) for r in rows])
-    table = np.asarray([r + [r[0] if r else 0] * (width - len(r)) for r in rows], np.int64).reshape(out, width)
-    return table, np.asarray([len(r) for r in rows]), None
+    return _padded_rows(rows, out) + (None,)
+
+
+def _conv_axis(length: int, out: int, k: int, s: int, left: int, d: int):
+    """Per output index along one axis: the input position of each of the ``k`` kernel taps (a tap
+    in the padding reads position 0, masked off) and which taps are inside the input."""
+    pos = np.arange(out)[:, None] * s - left + np.arange(k)[None, :] * d
+    inside = (pos >= 0) & (pos < length)
+    return np.where(inside, pos, 0).astype(np.int64), inside, None
 
 
 def integer_pool(ctx, a, n: int, op: str, want_indices: bool):
@@ -165,7 +176,7 @@ def integer_pool(ctx, a, n: int, op: str, want_indices: bool):
     if a.divisor_override is not None:
         div = np.full(table.shape[0], int(a.divisor_override), np.int64)
     else:
-        grids = np.meshgrid(*[(pd if a.count_include_pad else c) for _, c, pd in per], indexing="ij")
+        grids = np.meshgrid(*[(pd if a.count_include_pad else v.sum(1)) for _, v, pd in per], indexing="ij")
         div = np.prod(np.stack(grids), axis=0).reshape(-1).astype(np.int64)
     if (div == 0).any():
         raise Unsupported(f"{op} of integers with a window of no elements")
@@ -191,11 +202,11 @@ def _gather_windows(ctx, x, n: int, per):
     ctx.reserve_array([int(np.prod(oshape)), width, 3], 8, "pool window table")
     strides = [int(np.prod(shape[i + 1:])) for i in range(n)]
     pos, valid = np.zeros([1] * (2 * n), np.int64), np.ones([1] * (2 * n), bool)
-    for i, (t, c, _) in enumerate(per):
+    for i, (t, v, _) in enumerate(per):
         view = [1] * (2 * n)
         view[i], view[n + i] = t.shape
         pos = pos + (t * strides[i]).reshape(view)
-        valid = valid & (np.arange(t.shape[1])[None, :] < c[:, None]).reshape(view)
+        valid = valid & v.reshape(view)
     table = pos.reshape(int(np.prod(oshape)), width)  # [windows (row-major), slots (row-major)]
     st = ctx.dtype(x)
     cst = ST.LONG if dtypes.is_integral(st, include_bool=False) else ctx.compute_type(st)
@@ -231,3 +242,40 @@ def gathered_max(ctx, x, n: int, per, want_indices: bool):
     idx = ctx.op("GatherElements", ctx.op("Expand", ctx.const_array(table, "pool_windows"), ctx.shape(g)), first,
                  axis=-1)
     return y, reshape(ctx.op("Squeeze", idx, last))
+
+
+def integer_conv(ctx, x, w, b, stride, padding, dilation, groups):
+    """A convolution of integers (static sizes), as torch computes it in int64: each output
+    position's input taps gathered ([N, C, positions, taps], taps in the padding masked to 0),
+    then a MatMul per group with the weights as [C/g * taps, O/g], plus the bias."""
+    n = ctx.rank(w) - 2
+    xi, wi, oi = ctx.info(x), ctx.info(w), ctx.out_info()
+    unbatched = ctx.rank(x) == n + 1
+    shape, oshape, kshape = list(xi.shape[-n:]), list(oi.shape[-n:]), list(wi.shape)
+    if not all(isinstance(v, int) for v in shape + oshape + kshape[1:] + [xi.shape[-n - 1]]) or 0 in shape:
+        raise Unsupported("integer convolution with sizes known only at run time")
+    cg, ks = kshape[1], kshape[2:]  # the output channels may be known only at run time (-1 below)
+    s, d = _rep(stride, n), _rep(dilation, n)
+    if isinstance(padding, str):  # 'same': the total d*(k-1) split with the extra element after
+        left = [0] * n if padding == "valid" else [di * (ki - 1) // 2 for di, ki in zip(d, ks)]
+    else:
+        left = _rep(padding, n)
+    per = [_conv_axis(L, o, ki, si, pi, di) for L, o, ki, si, pi, di in zip(shape, oshape, ks, s, left, d)]
+    table, valid, g, cst, reshape = _gather_windows(ctx, x, n, per)
+    if cst != ST.LONG:
+        raise Unsupported(f"integer convolution of {ctx.dtype(x).name}")
+    taps = table.shape[1]
+    g = ctx.op("Mul", g, ctx.const(valid, cst))  # [N, C, P, K] ([C, P, K] unbatched)
+    if unbatched:
+        g = ctx.op("Unsqueeze", g, axes_const(ctx, [0]))
+    g = ctx.op("Reshape", g, ctx.ints([0, groups, cg, table.shape[0], taps]))
+    g = ctx.op("Transpose", g, perm=[0, 1, 3, 2, 4])  # [N, G, P, C/g, K]
+    g = ctx.op("Reshape", g, ctx.ints([0, groups, table.shape[0], cg * taps]))
+    wm = ctx.op("Reshape", ctx.t(w, cst), ctx.ints([groups, -1, cg * taps]))
+    y = ctx.op("MatMul", g, ctx.op("Transpose", wm, perm=[0, 2, 1]))  # [N, G, P, O/g]
+    y = ctx.op("Transpose", y, perm=[0, 1, 3, 2])  # [N, G, O/g, P]
+    if b is not None:
+        y = ctx.op("Add", y, ctx.op("Reshape", ctx.t(b, cst), ctx.ints([groups, -1, 1])))
+    spatial = ctx.op("Concat", ctx.dim(w, 0), ctx.ints(oshape), axis=0)
+    out_shape = spatial if unbatched else ctx.op("Concat", ctx.shape(ctx.t(x), 0, 1), spatial, axis=0)
+    return ctx.cast(ctx.op("Reshape", y, out_shape), cst, oi.dtype)

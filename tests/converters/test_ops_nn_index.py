@@ -313,3 +313,16 @@ def test_integer_avg_pool(n, kernel, stride, padding, ceil, include_pad, divisor
     x = torch.randint(-20, 20, (2, 3) + (7, 6, 5)[:n], generator=torch.Generator().manual_seed(n))
     check_both(lambda t: pool(t, kernel, stride, padding, ceil_mode=ceil, count_include_pad=include_pad, **kw), x,
                tmp_path=tmp_path)
+
+
+@pytest.mark.parametrize("n, groups, stride, padding, dilation, bias", [
+    (1, 1, 2, 2, 1, True), (2, 2, 1, "same", 2, False), (3, 1, 1, 1, 1, True), (2, 1, 1, 0, 1, True)])
+def test_integer_convolution(n, groups, stride, padding, dilation, bias, tmp_path):
+    # exact int64 arithmetic (the taps gathered, a MatMul per group); TFLite's BATCH_MATMUL has no integer kernel
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
+    gen = torch.Generator().manual_seed(n)
+    x = torch.randint(-50, 50, (2, 2 * groups) + (6, 5, 4)[:n], generator=gen)
+    w = torch.randint(-50, 50, (2 * groups, 2) + (3, 2, 2)[:n], generator=gen)
+    args = (x, w, torch.randint(-9, 9, (2 * groups,), generator=gen)) if bias else (x, w)
+    check_both(lambda a, k, *b: conv(a, k, b[0] if b else None, stride, padding, dilation, groups), *args,
+               tmp_path=tmp_path, tflite_refuses="BATCH_MATMUL has no integer kernel")
