@@ -48,7 +48,7 @@ MAX_ONNX_SUBGRAPH_DEPTH = 16
 ``MAX_SUBGRAPH_DEPTH`` for a program): each level is a recursion of the converter's own."""
 
 MAX_LAYOUT_WORK = 5_000_000
-"""Op visits the TFLite layout pass (``converters/tflite/layout.py``) may spend. Each rewrite
+"""Op visits the TFLite layout pass (``converters/tflite/passes/optimize_layout.py``) may spend. Each rewrite
 (a transpose sunk one op down, a pair cancelled) rescans the subgraph, so a transpose sinking
 down a chain of n elementwise ops costs n^2 (a 5,000-op chain: minutes). Real models need a
 few hundred thousand (BERT: ~1,500 ops, ~100 rewrites); past the bound the pass stops where
@@ -56,7 +56,7 @@ it is, which leaves transposes in place: the model stays exact, only slower."""
 
 MAX_RESIZE_MATRIX = 1 << 24
 """Elements (output length x input length) of the interpolation matrix the TFLite target
-computes for one axis of a Resize at static sizes (``converters/tflite/resize_weights.py``;
+computes for one axis of a Resize at static sizes (``converters/tflite/ops/resize_weights.py``;
 a FULLY_CONNECTED's weights, 4 bytes each, or the indices of a GATHER). A 4K frame halved is
 3840 x 1920 = 7.4e6; without the bound a Resize of a few bytes could ask for 2**31 x 2**31.
 Over it the Resize is refused, naming the axis."""
@@ -66,7 +66,7 @@ MAX_RESIZE_LENGTH = 1 << 16
 Python step (a 2**16-long axis: about a second)."""
 
 MAX_FOLD_WORK = 200_000_000
-"""Element operations (``converters/tflite/fold_cost.py``'s estimate, made before evaluating)
+"""Element operations (``converters/tflite/onnx_in/fold_cost.py``'s estimate, made before evaluating)
 one ONNX node folded by the TFLite target's ``constant_folding.fold`` may cost: about a second of numpy.
 Folding runs onnx's reference evaluator, which computes pooling, convolution and sampling as
 Python loops; the output size alone does not bound the work (a MaxPool with a 1000x1000 kernel

@@ -7,11 +7,11 @@ numbers — the same shape as torch's yaml, so pt2x's snapshot and the imported 
 snapshots (``schema/snapshots/torch/``) diff against each other field by field.
 
 Library code (the compatibility checks read snapshots at run time); the script that writes
-``schema/snapshots/pt2x.json`` is ``tools/scripts/gen_schema_snapshot.py``. The checksum line covers
+``schema/snapshots/pt2x.json`` is ``scripts/gen_schema_snapshot.py``. The checksum line covers
 the version and types, so hand edits to a snapshot are detected.
 
 Also here, as data: the torch releases' snapshots (``snapshots/torch/``, imported by
-``tools/scripts/import_torch_schemas.py``) with ``torch_releases()`` (release -> schema version and
+``scripts/import_torch_schemas.py``) with ``torch_releases()`` (release -> schema version and
 snapshot file) and ``torch_snapshot(release)``; ``pt2x_types()``, this schema flattened
 once; and ``parse_type_string``, the inverse of ``type_string``.
 """

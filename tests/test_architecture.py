@@ -8,7 +8,7 @@ package, lazy ones inside functions included.
 
 From the same import graph: every dependency a user installs (base or extra) is imported by the
 library, and every third-party module the library imports is declared. The project's scripts
-(tools/scripts/: benchmarks, fuzzers, generators) are outside the package, so outside the graph
+(benchmarks/, fuzz/, scripts/: the workshop) are outside the package, so outside the graph
 and the wheel.
 """
 
@@ -22,7 +22,7 @@ import sys
 
 import pytest
 from paths import REPO
-from scripts import SCRIPTS, tool_scripts
+from workshop import PACKAGES, tool_scripts
 
 LINT_IMPORTS = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 
@@ -56,13 +56,29 @@ def _graph():
 
 
 def test_the_scripts_are_outside_the_package():
-    """tools/scripts/ is a plain folder (no ``__init__.py``), not a package of the wheel: no module
-    of the package's import graph is a script, and no script module sits in tools/ itself."""
-    assert tool_scripts(), "no script found in tools/scripts/"
-    assert not os.path.exists(os.path.join(SCRIPTS, "__init__.py"))
-    names = {os.path.splitext(f)[0] for f in os.listdir(SCRIPTS) if f.endswith(".py")}
+    """The workshop (benchmarks/, fuzz/, scripts/) sits at the repository root, outside the wheel:
+    the package's import graph holds none of its modules, pyproject's packages list none of its
+    folders, and tools/ (the CLI) keeps no scripts folder."""
+    assert tool_scripts(), "no script found in the workshop"
+    names = {s.rsplit(".", 1)[-1] for s in tool_scripts()}
     in_package = {m for m in _graph().modules if m.startswith("pt2x.") and m.rsplit(".", 1)[-1] in names}
     assert not in_package, f"scripts inside the package: {sorted(in_package)}"
+    with open(os.path.join(REPO, "pyproject.toml"), encoding="utf-8") as f:
+        pyproject = f.read()
+    assert not any(f'"pt2x.{pkg}' in pyproject for pkg in PACKAGES)
+    assert not os.path.exists(os.path.join(REPO, "tools", "scripts"))
+    # namespace packages: a folder of the repository root with an __init__.py would be a pt2x subpackage
+    assert not [pkg for pkg in PACKAGES if os.path.exists(os.path.join(REPO, pkg, "__init__.py"))]
+
+
+def test_the_workshop_edits_no_import_path():
+    """The workshop imports by package and gives children a ``PYTHONPATH``: no ``sys.path`` edits."""
+    for pkg in PACKAGES:
+        for name in sorted(os.listdir(os.path.join(REPO, pkg))):
+            if name.endswith(".py"):
+                with open(os.path.join(REPO, pkg, name), encoding="utf-8") as f:
+                    code = [line for line in f if "sys.path" in line and "``sys.path``" not in line]
+                assert not code, f"{pkg}/{name} edits sys.path: {code}"
 
 
 def test_no_module_imports_a_package_above_it_that_imports_it_back():

@@ -98,8 +98,8 @@ def _converter(to: str):
 
     elif to == "tflite":
         from ..converters import to_tflite
-        from ..converters.tflite.qdq_pass import describe_tflite
-        from ..converters.tflite.weight_storage import describe_weights
+        from ..converters.tflite.quant.qdq_pass import describe_tflite
+        from ..converters.tflite.quant.weight_storage import describe_weights
 
         def convert(src, dst, args):
             with ConversionProgress(f"converting {printable(src)} to TFLite") as shown:

@@ -85,7 +85,7 @@ def run_check(args: argparse.Namespace) -> int:
     result = diff_snapshots(old, new, old_label=old_label, new_label="pt2x (schema/definitions.py)")
     notes = []
     if args.against == "committed" and render(old) != render(new):
-        notes.append("the committed snapshot is stale: run python tools/scripts/gen_schema_snapshot.py and commit it")
+        notes.append("the committed snapshot is stale: run python -m scripts.gen_schema_snapshot and commit it")
     return _emit(result, args.json, {"notes": notes})
 
 

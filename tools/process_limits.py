@@ -1,7 +1,7 @@
 """What a child process that checks untrusted files may use: its address space.
 
 Set by the child processes of ``supervised`` (the fleet scan's workers, ``tools/scan/worker.py``,
-and the fuzzer's, ``tools/scripts/fuzz.py``):
+and the fuzzer's, ``fuzz/fuzz.py``):
 each sets ``RLIMIT_AS`` to its own size after its imports plus a budget, so the budget is what
 checking one file may add, whatever the libraries it imported weigh. Linux only (``/proc``).
 """

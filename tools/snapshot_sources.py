@@ -2,7 +2,7 @@
 
 Why here: finding a snapshot does I/O (files, ``git show``) and reaches into layers
 above ``schema/`` (a torch release through ``serde.compat.releases``, a torch
-``schema.yaml`` through ``tools/scripts/import_torch_schemas.py``); the rules that compare two
+``schema.yaml`` through ``scripts/import_torch_schemas.py``); the rules that compare two
 snapshots stay in ``schema/diff.py``, which reads neither.
 """
 

@@ -3,7 +3,7 @@
 A child that checks untrusted files runs under a time limit (kept by its parent) and a memory
 limit (its own ``RLIMIT_AS``: ``process_limits``), talks to its parent in JSON lines, and may die
 in ways the parent must name. Used by ``tools/scan/worker.py`` (``pt2x scan``) and by the
-fuzzer (``tools/scripts/fuzz.py``); each keeps only its own protocol.
+fuzzer (``fuzz/fuzz.py``); each keeps only its own protocol.
 
 Child side: ``child_channel()`` before anything prints (the parent's messages go to a copy of
 stdout; whatever else writes to stdout lands in the log), the imports and warm-up, then

@@ -13,7 +13,7 @@ An in-place ATen overload (``aten.add_.Tensor``: the op name ends in one ``_``) 
 recognised by ``is_inplace`` and nowhere else; the driver (``lower.py``) rebinds the
 mutated input after its lowering ran. In-place overloads are not written twice: ``get``
 derives ``aten.X_.ov``'s lowering from ``aten.X.ov``'s (``derived_inplace``) when torch's
-schemas of the two are the same apart from mutability, which ``tools/scripts/gen_signature_table.py``
+schemas of the two are the same apart from mutability, which ``scripts/gen_signature_table.py``
 checks against torch and records in ``_signature_table.INPLACE_OF`` (nothing is decided at run
 time). The derived lowering sees the node with the out-of-place target; it must produce the
 node's output dtype (the in-place one: ``self``'s). An explicit registration wins.

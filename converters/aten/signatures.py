@@ -5,7 +5,7 @@ position, and trust their kinds: ``self`` is a tensor, ``dim`` an int, ``dims`` 
 A program can say anything, so ``precheck`` compares every node with the signature of
 its target before any lowering runs. Signatures of ATen operators are torch's own
 (``torch.ops.aten.<op>.<overload>._schema``) for every ATen target any backend lowers,
-written into ``_signature_table.py`` by ``tools/scripts/gen_signature_table.py`` (run it with
+written into ``_signature_table.py`` by ``scripts/gen_signature_table.py`` (run it with
 torch installed after adding lowerings; a test fails when the table is stale). SymInt
 arithmetic (``_operator.*``, ``torch.sym_*``, ``math.*``) and higher-order operators
 have no torch schema and are declared below

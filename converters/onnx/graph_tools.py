@@ -97,16 +97,18 @@ class DefUse:
     outputs: set[str] = field(default_factory=set)
 
     @classmethod
-    def of_nodes(cls, nodes: Iterable[onnx.NodeProto], outputs: Iterable[str]) -> DefUse:
+    def of_nodes(cls, nodes: Iterable[onnx.NodeProto], outputs: Iterable[str], *, nested: bool = True) -> DefUse:
+        """The index of ``nodes``; ``nested=False`` leaves out the nodes inside their bodies (their
+        captures still count as reads of the enclosing node)."""
         du = cls(outputs=set(outputs))
-        du._add(nodes)
+        du._add(nodes, nested)
         return du
 
     @classmethod
-    def of_graph(cls, g: onnx.GraphProto) -> DefUse:
-        return cls.of_nodes(g.node, [o.name for o in g.output])
+    def of_graph(cls, g: onnx.GraphProto, *, nested: bool = True) -> DefUse:
+        return cls.of_nodes(g.node, [o.name for o in g.output], nested=nested)
 
-    def _add(self, nodes: Iterable[onnx.NodeProto]) -> None:
+    def _add(self, nodes: Iterable[onnx.NodeProto], nested: bool = True) -> None:
         readers, producers = self.readers, self.producers
         for n in nodes:
             for i in n.input:
@@ -119,13 +121,20 @@ class DefUse:
             for o in n.output:
                 if o:
                     producers[o] = n
-            for sg in bodies:
-                self._add(sg.node)
+            if nested:
+                for sg in bodies:
+                    self._add(sg.node)
 
     def sole_reader(self, name: str) -> onnx.NodeProto | None:
         """The one node reading ``name`` where exactly one does and it is no graph output."""
         rs = self.readers.get(name, [])
         return rs[0] if len(rs) == 1 and name not in self.outputs else None
+
+    def reader_node(self, name: str) -> onnx.NodeProto | None:
+        """The one node reading ``name`` (in one input slot or several) where exactly one does and
+        it is no graph output."""
+        rs = self.readers.get(name, [])
+        return rs[0] if rs and name not in self.outputs and all(r is rs[0] for r in rs) else None
 
 
 def live_nodes(nodes: list[onnx.NodeProto], outputs: Iterable[str]) -> tuple[list[onnx.NodeProto], set[str]]:

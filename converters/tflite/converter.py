@@ -21,15 +21,15 @@ from ..guard import stage
 from ..onnx.graph_tools import origin_of
 from ..report import Problems
 from ..weight_quant import check_weight_option
-from .emit import Emitter, compute_type
-from .fuse_gelu import fuse_gelu
-from .mappers import MAPPERS
-from .model import Program, Subgraph, Tensor, TensorType
-from .normalise import TARGET_OPSET
+from .core.emit import Emitter, compute_type
+from .core.model import Program, Subgraph, Tensor, TensorType
+from .onnx_in.fuse_gelu import fuse_gelu
+from .onnx_in.normalise import TARGET_OPSET
+from .ops import MAPPERS
 from .pipeline import run_subgraph_passes
 from .prepare import load_onnx, prepare
-from .qdq_pass import install as install_qdq
-from .weight_storage import onnx_weights, store_weights
+from .quant.qdq_pass import install as install_qdq
+from .quant.weight_storage import onnx_weights, store_weights
 from .writer import write, write_file
 
 __all__ = ["to_tflite", "MIN_RUNTIME"]
@@ -48,7 +48,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
     ``src``: a .pt2 (path, binary file, ``Pt2Archive`` or ``Pt2Model``; ``model`` picks the
     program in a multi-model archive) or ONNX (an ``.onnx`` path or ``onnx.ModelProto``).
     ``nhwc_io``: every 4-D input and output is channels-last (NHWC) instead of the program's
-    own layout; the transposes this adds cancel against the NHWC kernels' (``layout.py``).
+    own layout; the transposes this adds cancel against the NHWC kernels' (``passes/optimize_layout.py``).
     ``weights``: ``None`` keeps float32 constants; ``"fp16"`` stores them as float16, ``"int8"``
     stores the conv/fully-connected/matmul weights as per-channel int8 (dynamic range), both
     with float32 activations (``weight_storage.py``); another value is a ``Pt2UsageError``.
@@ -83,12 +83,7 @@ def to_tflite(src, dst=None, *, model: str = "model", nhwc_io: bool = False, wei
 
 
 def load_mappers() -> dict:
-    from . import (ops_activation, ops_affine_grid, ops_aliases, ops_attention, ops_bitshift,  # noqa: F401
-                   ops_bitwise, ops_blocks, ops_causal_conv, ops_compress, ops_control, ops_crop, ops_cumprod,
-                   ops_einsum, ops_elementwise, ops_eye_like, ops_generate, ops_gridsample, ops_index, ops_linalg,
-                   ops_linear_attention, ops_loss, ops_nn, ops_pad, ops_pool, ops_quantize, ops_reduce, ops_resize,
-                   ops_rnn, ops_rnn_while, ops_rotary, ops_scan, ops_shape, ops_signal, ops_slice)
-
+    """The mapper table (filled when the ``ops`` package is imported)."""
     return MAPPERS
 
 

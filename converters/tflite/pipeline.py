@@ -18,18 +18,18 @@ import onnx
 from onnx import shape_inference
 
 from ..onnx.graph_tools import prune_unused
-from .constant_folding import FoldBudget, apply_torch_shapes, constants, evaluate, expands_a_constant, fold
-from .dedupe import merge_and_prune
-from .expand_sinking import sink_expands
-from .fold_affine import fold_affine
-from .fuse_activations import fold_biases, fuse_activations
-from .fuse_matmul import transposes_into_adj_y
-from .layout import optimize_layout
-from .model import Subgraph
-from .qdq_weights import transpose_into_weights
-from .reduce_squeeze import drop_squeezing_reshapes
-from .schedule import hoist_input_only
-from .shapes import infer_shapes
+from .core.model import Subgraph
+from .core.shapes import infer_shapes
+from .onnx_in.constant_folding import FoldBudget, apply_torch_shapes, constants, evaluate, expands_a_constant, fold
+from .onnx_in.sink_expands import sink_expands
+from .onnx_in.transpose_into_weights import transpose_into_weights
+from .passes.drop_squeezing_reshapes import drop_squeezing_reshapes
+from .passes.fold_affine import fold_affine
+from .passes.fuse_activations import fold_biases, fuse_activations
+from .passes.hoist_input_only import hoist_input_only
+from .passes.merge_and_prune import merge_and_prune
+from .passes.optimize_layout import optimize_layout
+from .passes.transposes_into_adj_y import transposes_into_adj_y
 
 __all__ = ["Pass", "OnnxStep", "ONNX_PASSES", "SUBGRAPH_PASSES", "run_onnx_passes", "run_subgraph_passes"]
 

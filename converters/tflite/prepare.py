@@ -16,9 +16,9 @@ import onnx
 
 from ..errors import ConversionError, UnsupportedOpsError
 from ..onnx.lazy_initializers import LazyInitializers, is_lazy
-from .external_data import load_external_data
-from .normalise import TARGET_OPSET, normalise
-from .onnx_check import check_onnx_model
+from .onnx_in.external_data import load_external_data
+from .onnx_in.normalise import TARGET_OPSET, normalise
+from .onnx_in.onnx_check import check_onnx_model
 from .pipeline import OnnxStep, run_onnx_passes
 
 __all__ = ["Prepared", "load_onnx", "prepare"]

@@ -31,7 +31,7 @@ import numpy as np
 from ...serde.atomic_write import write_atomically
 from ..errors import ConversionError
 from . import schema_generated as fb
-from .model import Program, Subgraph
+from .core.model import Program, Subgraph
 
 __all__ = ["write", "write_file", "constant_bytes", "buffers_after_needed", "SCHEMA_VERSION", "FILE_IDENTIFIER",
            "AFTER_ALIGNMENT", "BUFFER_LOCATION"]

@@ -3,7 +3,7 @@
 Why: besides fields and union members (``serde.compat.target``'s walk), releases differ in how
 a node's outputs are spelled and in which ops they can run after loading. Facts from each
 release's ``torch/_export/serde/serialize.py`` (``serialize_hoo_outputs``, ``deserialize_outputs``)
-and from running the files in the real releases (``tools/scripts/check_old_torch.py``):
+and from running the files in the real releases (``scripts/check_old_torch.py``):
 
 * higher-order-op outputs: torch 2.6 has no ``Node.is_hop_single_tensor_return``; a 1-tuple
   result is one ``as_tensors`` list and a lone ``as_tensor`` is the tensor itself. 2.7+ write

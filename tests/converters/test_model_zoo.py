@@ -2,7 +2,7 @@
 weights and BatchNorm statistics re-drawn so the reference is not degenerate), exported with a
 dynamic batch as exported and after ``run_decompositions()``, converted by pt2x from the saved
 .pt2, run in ONNX Runtime CPU on batches 1 and 3 against torch eager. The whole zoo is
-``python tools/scripts/model_zoo.py`` (docs/onnx.md, "Model zoo"). Each case matches, or is refused
+``python -m scripts.run_model_zoo`` (docs/onnx.md, "Model zoo"). Each case matches, or is refused
 for a reason listed here; a mismatch is never acceptable."""
 
 from __future__ import annotations

@@ -459,8 +459,8 @@ def test_fixtures_still_pass_the_prechecks():
 def test_signature_table_is_current():
     """``_signature_table.py`` is what torch's schemas say for every lowered ATen target."""
     pytest.importorskip("torch")
-    from scripts import load_script
+    from workshop import load_script
 
     gen_signature_table = load_script("gen_signature_table")
 
-    assert gen_signature_table.main(["--check"]) == 0, "run: python tools/scripts/gen_signature_table.py"
+    assert gen_signature_table.main(["--check"]) == 0, "run: python -m scripts.gen_signature_table"

@@ -15,7 +15,7 @@ from pt2x.converters.errors import UnsupportedOpsError
 from pt2x.converters.onnx.converter import to_onnx
 from pt2x.converters.onnx.graph_tools import origin_of, stamp, walk_nodes
 from pt2x.converters.tflite import to_tflite
-from pt2x.converters.tflite.normalise import normalise
+from pt2x.converters.tflite.onnx_in.normalise import normalise
 
 
 class _Inner(torch.nn.Module):

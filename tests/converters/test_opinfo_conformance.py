@@ -1,4 +1,4 @@
-"""torch's OpInfo suite as the front end's conformance test, on a CI subset: tools/scripts/conformance_opinfo.py's
+"""torch's OpInfo suite as the front end's conformance test, on a CI subset: scripts/conformance_opinfo.py's
 runner over ``select_entries(op_db, 60)`` (spread over the op families: namespace and OpInfo class), one
 sample each, float32 and int64 (``--ci``), through ``to_onnx`` + ONNX Runtime and ``to_tflite`` + LiteRT,
 each case in a worker process.
@@ -6,7 +6,7 @@ each case in a worker process.
 Right or refused: no case may be silently wrong or loud (a traceback out of pt2x, a file a runtime
 rejects, a crash, a timeout); the refusals only shrink: a refusal not in ``opinfo_known_refused.txt``
 fails the test (a listed case that now converts is fine: remove its line). Regenerate the list with
-``python tools/scripts/conformance_opinfo.py --ci --jobs 2 --write-known tests/converters/opinfo_known_refused.txt``.
+``python -m scripts.conformance_opinfo --ci --jobs 2 --write-known tests/converters/opinfo_known_refused.txt``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 from collections import Counter
 
 import pytest
-from scripts import load_script
+from workshop import load_script
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime runs the converted files")
@@ -55,5 +55,5 @@ def test_refusals_only_shrink(results):
     details = {f"{r.case} {col}": r.detail.get(col, "") for r in results for col in ("onnx", "tflite")}
     assert not new, (
         f"{len(new)} refusals not in {os.path.relpath(KNOWN)}: convert them, or add them to the list "
-        f"(python tools/scripts/conformance_opinfo.py --ci --jobs 2 --write-known {os.path.relpath(KNOWN)})\n"
+        f"(python -m scripts.conformance_opinfo --ci --jobs 2 --write-known {os.path.relpath(KNOWN)})\n"
         + "\n".join(f"{line}: {details[line][:400]}" for line in new))

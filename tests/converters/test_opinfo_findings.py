@@ -1,4 +1,4 @@
-"""What torch's OpInfo suite (tools/scripts/conformance_opinfo.py) found wrong or loud, each pinned by a
+"""What torch's OpInfo suite (scripts/conformance_opinfo.py) found wrong or loud, each pinned by a
 program torch exports at test time, converted to ONNX (run in ONNX Runtime) and to TFLite (run in
 LiteRT), compared with eager: 0-d inputs (torch reads them as one element along dim 0/-1; ONNX's
 axis ops need rank >= 1), empty ones, boolean values, ``p=0`` distances, unbatched adaptive pools."""

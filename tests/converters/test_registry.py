@@ -3,7 +3,7 @@ operator, and each lowering's ``bind(node, "self", "other")`` calls agree with t
 
 ``bind`` fills every argument a node leaves out with torch's default from the generated
 signature table (``converters/aten/signatures.py``; the table itself is checked against torch
-by ``tools/scripts/gen_signature_table.py --check``), so lowerings state no defaults. What the
+by ``scripts/gen_signature_table.py --check``), so lowerings state no defaults. What the
 table cannot answer is in the lowerings' source, which these tests read (``ast``: each
 lowering's ``bind`` calls and those of the module-level helpers it calls): the positional names
 (``order``) must be the schema's, and a default a lowering still states must be needed by one of

@@ -1,4 +1,4 @@
-"""Operators the model sweep (tools/scripts/sweep_models.py) found refused although torch.onnx
+"""Operators the model sweep (scripts/sweep_models.py) found refused although torch.onnx
 converts them, now converted: each exported by torch at test time with a dynamic batch, saved,
 converted torch-free to ONNX (ONNX Runtime) and to TFLite (LiteRT, XNNPACK), and compared with
 torch eager at two batch sizes; what stays inexpressible is refused by name.

@@ -1,4 +1,4 @@
-"""The model sweep in CI: a fixed stratified sample of the registry ``tools/scripts/sweep_models.py``
+"""The model sweep in CI: a fixed stratified sample of the registry ``scripts/sweep_models.py``
 walks (docs/sweep.md), one architecture per family, each at its smallest variant and input so
 the file stays cheap. Per model (``sweep.check``): random init with re-drawn weights, exported
 with a dynamic batch, converted by pt2x torch-free to ONNX (ONNX Runtime) and to TFLite (LiteRT,

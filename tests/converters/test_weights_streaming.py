@@ -25,7 +25,7 @@ from pt2x.converters.onnx.converter import save
 from pt2x.converters.onnx.lazy_initializers import array_of, is_lazy
 from pt2x.converters.onnx.writer import ALIGN, ALIGN_LARGE, ALIGN_LARGE_FROM
 
-from scripts import load_script
+from workshop import load_script
 from torchfree import run_cli_torch_free
 
 
@@ -213,7 +213,7 @@ def decoder(tmp_path_factory):
 
 def _measured(*argv) -> tuple[int, float, float, str]:
     """(exit, peak anonymous bytes, peak RSS bytes, the error) of the torch-free CLI, watched as
-    the LLM benchmark watches a conversion (``tools/scripts/bench_llm.py``'s ``measure``)."""
+    the LLM benchmark watches a conversion (``benchmarks/bench_llm.py``'s ``measure``)."""
     bench = load_script("bench_llm")
     r = bench.measure([sys.executable, "-c", _TORCH_FREE_CLI, *argv], timeout=600)
     return r["exit"], r["peak_anon_mb"] * bench.MB, r["peak_rss_mb"] * 2**20, r["error"] or ""

@@ -15,7 +15,7 @@ from pt2x.schema.version import SCHEMA_VERSION
 from pt2x.schema.snapshot import TORCH_SNAPSHOT_DIR as TORCH_DIR, torch_releases
 from pt2x.schema import snapshot
 from pt2x.tools import snapshot_sources
-from scripts import load_script
+from workshop import load_script
 
 gen = load_script("gen_schema_snapshot")
 imp = load_script("import_torch_schemas")
@@ -26,7 +26,7 @@ def test_committed_snapshot_is_current():
     # Fails when schema/definitions.py changed without regenerating the snapshot.
     want = snapshot.render(snapshot.build_snapshot())
     have = snapshot.PT2X_SNAPSHOT.read_text()
-    assert have == want, "schema/snapshots/pt2x.json is stale: run python tools/scripts/gen_schema_snapshot.py"
+    assert have == want, "schema/snapshots/pt2x.json is stale: run python -m scripts.gen_schema_snapshot"
     assert gen.main(["--check"]) == 0
 
 

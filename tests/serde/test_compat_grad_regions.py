@@ -3,7 +3,7 @@
 torch 2.13 keeps the block as a ``wrap_with_set_grad_enabled`` node, which 2.5.1 and 2.6.0 cannot
 load; ``serde.compat.grad_regions`` splices the subgraph in when no tensor entering it can require
 grad (HF Llama/Qwen2's rotary embedding: an int64 position tensor and a buffer). The programs are
-exported here by torch; the real 2.5.1/2.6.0 run is ``tools/scripts/check_old_torch.py``.
+exported here by torch; the real 2.5.1/2.6.0 run is ``scripts/check_old_torch.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Torch-free where it can be: torch 2.5.1's own files for the same programs (tests/fixtures/pt2/torch-2.5.1/)
 are the golden form. The real torch 2.5.1 loads and runs what pt2x writes in
-tools/scripts/check_old_torch.py --releases 2.5.1 (not in CI: a CUDA build of several GB); here
+scripts/check_old_torch.py --releases 2.5.1 (not in CI: a CUDA build of several GB); here
 torch 2.13 runs the 2.5.1 fixtures after pt2x writes them up to 8.x.
 """
 
@@ -102,7 +102,7 @@ def test_fixtures_written_for_2_5_read_back_as_7_3(release):
 
 
 # the zoo programs the fixtures above do not already cover (transformer_encoder, the slowest to
-# export, is left to tools/scripts/check_old_torch.py --releases 2.5.1, which runs every zoo program)
+# export, is left to scripts/check_old_torch.py --releases 2.5.1, which runs every zoo program)
 ZOO_CASES = ["dynamic_reshape", "while_loop", "map", "custom_op", "input_mutation", "non_contiguous", "multi_dtype"]
 
 

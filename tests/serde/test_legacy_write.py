@@ -2,7 +2,7 @@
 
 Torch-free where it can be: the fixtures written by torch 2.8.0 show the pickles torch
 itself wrote for the same programs, so the weights pickles pt2x writes for 8.8 are compared
-with those byte for byte. The real old releases load these files in tools/scripts/check_old_torch.py
+with those byte for byte. The real old releases load these files in scripts/check_old_torch.py
 (not in CI: several GB of wheels); here torch 2.13 loads the weight members with
 ``torch.load(weights_only=True)``.
 """
@@ -21,8 +21,7 @@ import pt2x.serde as serde
 from pt2x.schema import definitions as d
 from pt2x.serde.archive.zip_writer import write_archive
 from pt2x.serde.compat import plan as compat_plan
-from paths import FIXTURES
-from scripts import SCRIPTS
+from paths import FIXTURES, REPO
 from torchfree import run_cli_torch_free, run_torch_free
 
 PT2 = os.path.join(FIXTURES, "pt2")
@@ -227,12 +226,12 @@ def test_planner_findings_on_zoo_programs(tmp_path):
 
 
 def test_check_old_torch_report_is_torch_free():
-    # tools/scripts/check_old_torch.py needs the old wheels to run; its report is plain code
+    # scripts/check_old_torch.py needs the old wheels to run; its report is plain code
     r = run_torch_free(
         """
         import sys
         sys.path.insert(0, sys.argv[1])
-        import check_old_torch as c
+        from scripts import check_old_torch as c
         results = {
             "a": {"targets": {"2.8.0": {"written": True, "warnings": []},
                               "2.6.0": {"written": False, "blockers": ["error: m: x [target-unrunnable-node]"]}},
@@ -247,14 +246,14 @@ def test_check_old_torch_report_is_torch_free():
         assert s["2.6.0"]["refused"] == 1 and s["2.6.0"]["failed"] == []
         print("ok")
         """,
-        SCRIPTS,
+        REPO,
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
 @pytest.mark.parametrize("target", ["8.8", "8.2"])
 def test_torch_2_13_runs_the_old_layouts(tmp_path, target):
-    # the old releases run these files in tools/scripts/check_old_torch.py; torch 2.13 still reads both layouts
+    # the old releases run these files in scripts/check_old_torch.py; torch 2.13 still reads both layouts
     torch = pytest.importorskip("torch")
     import zoo
 

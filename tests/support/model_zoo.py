@@ -1,6 +1,6 @@
 """The model-zoo parity suite's models: real third-party architectures, random init, no downloads.
 
-Shared by ``tests/converters/test_model_zoo.py`` (a CI subset) and ``tools/scripts/model_zoo.py`` (the
+Shared by ``tests/converters/test_model_zoo.py`` (a CI subset) and ``scripts/run_model_zoo.py`` (the
 whole list, each model/form in its own subprocess). Per model and form (``exported`` = the
 training IR ``torch.export.export`` gives, ``decomposed`` = after ``run_decompositions()``):
 export with a dynamic batch, ``torch.export.save``, ``pt2x.converters.to_onnx`` on the file

@@ -1,6 +1,6 @@
 """Runs inside an old torch's venv (torch 2.5.1, 2.6.0, 2.8.0...): load the files pt2x wrote for it and check them.
 
-Used by ``tools/scripts/check_old_torch.py``; standalone (torch and numpy only, no pt2x, which the
+Used by ``scripts/check_old_torch.py``; standalone (torch and numpy only, no pt2x, which the
 old venv does not have). For each entry of the manifest (JSON: ``[{"case", "file", "npz",
 "inputs"}]``, ``inputs`` a list of input sets, each a tree with tensors named by npz keys;
 optional ``rtol``/``atol``): ``torch.export.load`` the file, run one module of it on every input

@@ -1,6 +1,6 @@
 """The model sweep's torch side: the registry, and one model's check (build, export, convert, compare).
 
-Used by ``tools/scripts/sweep_models.py`` (the whole registry, each model in its own subprocess:
+Used by ``scripts/sweep_models.py`` (the whole registry, each model in its own subprocess:
 ``python tests/support/sweep.py check SPEC [--anchor on-miss]`` prints one JSON line; ``... list``
 prints the registry; ``... params`` counts the parameters of the specs on stdin on the meta device) and by ``tests/converters/test_sweep_sample.py`` (a stratified sample in CI).
 

@@ -1,4 +1,4 @@
-"""tools/scripts/bench_llm.py end to end at a few MB: the generator (a random-init Llama exported
+"""benchmarks/bench_llm.py end to end at a few MB: the generator (a random-init Llama exported
 with a dynamic batch and sequence, in its own process), one side (pt2x's ONNX, in its own
 process, watched from /proc) and its parity run (ONNX Runtime at batch 1 and 2 against the
 eager logits), as the script's ``main`` calls them. The LLM sizes themselves are the lead's
@@ -10,7 +10,7 @@ import math
 import sys
 
 import pytest
-from scripts import load_script
+from workshop import load_script
 
 pytest.importorskip("transformers")
 pytest.importorskip("onnxruntime")

@@ -1,4 +1,4 @@
-"""The structure-aware fuzzer (``tools/scripts/fuzz.py``) run on every committed fixture.
+"""The structure-aware fuzzer (``fuzz/fuzz.py``) run on every committed fixture.
 
 * A fixed budget of mutated archives through load (every array summed), validate,
   to_onnx, to_tflite and the command line (inspect, validate, convert --to pt2 for a release
@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import paths
-from scripts import load_script
+from workshop import load_script, run_script
 
 fuzz = load_script("fuzz")
 fm = load_script("fuzz_mutations")
@@ -59,7 +59,7 @@ def test_fuzz_budget_finds_nothing():
     bad = len(report.bad) + len(report.late_marker)
     assert bad == 0, (
         f"fuzz seed {seed} (rerun: PT2X_FUZZ_SEED={seed} pytest tests/tools/test_fuzz.py, "
-        f"or python tools/scripts/fuzz.py --n {BUDGET} --seed {seed}):\n{report.summary()}"
+        f"or python -m fuzz.fuzz --n {BUDGET} --seed {seed}):\n{report.summary()}"
     )
 
 
@@ -73,7 +73,7 @@ def test_onnx_budget_finds_nothing():
     bad = len(report.bad) + len(report.late_marker)
     assert bad == 0, (
         f"fuzz --onnx seed {seed} (rerun: PT2X_FUZZ_SEED={seed} pytest tests/tools/test_fuzz.py, "
-        f"or python tools/scripts/fuzz.py --onnx --n {ONNX_BUDGET} --seed {seed}):\n{report.summary()}"
+        f"or python -m fuzz.fuzz --onnx --n {ONNX_BUDGET} --seed {seed}):\n{report.summary()}"
     )
 
 
@@ -106,7 +106,7 @@ def test_regression_ends_in_ok_or_pt2error(path, regression_results):
                     if s.kind not in ("ok", "pt2error"))
     marker = ", ".join(r.marker)
     assert bad == "" and marker == "", (
-        f"{path.name} (python tools/scripts/fuzz.py --replay {path.relative_to(REPO)}): {bad} {r.marker}\n{r.traceback or ''}"
+        f"{path.name} (python -m fuzz.fuzz --replay {path.relative_to(REPO)}): {bad} {r.marker}\n{r.traceback or ''}"
     )
 
 
@@ -124,7 +124,7 @@ def test_cases_are_reproducible_from_seed_and_index():
 _LIVE = """
 import os, pickle, subprocess, sys
 sys.path.insert(0, sys.argv[1])
-import fuzz_mutations as fm
+from fuzz import fuzz_mutations as fm
 env = {"Symbol": lambda *a, **k: 1, "FloorDiv": lambda a, b: a // b, "s0": 2, "s77": 3}
 dead = []
 for desc, data in fm.marker_pickles():
@@ -152,7 +152,7 @@ print(dead)
 def test_marker_payloads_really_run(tmp_path):
     """Were anything in a file executed, the payloads would create the marker: proven here by a
     real unpickler and a real eval, in an empty directory."""
-    out = subprocess.run([sys.executable, "-c", _LIVE, os.path.dirname(fm.__file__)], cwd=tmp_path, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", _LIVE, str(paths.REPO)], cwd=tmp_path, capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"payloads that did not create the marker: {out.stdout}"
@@ -173,13 +173,11 @@ def test_fuzzer_verdicts(stage, kind):
     assert bool(r.marker) == (stage == "selftest-marker")
 
 
-def test_command_line_runs_as_a_file(tmp_path):
-    run = subprocess.run([sys.executable, str(REPO / "tools/scripts/fuzz.py"), "--n", "8", "--seed", "3", "--stages",
-                          "load", "--quiet", "--out", str(tmp_path / "out")],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+def test_command_line_runs_as_a_module(tmp_path):
+    run = run_script("fuzz.fuzz", "--n", "8", "--seed", "3", "--stages", "load", "--quiet", "--out",
+                     str(tmp_path / "out"), cwd=tmp_path, timeout=120)
     assert run.returncode in (0, 1), run.stderr
     assert "pt2x fuzz: seed 3, 8 cases" in run.stdout
     assert "marker: never created" in run.stdout
-    help_ = subprocess.run([sys.executable, str(REPO / "tools/scripts/fuzz.py"), "--help"], capture_output=True,
-                           text=True, timeout=60, cwd=tmp_path)
+    help_ = run_script("fuzz.fuzz", "--help", cwd=tmp_path, timeout=60)
     assert help_.returncode == 0 and "--replay" in help_.stdout

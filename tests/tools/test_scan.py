@@ -1,6 +1,6 @@
 """``pt2x scan`` over a generated fleet: the runners agree, bad artifacts are recorded, resume.
 
-The fleet (``make_fleet`` of ``tools/scripts/bench_scan.py``) is 500 artifacts made from the
+The fleet (``make_fleet`` of ``benchmarks/bench_scan.py``) is 500 artifacts made from the
 committed fixtures of every torch release: hard links, files cut short, junk named ``*.pt2`` and hostile archives
 from the fuzzer's mutations, plus one real program torch exports here whose ONNX conversion
 needs more than the scans' ``--memory 64``: it must end as ``oom`` and nothing else may.
@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from scripts import load_script
+from workshop import load_script
 
 from pt2x.tools.scan.driver import scan
 from pt2x.tools.scan.options import ScanOptions

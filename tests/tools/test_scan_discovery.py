@@ -16,7 +16,7 @@ import pytest
 from pt2x.serde.errors import Pt2UsageError
 from pt2x.tools.scan.discover import discover
 from paths import PT2_FIXTURES
-from scripts import load_script
+from workshop import load_script
 
 MLP = os.path.join(PT2_FIXTURES, "torch-2.13.0", "mlp_dynamic.pt2")
 SCAN_STAGES = load_script("fuzz_scan_stages")  # the deep tree's builder and remover

@@ -1,4 +1,4 @@
-"""tools/scripts/sweep_models.py without running a model: the stratified sample, the selection,
+"""scripts/sweep_models.py without running a model: the stratified sample, the selection,
 resuming (the last line of a spec wins; timeouts and crashes are retried) and the family table."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from scripts import load_script
+from workshop import load_script
 
 sweep_models = load_script("sweep_models")
 

@@ -1,4 +1,4 @@
-"""tools/scripts/fuzz_differential.py at a fixed seed: random single-op ONNX models and
+"""fuzz/fuzz_differential.py at a fixed seed: random single-op ONNX models and
 conv/pool/elementwise/transpose chains, ONNX Runtime vs ``to_tflite`` in LiteRT, in worker
 processes (a LiteRT abort is a finding, not a dead test). A clean refusal is fine; a divergence,
 an abort, a file LiteRT rejects or an escape from pt2x is a finding.
@@ -10,7 +10,7 @@ finds anything fails the test until its entry is removed); any other finding fai
 from __future__ import annotations
 
 import pytest
-from scripts import load_script
+from workshop import load_script
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
 pytest.importorskip("onnxruntime", reason="ONNX Runtime is the reference")
@@ -20,7 +20,7 @@ SEED, N = 0, 250  # fixed: the same cases on every run, CI or not
 fuzz = load_script("fuzz_differential")
 
 # (seed, index) -> the finding it shows today. Replay one with
-# `python tools/scripts/fuzz_differential.py --replay SEED:INDEX`; remove the entry when it is fixed.
+# `python -m fuzz.fuzz_differential --replay SEED:INDEX`; remove the entry when it is fixed.
 KNOWN_FINDINGS: dict[tuple[int, int], str] = {}
 
 

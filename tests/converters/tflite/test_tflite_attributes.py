@@ -1,6 +1,6 @@
 """Every attribute an ONNX node carries is read by its TFLite mapper, or refused: the declarations
-(``converters/tflite/op_attributes.py``) held against onnx's own schemas, and the central check
-(``mappers.maps``) seen refusing in a real conversion."""
+(``converters/tflite/core/op_attributes.py``) held against onnx's own schemas, and the central check
+(``core.mappers.maps``) seen refusing in a real conversion."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from onnx import AttributeProto, TensorProto, helper
 from pt2x.converters import to_tflite
 from pt2x.converters.errors import Unsupported, UnsupportedOpsError
 from pt2x.converters.tflite.converter import load_mappers
-from pt2x.converters.tflite.normalise import TARGET_OPSET
-from pt2x.converters.tflite.op_attributes import ANY, ATTRIBUTES, check_attributes
+from pt2x.converters.tflite.onnx_in.normalise import TARGET_OPSET
+from pt2x.converters.tflite.core.op_attributes import ANY, ATTRIBUTES, check_attributes
 
 _LATEST = onnx.defs.onnx_opset_version()
 

@@ -20,7 +20,7 @@ from pt2x.converters.tflite import schema_generated as fb
 from pt2x.converters.tflite import writer
 from pt2x.converters.tflite.converter import convert_prepared
 from pt2x.converters.tflite.prepare import load_onnx, prepare
-from pt2x.converters.tflite.qdq_pass import describe_tflite
+from pt2x.converters.tflite.quant.qdq_pass import describe_tflite
 from tolerances import TFLITE_SCALE, assert_close
 
 

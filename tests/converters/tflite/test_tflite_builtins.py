@@ -1,4 +1,4 @@
-"""converters/tflite/builtins.py: the one table of TFLite builtins the layout and shape passes
+"""converters/tflite/core/builtins.py: the one table of TFLite builtins the layout and shape passes
 read, the one broadcast, the mapper registry refusing a second mapper, and the layout pass on
 its producers/readers index (a real conv net through LiteRT against ONNX Runtime)."""
 
@@ -11,12 +11,14 @@ import pytest
 from ai_edge_litert.interpreter import Interpreter
 from onnx import TensorProto, helper, numpy_helper
 
-from pt2x.converters.tflite import int_compute, shapes, to_tflite
-from pt2x.converters.tflite.builtins import BUILTINS, broadcast, integer_types
+from pt2x.converters.tflite.core import int_compute, shapes
+
+from pt2x.converters.tflite import to_tflite
+from pt2x.converters.tflite.core.builtins import BUILTINS, broadcast, integer_types
 from pt2x.converters.tflite.converter import load_mappers
-from pt2x.converters.tflite.mappers import MAPPERS, maps
-from pt2x.converters.tflite.model import Op, Program, Subgraph, Tensor
-from pt2x.converters.tflite.model import TensorType as T
+from pt2x.converters.tflite.core.mappers import MAPPERS, maps
+from pt2x.converters.tflite.core.model import Op, Program, Subgraph, Tensor
+from pt2x.converters.tflite.core.model import TensorType as T
 from pt2x.converters.tflite.writer import write
 
 
@@ -83,7 +85,7 @@ def test_xnnpack_column_is_what_litert_delegates(code):
 def test_a_second_mapper_for_an_op_is_refused():
     load_mappers()
     before = MAPPERS["Add"]
-    with pytest.raises(ValueError, match=r"ONNX Add already has a TFLite mapper \(.*ops_elementwise"):
+    with pytest.raises(ValueError, match=r"ONNX Add already has a TFLite mapper \(.*ops\.elementwise"):
         maps("Add")(lambda em, node: None)
     assert MAPPERS["Add"] is before
 

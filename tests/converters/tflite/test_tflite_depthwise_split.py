@@ -13,7 +13,7 @@ import torch
 
 from litert_child import assert_each_matches
 from tflite_zoo import converted_with_batches, op_names
-from pt2x.converters.tflite import depthwise_split
+from pt2x.converters.tflite.ops import depthwise_split
 
 
 def _ops(data: bytes) -> collections.Counter:

@@ -1,4 +1,4 @@
-"""ONNX Einsum decomposed into TRANSPOSE/RESHAPE/BATCH_MATMUL/MUL/SUM (ops_einsum.py): single
+"""ONNX Einsum decomposed into TRANSPOSE/RESHAPE/BATCH_MATMUL/MUL/SUM (ops/einsum.py): single
 Einsum nodes vs ONNX Runtime on two input sets (the second after resize_tensor_input to other
 dynamic sizes), torch.einsum in a .pt2 vs torch eager, and the refusals naming the equation."""
 

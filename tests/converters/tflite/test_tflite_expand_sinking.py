@@ -1,7 +1,7 @@
 """Batch-broadcast constants folded for LiteRT: ``Expand`` of a constant sunk past the ops that
-treat every broadcast copy alike (``expand_sinking.py``), torch's shapes filling the dims ONNX
+treat every broadcast copy alike (``onnx_in/sink_expands.py``), torch's shapes filling the dims ONNX
 shape inference leaves unknown (``constant_folding.apply_torch_shapes``), advanced indexing by a full
-``arange`` over the first axis as one Gather (``ops_index``), and GatherElements folded in numpy.
+``arange`` over the first axis as one Gather (``ops.index``), and GatherElements folded in numpy.
 
 transformers' GPT-2 and BERT rebuild their attention mask and positions at run time from
 ``arange(seq).expand(batch, -1)``; with the batch dynamic, that was some 60 builtin operators
@@ -23,7 +23,7 @@ import onnx_zoo
 from litert_child import assert_each_matches
 from tflite_zoo import converted_with_batches, interpreter, op_names, run
 from pt2x.converters import to_onnx, to_tflite
-from pt2x.converters.tflite.constant_folding import evaluate as _eval
+from pt2x.converters.tflite.onnx_in.constant_folding import evaluate as _eval
 
 _MASK_AND_SHAPE_OPS = {"SHAPE", "BROADCAST_TO", "BROADCAST_ARGS", "GATHER_ND", "SELECT_V2", "CUMSUM", "RANGE",
                        "EQUAL", "LESS", "LESS_EQUAL", "LOGICAL_AND", "LOGICAL_NOT", "REDUCE_MAX", "STRIDED_SLICE",

@@ -1,8 +1,8 @@
 """Folding and external data of an ONNX model cost what its sizes say, never what a tiny file
 asks for: a node whose evaluation would be too much work stays a run-time op (estimated before
-it runs, ``converters/tflite/fold_cost.py``), the bytes folded stay within the shared constant
+it runs, ``converters/tflite/onnx_in/fold_cost.py``), the bytes folded stay within the shared constant
 budget (``converters/limits.py``), and external weights are checked (file, offset, length, dims)
-before exactly their bytes are read (``converters/tflite/external_data.py``).
+before exactly their bytes are read (``converters/tflite/onnx_in/external_data.py``).
 
 Each hostile model is a few hundred bytes built here; before these bounds, the MaxPool case ran
 for hours, the GridSample case over 100 s, the ConstantOfShape flood peaked at 7-14 GB and the
@@ -20,8 +20,8 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from pt2x.converters import limits, to_tflite
 from pt2x.converters.errors import ConversionError
-from pt2x.converters.tflite.fold_cost import fold_work
-from pt2x.converters.tflite.constant_folding import fold
+from pt2x.converters.tflite.onnx_in.fold_cost import fold_work
+from pt2x.converters.tflite.onnx_in.constant_folding import fold
 
 
 def _model(nodes, outputs, inits, opset=18, inputs=()):

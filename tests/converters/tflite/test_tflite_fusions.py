@@ -1,5 +1,5 @@
 """Float fusions (``fuse_activations.py``) and the layout pass through reductions and
-concatenations (``layout.py``): the files run in LiteRT (XNNPACK on and off) against torch eager,
+concatenations (``passes/optimize_layout.py``): the files run in LiteRT (XNNPACK on and off) against torch eager,
 the operator lists say what was fused or moved, and on NaN, ±inf and float32's limits each fused
 file gives what the same file without the fusions gives.
 """
@@ -21,7 +21,7 @@ from litert_child import run_in_child
 from tflite_zoo import op_names
 from pt2x.converters import to_tflite
 from pt2x.converters.tflite import pipeline
-from pt2x.converters.tflite import fuse_activations
+from pt2x.converters.tflite.passes import fuse_activations
 from pt2x.converters.tflite import schema_generated as fb
 from pt2x.serde import load
 

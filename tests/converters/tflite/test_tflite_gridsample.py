@@ -1,4 +1,4 @@
-"""GridSample (torch's grid_sample) as GATHER_ND (ops_gridsample.py): every mapped mode in one
+"""GridSample (torch's grid_sample) as GATHER_ND (ops/gridsample.py): every mapped mode in one
 .pt2 with a dynamic batch, input height/width and output size, vs torch eager, grid values reaching outside
 [-1, 1]; the refused modes name themselves."""
 

@@ -1,9 +1,9 @@
 """ONNX models from outside pt2x that break what the TFLite target would otherwise trust: each
 ends in a ``ConversionError`` (a ``Pt2Error``) naming the graph, node, initializer or value and
-the field, before anything is allocated from a stated size (``converters/tflite/onnx_check.py``,
+the field, before anything is allocated from a stated size (``converters/tflite/onnx_in/onnx_check.py``,
 ``converters/limits.py``). The models are built with ``onnx.helper`` the way exporters write
 them, then broken one way each; the good ones run in LiteRT. The fuzzer's ``--onnx`` mode
-(``tools/scripts/fuzz.py``) covers the combinations; these pin one case per check."""
+(``fuzz/fuzz.py``) covers the combinations; these pin one case per check."""
 
 from __future__ import annotations
 
@@ -220,7 +220,7 @@ def test_the_layout_pass_stopped_by_its_work_bound_leaves_an_exact_model(monkeyp
     way, and the model still equals ONNX Runtime's output (only transposes are left)."""
     import onnxruntime as ort
 
-    from pt2x.converters.tflite import layout
+    from pt2x.converters.tflite.passes import optimize_layout as layout
 
     if work is not None:
         monkeypatch.setattr(layout, "MAX_LAYOUT_WORK", work)

@@ -38,7 +38,7 @@ from tflite_zoo import interpreter, run  # noqa: E402
 from torchfree import convert_torch_free  # noqa: E402
 
 from pt2x.converters.tflite import schema_generated as fb  # noqa: E402
-from pt2x.converters.tflite.qdq_pass import describe_tflite  # noqa: E402
+from pt2x.converters.tflite.quant.qdq_pass import describe_tflite  # noqa: E402
 
 INT8, INT32, FLOAT32 = 9, 2, 0  # TFLite TensorType
 WEIGHTED = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")

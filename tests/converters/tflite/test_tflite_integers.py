@@ -4,7 +4,7 @@ LiteRT in a child process (a kernel that aborts fails its case, not pytest), com
 with ONNX Runtime, or with onnx's ReferenceEvaluator where ONNX Runtime has no kernel for the type.
 
 LiteRT runs int8/uint8/int16 through its quantized kernels, which need quantization parameters
-pt2x does not write; ``converters/tflite/int_compute.py`` holds the rule (which builtins are exact
+pt2x does not write; ``converters/tflite/core/int_compute.py`` holds the rule (which builtins are exact
 on them, which compute in int32 with casts at the edges). Values span each type's whole range,
 so wrap-around on overflow is compared too.
 """
@@ -21,7 +21,7 @@ from onnx.reference import ReferenceEvaluator
 
 from litert_child import run_in_child
 from pt2x.converters import to_tflite
-from pt2x.converters.tflite import int_compute
+from pt2x.converters.tflite.core import int_compute
 from pt2x.converters.tflite.converter import convert_prepared
 from pt2x.converters.tflite.prepare import load_onnx, prepare
 from pt2x.converters.tflite.writer import write
@@ -306,8 +306,8 @@ def test_an_aborting_model_fails_its_own_case_only():
     """The child-process harness itself: LiteRT's int8 ADD without quantization parameters (what
     pt2x wrote before the rule) aborts the process; that case reports the abort, the cases
     around it still run."""
-    from pt2x.converters.tflite.model import Op, Program, Subgraph, Tensor
-    from pt2x.converters.tflite.model import TensorType as T
+    from pt2x.converters.tflite.core.model import Op, Program, Subgraph, Tensor
+    from pt2x.converters.tflite.core.model import TensorType as T
 
     def add(dtype: int) -> bytes:
         sub = Subgraph("main", [Tensor("a", dtype, [4]), Tensor("b", dtype, [4]), Tensor("y", dtype, [4])],

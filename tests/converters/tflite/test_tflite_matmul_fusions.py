@@ -1,4 +1,4 @@
-"""The matrix-product rewrites on real transformers (``converters/tflite/fuse_matmul.py`` and, for the scale, ``fold_affine.py``): an
+"""The matrix-product rewrites on real transformers (``converters/tflite/passes/transposes_into_adj_y.py`` and, for the scale, ``fold_affine.py``): an
 attention's ``kᵀ`` read through BATCH_MATMUL's ``adj_y`` instead of a TRANSPOSE, and the
 √scale MUL of q and k folded into their FULLY_CONNECTED weights.
 

@@ -1,5 +1,5 @@
 """ONNX input at any opset: brought to the mappers' opset by onnx's version converter and checked
-by onnx (``converters/tflite/normalise.py``), so old-opset semantics are onnx's adapters', never
+by onnx (``converters/tflite/onnx_in/normalise.py``), so old-opset semantics are onnx's adapters', never
 guessed. Each converted model runs in LiteRT against ONNX Runtime on the original file; what onnx
 cannot convert or check is refused naming the operator."""
 

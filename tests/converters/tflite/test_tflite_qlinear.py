@@ -1,5 +1,5 @@
 """ONNX's integer operators (QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger) through the
-TFLite path (``converters/tflite/qlinear_rewrite.py``: their exact float32 computation).
+TFLite path (``converters/tflite/onnx_in/qlinear_rewrite.py``: their exact float32 computation).
 
 - ONNX Runtime's own QOperator models: a small CNN built with ``onnx.helper`` (two convolutions,
   a depthwise one, a flatten, a MatMul; dynamic batch), quantized by
@@ -201,7 +201,7 @@ def test_constant_weights_bound_the_sums_by_their_values():
 def test_every_schema_attribute_is_read_or_refused():
     """QLinearConv/ConvInteger hand each of their attributes to the Conv node (whose table reads or
     refuses each value); the MatMul forms have none. A schema that grows one fails here."""
-    from pt2x.converters.tflite import qlinear_rewrite
+    from pt2x.converters.tflite.onnx_in import qlinear_rewrite
 
     conv = set(qlinear_rewrite._CONV_ATTRS)
     for op, want in (("QLinearConv", conv), ("ConvInteger", conv), ("QLinearMatMul", set()), ("MatMulInteger", set())):

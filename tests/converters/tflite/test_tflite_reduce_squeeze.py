@@ -1,5 +1,5 @@
 """A reduction keeping its axes, then a RESHAPE that only drops them, written as the reduction
-without keep_dims (``reduce_squeeze.py``): torch programs with a dynamic batch, operator counts
+without keep_dims (``passes/drop_squeezing_reshapes.py``): torch programs with a dynamic batch, operator counts
 saying where the RESHAPE went and where it had to stay, LiteRT (XNNPACK on and off) against
 torch eager after a resize of the batch."""
 

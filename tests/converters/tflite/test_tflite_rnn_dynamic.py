@@ -1,5 +1,5 @@
 """LSTM/GRU over a sequence length known only at run time (one WHILE per direction,
-``converters/tflite/ops_rnn_while.py``).
+``converters/tflite/ops/rnn_while.py``).
 
 torch.export specialises nn.LSTM/nn.GRU's sequence length (a .pt2 always reaches the TFLite
 target with a static one, which is unrolled), so the dynamic-length programs here are ONNX

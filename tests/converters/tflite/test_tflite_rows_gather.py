@@ -1,7 +1,7 @@
 """GatherElements whose index is one constant broadcast over the leading dims (DeBERTa's
 relative-position gathers, ``torch.gather(c2p, -1, pos.expand(b * h, q, k))``): one GATHER of
 constant positions with ``batch_dims=1`` between two TRANSPOSEs instead of GATHER_ND over
-coordinates built at run time (``ops_index._rows_gather``).
+coordinates built at run time (``ops.index._rows_gather``).
 
 Programs are exported by torch at test time with a dynamic batch, converted where ``import
 torch`` fails and run in LiteRT with XNNPACK and with the builtin kernels against torch eager,

@@ -12,7 +12,7 @@ import torch
 
 from pt2x.converters import to_tflite
 from pt2x.converters.tflite import pipeline
-from pt2x.converters.tflite.model import Op, Subgraph, Tensor, TensorType, Uses
+from pt2x.converters.tflite.core.model import Op, Subgraph, Tensor, TensorType, Uses
 
 TFLITE = os.path.join(os.path.dirname(os.path.abspath(pipeline.__file__)))
 
@@ -25,14 +25,20 @@ FORBIDDEN = {
                                             r"(\[[^\]]*\])?\s*=(?!=)"),
     "a producer map over the ops": re.compile(r"\{\s*\w+\s*:\s*\w+\s+for\s+\w+\s+in\s+[\w.]*\bops\b"),
     "a reader count over the ops": re.compile(r"\breader_counts\b|\bindex_uses\b"),
+    # the ONNX side: graph_tools.DefUse is the one index of an ONNX graph's producers and readers
+    "a producer map over an ONNX graph": re.compile(r"\{\s*\w+\s*:\s*\w+\s+for\s+\w+\s+in\s+[\w.]*\bnode\b"),
+    "a reader map over an ONNX graph": re.compile(r"\breaders\w*\.setdefault\("),
 }
 
 
 def _sources():
-    for name in sorted(os.listdir(TFLITE)):
-        if name.endswith(".py") and name not in ("model.py", "schema_generated.py"):
-            with open(os.path.join(TFLITE, name), encoding="utf-8") as f:
-                yield name, f.read().splitlines()
+    """(path under converters/tflite/, lines) of every module but the model and flatc's output."""
+    for folder, _, files in sorted(os.walk(TFLITE)):
+        for name in sorted(files):
+            rel = os.path.relpath(os.path.join(folder, name), TFLITE)
+            if name.endswith(".py") and rel not in (os.path.join("core", "model.py"), "schema_generated.py"):
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    yield rel, f.read().splitlines()
 
 
 def test_ops_are_edited_only_through_the_subgraph():
@@ -48,6 +54,8 @@ def test_the_patterns_catch_what_they_name():
     assert FORBIDDEN["an op's operands replaced"].search("mm.inputs[1] = b")
     assert not FORBIDDEN["an op's operands replaced"].search("sub.outputs = [out]")
     assert FORBIDDEN["a producer map over the ops"].search("producer = {o: op for op in sub.ops for o in op.outputs}")
+    assert FORBIDDEN["a producer map over an ONNX graph"].search("self.producer = {o: n for n in g.node for o in n.output}")
+    assert FORBIDDEN["a reader map over an ONNX graph"].search("self.readers.setdefault(i, []).append(n)")
 
 
 def _index_of(ops: list[Op]) -> tuple[dict, dict]:

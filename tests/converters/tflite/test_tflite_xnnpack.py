@@ -5,7 +5,7 @@ fully masked rows still give torch's 0.
 Programs are exported by torch at test time with a dynamic batch, converted where ``import
 torch`` fails, run in LiteRT (XNNPACK as shipped) and compared with torch eager. The partition
 count is the number of DELEGATE nodes in LiteRT's execution plan (the interpreter's
-``_get_ops_details``, as ``tools/scripts/bench_tflite_workers.py`` counts them)."""
+``_get_ops_details``, as ``benchmarks/bench_tflite_workers.py`` counts them)."""
 
 from __future__ import annotations
 
