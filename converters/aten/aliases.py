@@ -14,7 +14,7 @@
 ``registry.get`` derives the lowering of an alias for any backend that lowers its target, after
 the registered lowerings and the in-place overloads (this module adds its deriver when imported:
 ``lower.py`` imports it); an explicit registration wins.
-The signature table holds the aliases' own schemas (``tools/scripts/gen_signature_table.py``
+The signature table holds the aliases' own schemas (``scripts/gen_signature_table.py``
 reads ``targets()``), so ``precheck`` and ``bind`` treat their nodes as any other.
 """
 

@@ -185,11 +185,7 @@ def linalg_diagonal(ctx, node):
     return take_diagonal(ctx, ctx.t(a.A), list(info.shape), a.offset, a.dim1 % r, a.dim2 % r)
 
 
-# Lowerings of the same semantics for any sizes, static or run-time, of three targets that
-# other modules register today (ops_linalg.diag, ops_slice.diagonal, ops_index.diagonal_scatter:
-# static sizes only). Not registered here: the registry takes one lowering per target.
-
-
+@lowering("onnx", "aten.diag.default")
 def diag(ctx, node):
     """``aten.diag``: 1-d ``self`` on diagonal ``diagonal`` of a square matrix; 2-d: that
     diagonal as a vector."""
@@ -203,6 +199,7 @@ def diag(ctx, node):
     return take_diagonal(ctx, ctx.t(a.self), list(info.shape), a.diagonal, 0, 1)
 
 
+@lowering("onnx", "aten.diagonal.default", "aten.diagonal_copy.default")
 def diagonal(ctx, node):
     """``aten.diagonal``/``diagonal_copy``: diagonal ``offset`` of the ``(dim1, dim2)`` planes,
     appended as the last dim."""
@@ -214,6 +211,7 @@ def diagonal(ctx, node):
     return take_diagonal(ctx, ctx.t(a.self), list(info.shape), a.offset, a.dim1 % r, a.dim2 % r)
 
 
+@lowering("onnx", "aten.diagonal_scatter.default")
 def diagonal_scatter(ctx, node):
     """``aten.diagonal_scatter``: ``self`` with its (``offset``, ``dim1``, ``dim2``) diagonal
     replaced by ``src``."""

@@ -13,7 +13,7 @@ from ..aten.registry import canonical, lowering
 from ..errors import Unsupported
 from .ops_nn import _ct
 from .ops_shape import _transpose
-from .shapes import INT64_MAX, axes_const, diagonal_plane, one_d, scalar_attr, zero_d
+from .shapes import INT64_MAX, axes_const, one_d, scalar_attr, zero_d
 
 
 def _index_plan(ctx, x, indices, prep=None):
@@ -378,26 +378,6 @@ def masked_scatter(ctx, node):
     src = ctx.op("Reshape", ctx.t(a.source, cst), ctx.ints([-1]))
     picked = ctx.op("Reshape", ctx.op("Gather", src, pos, axis=0), shape)
     return ctx.cast(ctx.op("Where", m, picked, ctx.t(a.self, cst)), cst, out.dtype)
-
-
-@lowering("onnx", "aten.diagonal_scatter.default")
-def diagonal_scatter(ctx, node):
-    """``self`` with its (``offset``, ``dim1``, ``dim2``) diagonal replaced by ``src`` (static
-    ``dim1``/``dim2`` sizes): the diagonal dims moved last, ``src`` gathered onto an
-    ``[n1, n2]`` grid, a diagonal mask choosing it, the dims moved back."""
-    a = bind(node, "self", "src")
-    perm, n1, n2, rows = diagonal_plane(ctx, a, "diagonal_scatter")
-    if not rows:
-        return ctx.t(a.self)
-    ctx.reserve_array([n1, n2], 9, "diagonal_scatter grid")
-    moved = perm != sorted(perm)
-    x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if moved else ctx.t(a.self)
-    pick = np.zeros((n1, n2), np.int64)
-    for j, i in enumerate(rows):
-        pick[i, i + a.offset] = j
-    grid = ctx.op("Gather", ctx.t(a.src, ctx.info(a.self).dtype), ctx.const_array(pick, "diagonal_pick"), axis=-1)
-    y = ctx.op("Where", ctx.const(np.eye(n1, n2, k=a.offset, dtype=bool), ST.BOOL), grid, x)
-    return ctx.op("Transpose", y, perm=[perm.index(i) for i in range(len(perm))]) if moved else y
 
 
 @lowering("onnx", "aten.as_strided.default", "aten.as_strided_copy.default")

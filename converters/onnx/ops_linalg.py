@@ -59,43 +59,6 @@ def _rotations(ctx, ref, dim: int, rank: int, cst):
     return [ctx.op("Gather", x, ctx.const(np.array(p, np.int64), ST.LONG), axis=axis) for p in ([1, 2, 0], [2, 0, 1])]
 
 
-@lowering("onnx", "aten.diag.default")
-def diag(ctx, node):
-    """1-D ``v``: the square matrix with ``v`` on diagonal ``k``; 2-D: diagonal ``k`` as a vector.
-    Static sizes (the mask is a constant)."""
-    a = bind(node, "self", "diagonal")
-    k = a.diagonal
-    shape = ctx.info(a.self).shape
-    out_shape = ctx.out_info().shape
-    if not all(isinstance(s, int) for s in (*shape, *out_shape)):
-        raise Unsupported("diag of a dynamic size")
-    out, cst = _io(ctx)
-    x = ctx.t(a.self, cst)
-    if len(shape) == 1:
-        n = out_shape[0]
-        ctx.reserve_array([n, n], 9, "diag mask")
-        rows, cols = np.indices((n, n))
-        mask = cols - rows == k
-        pos = np.clip(rows if k >= 0 else cols, 0, max(shape[0] - 1, 0))
-        if shape[0] == 0:
-            return ctx.const(np.zeros((n, n)), out)
-        picked = ctx.op("Gather", x, ctx.const(pos.astype(np.int64), ST.LONG), axis=0)
-        return ctx.cast(ctx.op("Where", ctx.const(mask, ST.BOOL), picked, ctx.const(0, cst)), cst, out)
-    if len(shape) != 2:
-        raise Unsupported(f"diag of a {len(shape)}-d tensor (1-d or 2-d)")
-    n1, n2 = shape
-    length = out_shape[0]
-    if length == 0:
-        return ctx.const(np.zeros((0,)), out)
-    start = max(-k, 0)
-    ctx.reserve_array([n1, n2], 9, "diag mask")
-    mask = np.eye(n1, n2, k=k, dtype=bool)
-    rows = ctx.op("ReduceSum", ctx.op("Where", ctx.const(mask, ST.BOOL), x, ctx.const(0, cst)), axes_const(ctx, [1]),
-                  keepdims=0)
-    r = ctx.op("Slice", rows, ctx.ints([start]), ctx.ints([start + length]), ctx.ints([0]))
-    return ctx.cast(r, cst, out)
-
-
 @lowering("onnx", "aten.bilinear.default")
 def bilinear(ctx, node):
     """``y[..., o] = x1[..., i] W[o, i, j] x2[..., j] + b[o]``: x1 (flattened to [n, i]) times W

@@ -20,7 +20,7 @@ def constant_pad_nd(ctx, node):
     if mode == "wrap":
         return _circular(ctx, a.self, list(a.pad))
     if mode != "constant":
-        _check_extents(ctx, a.self, a.pad, a.mode)
+        _check_static_pads(a.pad, a.mode)
         return _pad_then_crop(ctx, a.self, a.pad, mode)
     out = ctx.out_info().dtype
     value = None if mode != "constant" else ctx.const(a.value or 0, out)
@@ -36,7 +36,7 @@ def _onnx_pads(rank: int, pads) -> list:
     return begins + ends
 
 
-def _check_extents(ctx, x, pads, mode: str) -> None:
+def _check_static_pads(pads, mode: str) -> None:
     """Refuse pads known only at run time (they are split by sign)."""
     if not all(isinstance(p, int) for p in pads):
         raise Unsupported(f"{mode} padding by pads known only at run time")
@@ -62,7 +62,7 @@ def _circular(ctx, x, pads):
     """torch's circular pad: the negative pads crop first, then each padded dim wraps what is left
     (its last ``before`` elements ahead, its first ``after`` behind): Slices and a Concat per dim,
     which ONNX Runtime runs on tensors with no elements too (its wrap Pad does not) and TFLite maps."""
-    _check_extents(ctx, x, pads, "circular")
+    _check_static_pads(pads, "circular")
     rank = ctx.rank(x)
     onnx_pads = _onnx_pads(rank, pads)
     y = _pad_then_crop(ctx, x, [min(p, 0) for p in pads], "constant")
@@ -92,7 +92,7 @@ def _pad_mode(mode):
         a = bind(node, "self", "padding")
         if mode == "wrap":
             return _circular(ctx, a.self, list(a.padding))
-        _check_extents(ctx, a.self, list(a.padding), {"edge": "replicate"}.get(mode, mode))
+        _check_static_pads(list(a.padding), {"edge": "replicate"}.get(mode, mode))
         return _pad_then_crop(ctx, a.self, list(a.padding), mode)
 
     return lower

@@ -11,7 +11,7 @@ from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
 from .ops_shape import _fold, atleast, expand_to
-from .shapes import INT64_MAX, axes_const, diagonal_plane
+from .shapes import INT64_MAX, axes_const
 
 
 @lowering("onnx", "aten.cat.default", "aten.concat.default", "aten.concatenate.default")
@@ -332,17 +332,3 @@ def diff(ctx, node):
     return ctx.cast(x, cst, out.dtype) if out.dtype != ST.BOOL or a.n == 0 else x  # n=0: x is still in cst
 
 
-@lowering("onnx", "aten.diagonal.default", "aten.diagonal_copy.default")
-def diagonal(ctx, node):
-    a = bind(node, "self")
-    perm, n1, n2, rows = diagonal_plane(ctx, a, "diagonal")
-    # move d1, d2 last, gather the (i, i + offset) pairs with a one-hot mask, reduce
-    x = ctx.op("Transpose", ctx.t(a.self), perm=perm) if perm != sorted(perm) else ctx.t(a.self)
-    ctx.reserve_array([n1, n2], 1, "diagonal mask")
-    mask = np.eye(n1, n2, k=a.offset, dtype=bool)
-    out_dtype = ctx.info(a.self).dtype
-    cst = ctx.compute_type(out_dtype) if out_dtype != ST.BOOL else ST.INT
-    xm = ctx.op("Where", ctx.const(mask, ST.BOOL), ctx.cast(x, out_dtype, cst), ctx.const(0, cst))
-    s = ctx.op("ReduceSum", xm, axes_const(ctx, [-1]), keepdims=0)
-    s = ctx.op("Gather", s, ctx.const(np.asarray(rows, np.int64), ST.LONG), axis=-1)
-    return ctx.cast(s, cst, out_dtype)

@@ -7,7 +7,6 @@ import numpy as np
 
 from ..aten import dtypes
 from ..aten.dtypes import ST
-from ..errors import Unsupported
 
 INT64_MAX = 2**63 - 1
 
@@ -56,18 +55,3 @@ def scalar_attr(v, st):
 
     arr = np.asarray([v]).astype(dtypes.to_numpy(st))
     return helper.make_tensor("value", onnx_type(st), [1], arr.tobytes(), raw=True)
-
-
-def diagonal_plane(ctx, a, op: str) -> tuple[list[int], int, int, list[int]]:
-    """For ``a`` bound from a diagonal op (``self``, ``offset``, ``dim1``, ``dim2``): the
-    permutation that moves ``dim1`` and ``dim2`` last, their sizes ``n1`` and ``n2`` (static
-    only, else ``Unsupported`` naming ``op``), and the rows ``i`` whose ``(i, i + offset)`` is
-    inside ``[n1, n2]``, in order (the diagonal's elements)."""
-    info = ctx.info(a.self)
-    r = info.rank
-    d1, d2 = a.dim1 % r, a.dim2 % r
-    n1, n2 = info.shape[d1], info.shape[d2]
-    if not (isinstance(n1, int) and isinstance(n2, int)):
-        raise Unsupported(f"{op} of dynamic dims")
-    perm = [i for i in range(r) if i not in (d1, d2)] + [d1, d2]
-    return perm, n1, n2, [i for i in range(n1) if 0 <= i + a.offset < n2]

@@ -39,15 +39,18 @@ def _saved(tmp_path, module: torch.nn.Module, args: tuple, dynamic_shapes=None) 
 # ------------------------------------------------------------------ outputs not produced
 
 
-class PoolIndicesOut(torch.nn.Module):
-    def forward(self, x):
-        return F.max_pool2d(x, 2, return_indices=True)[1]
+_TABLE = torch.randn(10, 3)  # (max-pool indices, the example here before, are converted now)
 
 
-class PoolIndicesRead(torch.nn.Module):
-    def forward(self, x):
-        y, i = F.max_pool2d(x, 2, return_indices=True)
-        return y + i.float()
+class BagSizeOut(torch.nn.Module):
+    def forward(self, i, o):
+        return torch.ops.aten._embedding_bag.default(_TABLE, i, o)[2]
+
+
+class BagSizeRead(torch.nn.Module):
+    def forward(self, i, o):
+        out, _, bag_size, _ = torch.ops.aten._embedding_bag.default(_TABLE, i, o)
+        return out + bag_size.float().unsqueeze(1)
 
 
 class BatchNormSavedMean(torch.nn.Module):
@@ -63,14 +66,15 @@ class PoolValuesOnly(torch.nn.Module):
         return y * 2
 
 
+_BAGS = (torch.tensor([1, 2, 4, 5, 4, 3]), torch.tensor([0, 3]))
+
+
 @pytest.mark.parametrize("module, args, op, value, reader", [
-    (PoolIndicesOut(), (torch.randn(1, 3, 8, 8),), "aten.max_pool2d_with_indices.default", "getitem_1",
-     "the graph's outputs"),
-    (PoolIndicesRead(), (torch.randn(1, 3, 8, 8),), "aten.max_pool2d_with_indices.default", "getitem_1",
-     "node '"),
+    (BagSizeOut(), _BAGS, "aten._embedding_bag.default", "getitem_2", "the graph's outputs"),
+    (BagSizeRead(), _BAGS, "aten._embedding_bag.default", "getitem_2", "node '"),
     (BatchNormSavedMean(), (torch.randn(2, 3, 4),), "aten._native_batch_norm_legit_no_training.default", "getitem_1",
      "the graph's outputs"),
-], ids=["indices-as-output", "indices-read-by-a-node", "batch-norm-saved-mean"])
+], ids=["bag-size-as-output", "bag-size-read-by-a-node", "batch-norm-saved-mean"])
 @pytest.mark.parametrize("convert", [to_onnx, to_tflite], ids=["onnx", "tflite"])
 def test_an_output_the_lowering_leaves_out_is_reported_on_its_operator(tmp_path, module, args, op, value, reader,
                                                                        convert):

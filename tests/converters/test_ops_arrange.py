@@ -229,30 +229,11 @@ def test_unfold_of_a_dynamic_dim_and_a_0d_tensor(dtype, op, tmp_path):
 
 
 # ------------------------------------------ diag, diagonal, diagonal_scatter of any size
-# ops_arrange's versions of three targets other modules register (static sizes only there):
-# registered over them for these tests, the registry restored after.
-
-DIAG_TARGETS = {"aten.diag.default": "diag", "aten.diagonal.default": "diagonal",
-                "aten.diagonal_copy.default": "diagonal", "aten.diagonal_scatter.default": "diagonal_scatter"}
-
-
-@pytest.fixture
-def any_size_diagonals():
-    from pt2x.converters.aten import registry
-    from pt2x.converters.onnx import converter, ops_arrange
-
-    converter._load_lowerings()  # the registrations replaced here come first
-    saved = {t: registry.get("onnx", t) for t in DIAG_TARGETS}
-    for t, fn in DIAG_TARGETS.items():
-        registry.register("onnx", t, getattr(ops_arrange, fn), override=True)
-    yield
-    for t, fn in saved.items():
-        registry.register("onnx", t, fn, override=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape, k", [((5,), 0), ((5,), -2), ((5, 5), 0), ((6, 4), 2), ((4, 6), -1)])
-def test_diag_of_a_dynamic_size(dtype, shape, k, tmp_path, any_size_diagonals):
+def test_diag_of_a_dynamic_size(dtype, shape, k, tmp_path):
     others = [(_t((shape[0] + 2, *shape[1:]), dtype, 1),)]
     check(lambda x: torch.diag(x, k), [_t(shape, dtype)], tmp_path, dynamic=[0], others=others)
 
@@ -260,14 +241,14 @@ def test_diag_of_a_dynamic_size(dtype, shape, k, tmp_path, any_size_diagonals):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", [torch.diagonal, torch.diagonal_copy])
 @pytest.mark.parametrize("offset, d1, d2", [(0, 0, 1), (2, 0, 1), (-1, 1, 0), (1, 2, 0)])
-def test_diagonal_of_a_dynamic_dim(dtype, op, offset, d1, d2, tmp_path, any_size_diagonals):
+def test_diagonal_of_a_dynamic_dim(dtype, op, offset, d1, d2, tmp_path):
     check(lambda x: op(x, offset, d1, d2), [_t((5, 4, 3), dtype)], tmp_path, dynamic=[0],
           others=[(_t((2, 4, 3), dtype, 1),), (_t((8, 4, 3), dtype, 2),)])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("offset", [0, 2, -3])
-def test_diagonal_scatter_of_a_dynamic_dim(dtype, offset, tmp_path, any_size_diagonals):
+def test_diagonal_scatter_of_a_dynamic_dim(dtype, offset, tmp_path):
     def fn(x, s):
         return torch.diagonal_scatter(x, s, offset)
 
@@ -277,7 +258,7 @@ def test_diagonal_scatter_of_a_dynamic_dim(dtype, offset, tmp_path, any_size_dia
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_diagonal_scatter_of_other_dims(dtype, tmp_path, any_size_diagonals):
+def test_diagonal_scatter_of_other_dims(dtype, tmp_path):
     # (offset -1 from dim 2 (5) into dim 0: 4 elements whether dim 0 is 4 or 7)
     check(lambda x, s: torch.diagonal_scatter(x, s, -1, 2, 0), [_t((4, 3, 5), dtype), _t((3, 4), dtype, 1)],
           tmp_path, dynamic=[0], others=[(_t((7, 3, 5), dtype), _t((3, 4), dtype, 1))])
