@@ -10,9 +10,9 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .ops_nn import _ct, _rep
+from .ops_nn import _ct
 from .ops_unpool import adaptive_max, integer_pool, output_read, plane_indices
-from .shapes import axes_const
+from .shapes import axes_const, per_axis
 
 
 @lowering("onnx", "aten.grid_sampler_2d.default", "aten.grid_sampler.default")
@@ -30,12 +30,12 @@ def grid_sampler(ctx, node):
 
 
 def _pool_attrs(kernel, stride, padding, n, ceil_mode, dilation=None):
-    k = _rep(kernel, n)
-    s = _rep(stride, n) if stride not in (None, [], ()) else k
-    p = _rep(padding, n)
+    k = per_axis(kernel, n)
+    s = per_axis(stride, n) if stride not in (None, [], ()) else k
+    p = per_axis(padding, n)
     attrs = dict(kernel_shape=k, strides=s, pads=p + p, ceil_mode=int(bool(ceil_mode)))
-    if dilation is not None and any(d != 1 for d in _rep(dilation, n)):
-        attrs["dilations"] = _rep(dilation, n)
+    if dilation is not None and any(d != 1 for d in per_axis(dilation, n)):
+        attrs["dilations"] = per_axis(dilation, n)
     return attrs
 
 
@@ -82,9 +82,9 @@ def _window_sums(ctx, a, n, cst, out, divisor: float):
     """avg_pool with ``divisor_override``: each window's sum over ``divisor``. The input padded with
     zeros explicitly (ceil mode's last windows too), so every window lies inside it and an
     AveragePool without pads divides by the whole window: times area / divisor. Static sizes only."""
-    k = _rep(a.kernel_size, n)
-    s = _rep(a.stride, n) if a.stride not in (None, [], ()) else k
-    p = _rep(a.padding, n)
+    k = per_axis(a.kernel_size, n)
+    s = per_axis(a.stride, n) if a.stride not in (None, [], ()) else k
+    p = per_axis(a.padding, n)
     shape, oshape = ctx.info(a.self).shape[-n:], ctx.out_info().shape[-n:]
     if not all(isinstance(d, int) for d in list(shape) + list(oshape)) or divisor == 0:
         raise Unsupported("avg_pool divisor_override with spatial sizes known only at run time, or 0")
@@ -114,7 +114,7 @@ def _adaptive(ctx, node, op, n, with_indices=False):
     a = bind(node, "self", "output_size")
     out, cst = _ct(ctx)
     info = ctx.info(a.self)
-    sizes = _rep(a.output_size, n)
+    sizes = per_axis(a.output_size, n)
     x = ctx.t(a.self, cst)
     # an unbatched input (C, *spatial): ONNX's pools take (N, C, *spatial), so a batch axis of 1 around them
     unbatched = info.rank == n + 1
@@ -247,7 +247,7 @@ def _resize(ctx, node, mode, n):
 def _torch_scales(a, n) -> list:
     """The scale torch's kernel uses per axis (None: the size ratio)."""
     if a.scale_factors is not None:
-        return [float(s) if s and s > 0 else None for s in _rep(a.scale_factors, n)]
+        return [float(s) if s and s > 0 else None for s in per_axis(a.scale_factors, n)]
     per = [a.scales_d, a.scales_h, a.scales_w][-n:] if n > 1 else [a.scales]
     return [float(s) if s is not None and s > 0 else None for s in per]
 
@@ -393,8 +393,8 @@ def col2im(ctx, node):
     if ctx.rank(a.self) != 3 or not all(isinstance(s, int) for s in info.shape[1:]):
         raise Unsupported("col2im with dynamic channels/blocks or unbatched input")
     _, ckk, blocks = info.shape
-    (oh, ow), (kh, kw) = _rep(a.output_size, 2), _rep(a.kernel_size, 2)
-    (dh, dw), (ph, pw), (sh, sw) = _rep(a.dilation, 2), _rep(a.padding, 2), _rep(a.stride, 2)
+    (oh, ow), (kh, kw) = per_axis(a.output_size, 2), per_axis(a.kernel_size, 2)
+    (dh, dw), (ph, pw), (sh, sw) = per_axis(a.dilation, 2), per_axis(a.padding, 2), per_axis(a.stride, 2)
     c = ckk // (kh * kw)
     hp, wp = oh + 2 * ph, ow + 2 * pw
     n = ctx.dim(a.self, 0)
@@ -432,8 +432,8 @@ def im2col(ctx, node):
     if ctx.rank(a.self) != 4 or not all(isinstance(s, int) for s in shape[1:]):
         raise Unsupported("im2col with dynamic channels/spatial dims or unbatched input")
     c, h, w = shape[1:]
-    (kh, kw), (dh, dw) = _rep(a.kernel_size, 2), _rep(a.dilation, 2)
-    (ph, pw), (sh, sw) = _rep(a.padding, 2), _rep(a.stride, 2)
+    (kh, kw), (dh, dw) = per_axis(a.kernel_size, 2), per_axis(a.dilation, 2)
+    (ph, pw), (sh, sw) = per_axis(a.padding, 2), per_axis(a.stride, 2)
     x = ctx.t(a.self, cst)
     if ph or pw:
         x = ctx.op("Pad", x, ctx.ints([0, 0, ph, pw, 0, 0, ph, pw]))

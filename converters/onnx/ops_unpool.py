@@ -14,8 +14,7 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .ops_nn import _rep
-from .shapes import axes_const, scalar_attr
+from .shapes import axes_const, per_axis, scalar_attr
 
 
 def _plane_size(ctx, ref, n: int) -> str:
@@ -163,8 +162,8 @@ def integer_pool(ctx, a, n: int, op: str, want_indices: bool):
     shape, oshape = list(info.shape[-n:]), list(oinfo.shape[-n:])
     if not all(isinstance(v, int) for v in shape + oshape) or 0 in shape:
         raise Unsupported(f"{op} by gathered windows with spatial sizes known only at run time or empty")
-    k, p, d = _rep(a.kernel_size, n), _rep(a.padding, n), _rep(a.get("dilation", 1), n)
-    s = _rep(a.stride, n) if a.stride not in (None, [], ()) else k  # torch: the kernel's when left out
+    k, p, d = per_axis(a.kernel_size, n), per_axis(a.padding, n), per_axis(a.get("dilation", 1), n)
+    s = per_axis(a.stride, n) if a.stride not in (None, [], ()) else k  # torch: the kernel's when left out
     avg = op == "AveragePool"
     per = [_axis_windows(L, o, ki, si, pi, di, avg) for L, o, ki, si, pi, di in zip(shape, oshape, k, s, p, d)]
     if not avg:
@@ -255,11 +254,11 @@ def integer_conv(ctx, x, w, b, stride, padding, dilation, groups):
     if not all(isinstance(v, int) for v in shape + oshape + kshape[1:] + [xi.shape[-n - 1]]) or 0 in shape:
         raise Unsupported("integer convolution with sizes known only at run time")
     cg, ks = kshape[1], kshape[2:]  # the output channels may be known only at run time (-1 below)
-    s, d = _rep(stride, n), _rep(dilation, n)
+    s, d = per_axis(stride, n), per_axis(dilation, n)
     if isinstance(padding, str):  # 'same': the total d*(k-1) split with the extra element after
         left = [0] * n if padding == "valid" else [di * (ki - 1) // 2 for di, ki in zip(d, ks)]
     else:
-        left = _rep(padding, n)
+        left = per_axis(padding, n)
     per = [_conv_axis(L, o, ki, si, pi, di) for L, o, ki, si, pi, di in zip(shape, oshape, ks, s, left, d)]
     table, valid, g, cst, reshape = _gather_windows(ctx, x, n, per)
     if cst != ST.LONG:

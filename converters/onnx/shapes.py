@@ -55,3 +55,12 @@ def scalar_attr(v, st):
 
     arr = np.asarray([v]).astype(dtypes.to_numpy(st))
     return helper.make_tensor("value", onnx_type(st), [1], arr.tobytes(), raw=True)
+
+
+def per_axis(v, n: int) -> list:
+    """A window argument (kernel, stride, padding, dilation) as one value per axis of ``n``: an int
+    or a one-element list repeated, a longer list as it is."""
+    if isinstance(v, int):
+        return [v] * n
+    v = list(v)
+    return v * n if len(v) == 1 else v
