@@ -72,6 +72,7 @@ def _load_lowerings() -> None:
             ops_pool,
             ops_quantized,
             ops_reduce,
+            ops_regression_loss,
             ops_repeat,
             ops_rnn,
             ops_scatter,

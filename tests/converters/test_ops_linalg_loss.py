@@ -185,6 +185,14 @@ CASES = {
     "multilabel_margin": (lambda x, y: F.multilabel_margin_loss(x, y, reduction="none"),
                           (_r(3, 4), torch.tensor([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 2, 0, 1]]))),
     "multilabel_margin_1d": (F.multilabel_margin_loss, (_r(5), torch.tensor([3, 0, -1, 1, 2]))),
+    # the elementwise regression losses (ops_regression_loss): both branches, NaN, broadcast, 0-d
+    "l1": (lambda x, t: F.l1_loss(x, t, reduction="none"), (_NAN, _r(5, seed=1))),
+    "l1_0d_mean": (F.l1_loss, (torch.tensor(0.5), torch.tensor(-2.0))),
+    "mse_sum": (lambda x, t: F.mse_loss(x, t, reduction="sum"), (_r(3, 4), _r(3, 4, seed=1))),
+    "huber": (lambda x, t: F.huber_loss(x, t, reduction="none", delta=0.7), (_NAN * 2, _r(5, seed=1))),
+    "huber_mean": (lambda x, t: F.huber_loss(x, t, delta=1.5), (_r(4, 5) * 3, _r(4, 5, seed=1))),
+    "smooth_l1": (lambda x, t: F.smooth_l1_loss(x, t, reduction="none", beta=0.5), (_NAN * 2, _r(5, seed=1))),
+    "smooth_l1_beta0": (lambda x, t: F.smooth_l1_loss(x, t, beta=0.0), (_r(4) * 3, _r(4, seed=1))),
 }
 
 
