@@ -268,7 +268,7 @@ def test_lowering_index_error():
 
     e = _refused(_edit("conv_bn_pool", edit))
     assert "node '_native_batch_norm_legit_no_training' (aten._native_batch_norm_legit_no_training.default), " \
-           "lowering ops_nn.batch_norm_no_training: IndexError" in str(e)
+           "lowering ops_normalization.batch_norm_no_training: IndexError" in str(e)
     assert e.member == _member("conv_bn_pool") and e.path == "graph_module.graph.nodes[1]"
 
 

@@ -169,15 +169,15 @@ def test_a_tflite_refusal_names_tflite(tmp_path):
     from pt2x.converters import to_tflite
     from pt2x.converters.errors import UnsupportedOpsError
 
-    class Det(torch.nn.Module):
+    class Cholesky(torch.nn.Module):
         def forward(self, x):
-            return torch.linalg.det(x)
+            return torch.linalg.cholesky(x)
 
-    src = tmp_path / "det.pt2"
-    torch.export.save(torch.export.export(Det(), (torch.randn(3, 3),)), src)
+    src = tmp_path / "cholesky.pt2"
+    torch.export.save(torch.export.export(Cholesky(), (torch.eye(3),)), src)
     with pytest.raises(UnsupportedOpsError) as info:
         to_tflite(src)
     head = str(info.value).splitlines()[0]
     assert "cannot convert to tflite: 1 unsupported operator(s) in 1 node(s) with no ONNX lowering" in head
     assert "cannot convert to onnx" not in str(info.value)
-    assert [p.target for p in info.value.ops] == ["aten.linalg_det.default"]
+    assert [p.target for p in info.value.ops] == ["aten.linalg_cholesky.default"]
