@@ -25,7 +25,8 @@ from .onnx_in.sink_expands import sink_expands
 from .onnx_in.transpose_into_weights import transpose_into_weights
 from .passes.drop_squeezing_reshapes import drop_squeezing_reshapes
 from .passes.fold_affine import fold_affine
-from .passes.fuse_activations import fold_biases, fuse_activations
+from .passes.fold_biases import fold_biases
+from .passes.fuse_activations import fuse_activations
 from .passes.hoist_input_only import hoist_input_only
 from .passes.merge_and_prune import merge_and_prune
 from .passes.optimize_layout import optimize_layout

@@ -16,7 +16,8 @@ from pt2x.converters.tflite.core.model import NUMPY_OF, Op, Subgraph, Tensor, Te
 from pt2x.converters.tflite.onnx_in.fuse_gelu import fuse_gelu
 from pt2x.converters.tflite.onnx_in.transpose_into_weights import transpose_into_weights
 from pt2x.converters.tflite.passes.drop_squeezing_reshapes import drop_squeezing_reshapes
-from pt2x.converters.tflite.passes.fuse_activations import fold_biases, fuse_activations
+from pt2x.converters.tflite.passes.fold_biases import fold_biases
+from pt2x.converters.tflite.passes.fuse_activations import fuse_activations
 from pt2x.converters.tflite.passes.hoist_input_only import hoist_input_only
 from pt2x.converters.tflite.passes.merge_and_prune import merge_and_prune
 from pt2x.converters.tflite.passes.optimize_layout import optimize_layout
