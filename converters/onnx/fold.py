@@ -113,17 +113,14 @@ def fold_batch_norms(ctx, nodes: list, outputs: list[str]) -> list:
     """``nodes`` with each foldable BatchNormalization merged into its producer."""
     consts = ctx.root.consts
     uses = DefUse.of_nodes(nodes, outputs)
-    producer = {}
-    for i, n in enumerate(nodes):
-        for o in n.output:
-            producer[o] = i
+    position = {id(n): i for i, n in enumerate(nodes)}
     out = list(nodes)
     drop: set[int] = set()
     for j, bn in enumerate(nodes):
         if bn.op_type != "BatchNormalization":
             continue
         params = _bn_params(bn, consts)
-        i = producer.get(bn.input[0])
+        i = position.get(id(uses.producers.get(bn.input[0])))
         if params is None or i is None or i in drop or uses.sole_reader(bn.input[0]) is not bn:
             continue
         prod = out[i]
