@@ -1,0 +1,53 @@
+"""The ExecuTorch kernels pt2x calls, from the generated table (``_kernel_table.py``, by
+``scripts/gen_pte_kernels.py``: the portable kernel library of executorch 1.5.1 and the
+primitive operators its runtime registers, with ATen's schemas).
+
+``kernel("add.out")`` -> ``Kernel``: the ``aten::add`` / ``out`` operator a ``KernelCall``
+names, its inputs (schema order, defaults) and its ``out`` tensors. A name the table lacks is
+refused (``Unsupported``): pt2x never writes an operator the runtime has no kernel for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ..errors import Unsupported
+from ._kernel_table import EXECUTORCH_VERSION, NO_DEFAULT, PORTABLE, PRIM
+
+__all__ = ["Kernel", "KernelArg", "kernel", "NO_DEFAULT", "EXECUTORCH_VERSION"]
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    name: str
+    type: str  # ATen's type as torch prints it: Tensor, Optional[Tensor], List[int], number, ...
+    default: object  # NO_DEFAULT when the schema has none
+    is_out: bool
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str  # aten::add
+    overload: str  # out
+    inputs: tuple  # of KernelArg, schema order (keyword-only ones included)
+    outs: tuple  # of KernelArg: the tensors the kernel writes, in order
+
+    def arg(self, name: str) -> KernelArg:
+        for a in self.inputs:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+
+@lru_cache(maxsize=None)
+def kernel(key: str) -> Kernel:
+    """``key`` (``op.overload``, ATen namespace) as a ``Kernel``; ``Unsupported`` when executorch
+    {EXECUTORCH_VERSION}'s portable library and prim ops have none."""
+    args = PORTABLE.get(key) or PRIM.get(key)
+    if args is None:
+        raise Unsupported(f"ExecuTorch {EXECUTORCH_VERSION}'s portable kernels have no aten::{key}")
+    op, overload = key.split(".", 1)
+    parsed = [KernelArg(n, t, dflt, out) for n, t, dflt, _kw, out in args]
+    return Kernel(f"aten::{op}", overload, tuple(a for a in parsed if not a.is_out),
+                  tuple(a for a in parsed if a.is_out))

@@ -1,0 +1,60 @@
+"""Views and copies of shape: reshapes, permutes, transposes, cat, and ``sym_size``.
+
+A reshape of static shape is a view: its tensor shares the input's storage and no kernel runs
+(exir's ``memory.view``, which it emits as no instruction). One of dynamic shape is
+``view_copy.out``, its size list holding the run-time values of the shape symbols (as exir
+does for a dynamic program).
+"""
+
+from __future__ import annotations
+
+from ..aten.args import bind
+from ..aten.registry import lowering
+
+
+@lowering("pte", "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+          "aten.view_copy.default", "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default",
+          "aten.squeeze.dims")
+def reshape(ctx, node):
+    a = bind(node)
+    a.declare_all()  # the output's metadata holds the shape every argument made
+    src = ctx.tensor(a.self)
+    out_info = ctx.view.tensor(node.outputs[0].value.name)
+    if out_info.is_static:
+        return ctx.view_of(src, node).name
+    sizes = [ctx.size_value(s) for s in out_info.shape]
+    return ctx.call("view_copy.out", {"self": src, "size": sizes}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.permute.default", "aten.permute_copy.default")
+def permute(ctx, node):
+    a = bind(node)
+    return ctx.call("permute_copy.out", {"self": a.self, "dims": a.dims}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.transpose.int", "aten.transpose_copy.int")
+def transpose(ctx, node):
+    a = bind(node)
+    return ctx.call("transpose_copy.int_out", {"self": a.self, "dim0": a.dim0, "dim1": a.dim1},
+                    [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.t.default")
+def t(ctx, node):
+    a = bind(node)
+    if ctx.view.tensor(a.self.name).rank < 2:
+        return ctx.view_of(ctx.tensor(a.self), node).name
+    return ctx.call("transpose_copy.int_out", {"self": a.self, "dim0": 0, "dim1": 1}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.cat.default")
+def cat(ctx, node):
+    a = bind(node)
+    return ctx.call("cat.out", {"tensors": a.tensors, "dim": a.dim}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.sym_size.int")
+def sym_size(ctx, node):
+    a = bind(node)
+    v = ctx.call("sym_size.int", {"self": ctx.tensor(a.self), "dim": a.dim}, [])
+    return v.name
