@@ -45,7 +45,7 @@ class Ctx:
 
     # ------------------------------------------------------------ the driver's protocol
 
-    def begin_node(self, node: d.Node) -> int:
+    def begin_node(self, _node: d.Node) -> int:
         self._marks.append((len(self.plan.values), len(self.plan.calls)))
         return len(self._marks) - 1
 
@@ -65,7 +65,8 @@ class Ctx:
             for k in [k for k, v in table.items() if id(v) in gone]:
                 del table[k]
 
-    def rename_since(self, mark: int, old: str, new: str) -> None:
+    def rename_since(self, _mark: int, old: str, new: str) -> None:
+        """Names are unique across the plan (``Names``): the value is found by name alone."""
         v = self.by_name.pop(old)
         v.name = new
         self.by_name[new] = v

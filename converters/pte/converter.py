@@ -58,6 +58,7 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
             _declare_inputs(view, ctx)
             lower_graph(ctx)
             lowering.problems.raise_if_any()
+            _refuse_state(view, ctx)
             _declare_outputs(view, ctx)
             lowering.problems.raise_if_any()
         with stage(member, "planning memory"):
@@ -81,6 +82,10 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
 def _bounds(view: ProgramView, max_dims: dict[str, int]) -> dict[str, int]:
     """Each shape symbol's upper bound: ``max_dims``', else its range's; unbounded is refused."""
     used = {s.name for t in view.tensors.values() for s in t.shape if isinstance(s, Symbol)}
+    unknown = set(max_dims) - used
+    if unknown:
+        raise ConversionError(f"max_dims names {sorted(unknown)[0]!r}, which is no shape symbol of the program "
+                              f"(its symbols: {', '.join(sorted(used)) or 'none'})", member=view.member)
     out = {}
     for name in sorted(used):
         _lo, hi = view.ranges.get(name, (None, None))
@@ -93,10 +98,6 @@ def _bounds(view: ProgramView, max_dims: dict[str, int]) -> dict[str, int]:
                                   f"tensor at its largest size; give one with {MAX_DIM_HINT.replace('NAME', name)}",
                                   member=view.member)
         out[name] = hi
-    unknown = set(max_dims) - used
-    if unknown:
-        raise ConversionError(f"max_dims names {sorted(unknown)[0]!r}, which is no shape symbol of the program "
-                              f"(its symbols: {', '.join(sorted(used)) or 'none'})", member=view.member)
     return out
 
 
@@ -104,6 +105,13 @@ def _refuse_programs(view: ProgramView) -> None:
     if view.mutations:
         raise ConversionError("the program writes buffers or inputs (state): the pte target does not convert "
                               "mutations yet", member=view.member)
+
+
+def _refuse_state(view: ProgramView, ctx: Ctx) -> None:
+    """In-place writes to a weight or input (training IR lists no mutation for them) are state too."""
+    if ctx.state.mutated:
+        raise ConversionError(f"the program writes {', '.join(sorted(ctx.state.mutated))} in place (state): the pte "
+                              "target does not convert mutations yet", member=view.member)
 
 
 def _declare_inputs(view: ProgramView, ctx: Ctx) -> None:

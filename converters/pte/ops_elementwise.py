@@ -38,7 +38,7 @@ def _unary(op: str):
     return lower
 
 
-for _op in ("relu", "sigmoid", "tanh"):
+for _op in ("relu", "sigmoid", "tanh", "abs", "exp", "log", "neg", "sqrt", "rsqrt", "erf"):
     lowering("pte", f"aten.{_op}.default")(_unary(_op))
 
 

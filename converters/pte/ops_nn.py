@@ -83,7 +83,7 @@ def convolution(ctx, node):
     return _conv(ctx, node, a, a.transposed, a.output_padding)
 
 
-def _batch_norm_call(ctx, node, a, outs):
+def _batch_norm_call(ctx, a, outs):
     c = ctx.view.tensor(a.input.name)
     if c.rank < 2:
         raise Unsupported("batch norm of an input of rank < 2")
@@ -100,7 +100,7 @@ def batch_norm(ctx, node):
     if a.running_mean is None or a.running_var is None:
         raise Unsupported("batch norm without running statistics")
     out = ctx.output(node)
-    _batch_norm_call(ctx, node, a, [out, ctx.scratch("bn_mean", (0,)), ctx.scratch("bn_invstd", (0,))])
+    _batch_norm_call(ctx, a, [out, ctx.scratch("bn_mean", (0,)), ctx.scratch("bn_invstd", (0,))])
     return out.name
 
 
@@ -108,7 +108,7 @@ def batch_norm(ctx, node):
 def native_batch_norm_no_training(ctx, node):
     a = bind(node)
     outs = [ctx.output(node, i) for i in range(3)]
-    _batch_norm_call(ctx, node, a, outs)
+    _batch_norm_call(ctx, a, outs)
     return [o.name for o in outs]
 
 

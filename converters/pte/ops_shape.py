@@ -13,7 +13,7 @@ from ..aten.registry import lowering
 
 
 @lowering("pte", "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
-          "aten.view_copy.default", "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default",
+          "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default",
           "aten.squeeze.dims")
 def reshape(ctx, node):
     a = bind(node)
@@ -32,7 +32,7 @@ def permute(ctx, node):
     return ctx.call("permute_copy.out", {"self": a.self, "dims": a.dims}, [ctx.output(node)]).name
 
 
-@lowering("pte", "aten.transpose.int", "aten.transpose_copy.int")
+@lowering("pte", "aten.transpose.int")
 def transpose(ctx, node):
     a = bind(node)
     return ctx.call("transpose_copy.int_out", {"self": a.self, "dim0": a.dim0, "dim1": a.dim1},

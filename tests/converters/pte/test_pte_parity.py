@@ -1,0 +1,48 @@
+"""to_pte's parity: programs torch exports at test time, converted where ``import torch``
+fails, run in ExecuTorch's runtime and compared with torch eager (float32 tolerance from
+verification/compare.py's table, at the parity tests' scale)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("executorch", reason="executorch is not installed (pip install executorch==1.5.1): "
+                                         "the .pte files are checked by running them in its runtime")
+
+import pte_zoo  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(pte_zoo.PROGRAMS))
+def test_matches_torch_eager(name):
+    pte_zoo.check(name)
+
+
+def test_dynamic_batch_past_its_bound_is_refused_by_the_runtime():
+    import torch
+
+    with pytest.raises(RuntimeError):
+        pte_zoo.run(pte_zoo.converted("mlp_dynamic"), [torch.randn(65, 8)])
+
+
+def test_max_dims_bounds_an_unbounded_batch(tmp_path):
+    import torch
+
+    class Lin(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x).reshape(x.shape[0], 3, 1)
+
+    torch.manual_seed(0)
+    m = Lin().eval()
+    ep = torch.export.export(m, (torch.randn(2, 4),), dynamic_shapes={"x": {0: torch.export.Dim("b")}})
+    path = str(tmp_path / "lin.pt2")
+    torch.export.save(ep, path)
+    (symbol,) = [str(s) for s in ep.range_constraints]
+    data = pte_zoo.convert_torch_free("to_pte", path, max_dims={symbol: 8})
+    for b in (1, 8):
+        x = torch.randn(b, 4)
+        (got,) = pte_zoo.run(data, [x])
+        torch.testing.assert_close(got, m(x).detach().reshape(b, 3, 1), rtol=1e-5, atol=1e-6)

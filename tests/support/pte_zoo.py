@@ -1,0 +1,133 @@
+"""The PTE parity harness: small programs torch exports and saves at test time ->
+``pt2x.converters.to_pte`` (in a process where ``import torch`` fails) -> ExecuTorch's runtime
+(``executorch.runtime``), compared with torch eager under ``tolerances.py``."""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+
+import torch
+
+from tolerances import assert_close
+from torchfree import convert_torch_free
+
+_TMP = tempfile.mkdtemp(prefix="pt2x_pte_zoo_")
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class CNN(torch.nn.Module):
+    """conv -> batch norm (eval) -> relu -> max pool -> conv (no bias, groups) -> avg pool ->
+    adaptive avg pool -> flatten -> linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2, bias=False)
+        self.fc = torch.nn.Linear(8 * 2 * 2, 5)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.c1(x))), 2)
+        y = torch.nn.functional.avg_pool2d(self.c2(y), 2, stride=1)
+        y = torch.nn.functional.adaptive_avg_pool2d(y, (2, 2))
+        return self.fc(y.flatten(1))
+
+
+class Block(torch.nn.Module):
+    """layer norm -> linear on a 3-D input -> gelu, a transpose/softmax/permute/reshape, cat,
+    scalar and tensor arithmetic, mean, sigmoid, tanh."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = torch.nn.LayerNorm(8)
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = torch.nn.functional.gelu(self.fc(self.ln(x)))
+        y = y + torch.nn.functional.gelu(x, approximate="tanh")
+        z = torch.softmax(y.transpose(1, 2), dim=-1).permute(0, 2, 1).reshape(2, -1)
+        w = torch.cat([z, z * 2.0 - 1.0], dim=1) / 3
+        return w.mean(dim=1, keepdim=True) + torch.sigmoid(w) * torch.tanh(w) - w / (w.abs() + 1)
+
+
+class TwoOutputs(torch.nn.Module):
+    """No weights, two inputs, two outputs."""
+
+    def forward(self, x, y):
+        return (x * 2.0 + y).relu(), torch.cat([x, y], 0).mean(dim=0)
+
+
+PROGRAMS = {
+    # name -> (module, example inputs, dynamic_shapes or None, extra input sets to run)
+    "mlp": (MLP, lambda: (torch.randn(2, 8),), None, []),
+    "mlp_dynamic": (MLP, lambda: (torch.randn(2, 8),), {"x": {0: torch.export.Dim("batch", max=64)}},
+                    [lambda: (torch.randn(1, 8),), lambda: (torch.randn(64, 8),), lambda: (torch.randn(17, 8),)]),
+    "cnn": (CNN, lambda: (torch.randn(2, 3, 16, 16),), None, []),
+    "block": (Block, lambda: (torch.randn(2, 3, 8),), None, []),
+    "two_outputs": (TwoOutputs, lambda: (torch.randn(3, 4), torch.randn(3, 4)), None, []),
+}
+
+
+@functools.cache
+def module(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    m = PROGRAMS[name][0]().eval()
+    with torch.no_grad():  # batch norm statistics that are not the identity
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.BatchNorm2d):
+                mod.running_mean.uniform_(-0.5, 0.5)
+                mod.running_var.uniform_(0.5, 2.0)
+    return m
+
+
+@functools.cache
+def saved(name: str) -> str:
+    _, make_inputs, dynamic, _ = PROGRAMS[name]
+    torch.manual_seed(1)
+    ep = torch.export.export(module(name), make_inputs(), dynamic_shapes=dynamic)
+    path = os.path.join(_TMP, f"{name}.pt2")
+    torch.export.save(ep, path)
+    return path
+
+
+@functools.cache
+def converted(name: str, **kwargs) -> bytes:
+    """The .pte of the saved program, converted where ``import torch`` fails."""
+    return convert_torch_free("to_pte", saved(name), **kwargs)
+
+
+def input_sets(name: str) -> list[tuple]:
+    _, make_inputs, _, extra = PROGRAMS[name]
+    torch.manual_seed(2)
+    return [make_inputs()] + [f() for f in extra]
+
+
+def run(data: bytes, inputs) -> list[torch.Tensor]:
+    from executorch.runtime import Runtime
+
+    method = Runtime.get().load_program(data).load_method("forward")
+    return list(method.execute(list(inputs)))
+
+
+def check(name: str) -> None:
+    """Every input set of ``name``: ExecuTorch on pt2x's .pte equals torch eager."""
+    data = converted(name)
+    m = module(name)
+    for inputs in input_sets(name):
+        got = run(data, inputs)
+        with torch.no_grad():
+            want = m(*inputs)
+        want = list(want) if isinstance(want, (tuple, list)) else [want]
+        assert len(got) == len(want), f"{name}: {len(got)} outputs, want {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_close(g.numpy(), w.numpy(), "float32", what=f"{name} output {i} {tuple(inputs[0].shape)}")
