@@ -187,6 +187,13 @@ class Ctx:
             self._syms[dim.name] = v
         return v
 
+    def holds_symbol(self, out: d.Argument, v: ScalarValue) -> None:
+        """``v`` (a ``sym_size`` result) holds a whole shape symbol: later sizes read it."""
+        if out.type == "as_sym_int" and out.value.type == "as_name":
+            dim = self.view.sym_ints.get(out.value.value)
+            if isinstance(dim, Symbol) and dim.name not in self._syms:
+                self._syms[dim.name] = v
+
     def int_list(self, items) -> ListValue:
         return self._add(ListValue("IntList", [self.number(x) if not isinstance(x, ScalarValue) else x
                                                for x in items]))

@@ -141,6 +141,9 @@ def _declare_outputs(view: ProgramView, ctx: Ctx) -> None:
                                          "producer")
             continue
         v = ctx.by_name[ctx.env[name]]
+        if isinstance(v, TensorValue) and v.storage().weight is not None:
+            ctx.state.problems.add_value("graph output", name, "an output that is a view of a weight: not converted yet")
+            continue
         if not isinstance(v, TensorValue) or v in ctx.plan.inputs or v.storage() in ctx.plan.inputs \
                 or v in ctx.plan.outputs:
             ctx.state.problems.add_value("graph output", name, "an output that is an input or repeats another "

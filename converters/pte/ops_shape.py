@@ -57,4 +57,5 @@ def cat(ctx, node):
 def sym_size(ctx, node):
     a = bind(node)
     v = ctx.call("sym_size.int", {"self": ctx.tensor(a.self), "dim": a.dim}, [])
+    ctx.holds_symbol(node.outputs[0], v)
     return v.name

@@ -25,6 +25,11 @@ class MLP(torch.nn.Module):
         return self.fc2(torch.relu(self.fc1(x)))
 
 
+class MLPReshape(MLP):
+    def forward(self, x):
+        return super().forward(x).reshape(x.shape[0], 2, 2)
+
+
 class CNN(torch.nn.Module):
     """conv -> batch norm (eval) -> relu -> max pool -> conv (no bias, groups) -> avg pool ->
     adaptive avg pool -> flatten -> linear."""
@@ -72,6 +77,8 @@ PROGRAMS = {
     "mlp": (MLP, lambda: (torch.randn(2, 8),), None, []),
     "mlp_dynamic": (MLP, lambda: (torch.randn(2, 8),), {"x": {0: torch.export.Dim("batch", max=64)}},
                     [lambda: (torch.randn(1, 8),), lambda: (torch.randn(64, 8),), lambda: (torch.randn(17, 8),)]),
+    "mlp_dynamic_reshape": (MLPReshape, lambda: (torch.randn(3, 8),), {"x": {0: torch.export.Dim("batch", max=32)}},
+                            [lambda: (torch.randn(1, 8),), lambda: (torch.randn(32, 8),)]),
     "cnn": (CNN, lambda: (torch.randn(2, 3, 16, 16),), None, []),
     "block": (Block, lambda: (torch.randn(2, 3, 8),), None, []),
     "two_outputs": (TwoOutputs, lambda: (torch.randn(3, 4), torch.randn(3, 4)), None, []),
