@@ -122,8 +122,11 @@ def input_sets(name: str) -> list[tuple]:
 def run(data: bytes, inputs) -> list[torch.Tensor]:
     from executorch.runtime import Runtime
 
-    method = Runtime.get().load_program(data).load_method("forward")
-    return list(method.execute(list(inputs)))
+    program = Runtime.get().load_program(data)  # the runtime reads ``data`` in place: both stay referenced
+    method = program.load_method("forward")
+    out = list(method.execute(list(inputs)))
+    del method, program
+    return out
 
 
 def check(name: str) -> None:
