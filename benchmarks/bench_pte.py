@@ -28,7 +28,7 @@ import subprocess
 import sys
 import textwrap
 
-from scripts.environment import child_env
+from scripts.environment import child_env, ensure_support
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -71,7 +71,6 @@ EXIR = textwrap.dedent("""
 def _programs():
     import torch
 
-    sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
     import pte_zoo
 
     class Wide(torch.nn.Module):
@@ -150,6 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out", "pte"))
     args = ap.parse_args(argv)
+    ensure_support("benchmarks.bench_pte")  # pte_zoo and torchvision_ops (tests/support) on PYTHONPATH
     import torch
 
     os.makedirs(args.out, exist_ok=True)

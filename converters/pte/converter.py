@@ -25,10 +25,10 @@ from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from .context import Ctx
 from .memory_plan import plan_memory
-from .program import TensorValue
+from .program import Plan, TensorValue
 from .writer import constant_layout, flatbuffer, to_bytes, write_file
 
-__all__ = ["to_pte", "MAX_DIM_HINT"]
+__all__ = ["to_pte", "plan_program", "MAX_DIM_HINT"]
 
 MAX_DIM_HINT = "--max-dim NAME=N (to_pte(..., max_dims={NAME: N}))"
 _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
@@ -46,30 +46,19 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
     ``max_dims`` bounds shape symbols torch left unbounded (``{"s77": 64}``): ExecuTorch plans a
     dynamic tensor at its upper bound. Raises ``UnsupportedOpsError`` naming every ATen node the
     target cannot convert, ``ConversionError`` for a program it refuses as a whole."""
-    _load_lowerings()
     view, keep = open_program(src, model)
     try:
         member = view.member
         with stage(member, "converting to ExecuTorch"):
-            bounds = _bounds(view, max_dims or {})
-            lowering = LoweringState(missing_lowerings(view, "pte"))
-            ctx = Ctx(view, Names(program_names(view)), lowering, bounds)
-            _refuse_programs(view)
-            _declare_inputs(view, ctx)
-            lower_graph(ctx)
-            lowering.problems.raise_if_any()
-            _refuse_state(view, ctx)
-            _declare_outputs(view, ctx)
-            lowering.problems.raise_if_any()
+            plan = plan_program(view, _bounds(view, max_dims or {}))
         with stage(member, "planning memory"):
-            ctx.plan.number()
-            memory = plan_memory(ctx.plan)
+            memory = plan_memory(plan)
         with stage(member, "writing the ExecuTorch program"):
-            weights = _used_weights(ctx)
+            weights = _used_weights(plan)
             constants = constant_layout([view.weights[w].array for w in weights])
             buffer_of = {w: i + 1 for i, w in enumerate(weights)}
             in_spec, out_spec = _specs(view)
-            program = flatbuffer(ctx.plan, memory, constants, buffer_of, in_spec, out_spec)
+            program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec)
             if dst is None:
                 return to_bytes(program, constants)
         with stage(member, "writing the .pte file", passthrough=(OSError,)):
@@ -77,6 +66,23 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
         return None
     finally:
         del keep
+
+
+def plan_program(view: ProgramView, bounds: dict[str, int]) -> Plan:
+    """Every node of ``view`` lowered into a numbered ``Plan`` (``bounds``: each shape symbol's
+    upper bound); every refusal collected into one ``UnsupportedOpsError``."""
+    _load_lowerings()
+    lowering = LoweringState(missing_lowerings(view, "pte"))
+    ctx = Ctx(view, Names(program_names(view)), lowering, bounds)
+    _refuse_programs(view)
+    _declare_inputs(view, ctx)
+    lower_graph(ctx)
+    lowering.problems.raise_if_any()
+    _refuse_state(view, ctx)
+    _declare_outputs(view, ctx)
+    lowering.problems.raise_if_any()
+    ctx.plan.number()
+    return ctx.plan
 
 
 def _bounds(view: ProgramView, max_dims: dict[str, int]) -> dict[str, int]:
@@ -152,9 +158,9 @@ def _declare_outputs(view: ProgramView, ctx: Ctx) -> None:
         ctx.plan.outputs.append(v)
 
 
-def _used_weights(ctx: Ctx) -> list[str]:
+def _used_weights(plan: Plan) -> list[str]:
     """Weight placeholders a tensor of the plan reads, in first-use order."""
-    return list(dict.fromkeys(v.weight for v in ctx.plan.values if isinstance(v, TensorValue) and v.weight))
+    return list(dict.fromkeys(v.weight for v in plan.values if isinstance(v, TensorValue) and v.weight))
 
 
 _LEAF = {"type": None, "context": None, "children_spec": []}

@@ -65,6 +65,27 @@ class Block(torch.nn.Module):
         return w.mean(dim=1, keepdim=True) + torch.sigmoid(w) * torch.tanh(w) - w / (w.abs() + 1)
 
 
+class Residual(torch.nn.Module):
+    """A resnet basic block twice (in-place relu, a residual add whose input lives across the
+    block), then a reshape read by two consumers and an output that is a view."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList()
+        for _ in range(2):
+            self.blocks.append(torch.nn.ModuleDict({
+                "c1": torch.nn.Conv2d(4, 4, 3, padding=1, bias=False), "b1": torch.nn.BatchNorm2d(4),
+                "c2": torch.nn.Conv2d(4, 4, 3, padding=1, bias=False), "b2": torch.nn.BatchNorm2d(4)}))
+        self.act = torch.nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        for b in self.blocks:
+            y = self.act(b["b1"](b["c1"](x)))
+            x = self.act(b["b2"](b["c2"](y)) + x)
+        flat = x.reshape(x.shape[0], -1)
+        return flat * flat.mean(dim=1, keepdim=True), flat.reshape(x.shape[0], 4, -1)
+
+
 class TwoOutputs(torch.nn.Module):
     """No weights, two inputs, two outputs."""
 
@@ -81,6 +102,7 @@ PROGRAMS = {
                             [lambda: (torch.randn(1, 8),), lambda: (torch.randn(32, 8),)]),
     "cnn": (CNN, lambda: (torch.randn(2, 3, 16, 16),), None, []),
     "block": (Block, lambda: (torch.randn(2, 3, 8),), None, []),
+    "residual": (Residual, lambda: (torch.randn(2, 4, 8, 8),), None, []),
     "two_outputs": (TwoOutputs, lambda: (torch.randn(3, 4), torch.randn(3, 4)), None, []),
 }
 
@@ -94,6 +116,8 @@ def module(name: str) -> torch.nn.Module:
             if isinstance(mod, torch.nn.BatchNorm2d):
                 mod.running_mean.uniform_(-0.5, 0.5)
                 mod.running_var.uniform_(0.5, 2.0)
+                mod.weight.uniform_(0.5, 1.5)
+                mod.bias.uniform_(-0.5, 0.5)
     return m
 
 

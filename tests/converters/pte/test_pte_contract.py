@@ -194,3 +194,24 @@ def test_kernel_table_is_the_wheels_facts():
     pytest.importorskip("executorch", reason="executorch is not installed: the table is generated from its wheel")
     r = run_script("scripts.gen_pte_kernels", "--check")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("name", sorted(pte_zoo.PROGRAMS))
+def test_memory_plan_never_overlaps_live_tensors(name):
+    """Two storages whose lifetimes meet never share a byte of the arena, and the arena holds
+    every storage (the plan, rebuilt from the program as to_pte builds it)."""
+    from pt2x.converters.aten.graph import open_program
+    from pt2x.converters.pte import memory_plan
+    from pt2x.converters.pte.converter import plan_program
+
+    view, keep = open_program(pte_zoo.saved(name))
+    plan = plan_program(view, {s: hi for s, (_lo, hi) in view.ranges.items()})
+    memory = memory_plan.plan_memory(plan)
+    span = memory_plan.lifetimes(plan)
+    placed = [(memory.offsets[s], memory.offsets[s] + s.nbytes, *span[s]) for s in span]
+    assert all(e <= memory.arena_size and o % 16 == 0 for o, e, _f, _l in placed)
+    for i, (o1, e1, f1, l1) in enumerate(placed):
+        for o2, e2, f2, l2 in placed[i + 1:]:
+            if f1 <= l2 and f2 <= l1 and e1 > o1 and e2 > o2:
+                assert e1 <= o2 or e2 <= o1, (name, (o1, e1, f1, l1), (o2, e2, f2, l2))
+    del keep
