@@ -8,7 +8,7 @@ planned into one arena (``memory_plan.py``), weights streamed into the constant 
 Modules, in the order data flows: ``converter`` (``to_pte``: the phases) -> ``ops_*`` (one
 lowering per ATen overload, registered as backend ``"pte"``) -> ``context`` (the driver's
 target and the verbs lowerings use) -> ``kernels`` -> ``program`` (the plan: values and calls)
--> ``memory_plan`` -> ``writer``.
+-> ``memory_plan`` -> ``constants`` (byte-identical weights share a buffer) -> ``writer``.
 """
 
 from __future__ import annotations

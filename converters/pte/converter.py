@@ -23,6 +23,7 @@ from ..aten.graph import ProgramView, open_program
 from ..aten.lower import LoweringState, Names, lower_graph, program_names
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
+from .constants import constant_buffers
 from .context import Ctx
 from .memory_plan import plan_memory
 from .program import Plan, TensorValue
@@ -54,9 +55,8 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
         with stage(member, "planning memory"):
             memory = plan_memory(plan)
         with stage(member, "writing the ExecuTorch program"):
-            weights = _used_weights(plan)
-            constants = constant_layout([view.weights[w].array for w in weights])
-            buffer_of = {w: i + 1 for i, w in enumerate(weights)}
+            arrays, buffer_of = constant_buffers(plan, view.weights)
+            constants = constant_layout(arrays)
             in_spec, out_spec = _specs(view)
             program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec)
             if dst is None:
@@ -156,11 +156,6 @@ def _declare_outputs(view: ProgramView, ctx: Ctx) -> None:
                                          "output: not converted yet")
             continue
         ctx.plan.outputs.append(v)
-
-
-def _used_weights(plan: Plan) -> list[str]:
-    """Weight placeholders a tensor of the plan reads, in first-use order."""
-    return list(dict.fromkeys(v.weight for v in plan.values if isinstance(v, TensorValue) and v.weight))
 
 
 _LEAF = {"type": None, "context": None, "children_spec": []}

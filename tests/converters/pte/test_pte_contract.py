@@ -215,3 +215,23 @@ def test_memory_plan_never_overlaps_live_tensors(name):
             if f1 <= l2 and f2 <= l1 and e1 > o1 and e2 > o2:
                 assert e1 <= o2 or e2 <= o1, (name, (o1, e1, f1, l1), (o2, e2, f2, l2))
     del keep
+
+
+def test_identical_weights_share_a_buffer(tmp_path):
+    """Two byte-identical weights (and a zero bias beside a zero running mean) are one buffer."""
+
+    class Twins(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+            with torch.no_grad():
+                self.b.weight.copy_(self.a.weight)
+                self.a.bias.zero_()
+                self.b.bias.fill_(0.5)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    path = _save(tmp_path, Twins(), (torch.randn(2, 4),))
+    p = _program(convert_torch_free("to_pte", path))
+    assert len(p.ConstantSegment().OffsetsAsNumpy()) - 1 == 3  # one weight, two biases
