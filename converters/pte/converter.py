@@ -18,13 +18,16 @@ import json
 import os
 
 from ...serde.codec.symbolic import Symbol
-from ..aten.failures import missing_lowerings
+from ..aten import registry
+from ..aten.failures import report_node
 from ..aten.graph import ProgramView, open_program
 from ..aten.lower import LoweringState, Names, lower_graph, program_names
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
+from ..report import Problems
 from .constants import constant_buffers
 from .context import Ctx
+from .kernels import EXECUTORCH_VERSION, out_variant
 from .memory_plan import plan_memory
 from .program import Plan, TensorValue
 from .writer import constant_layout, flatbuffer, to_bytes, write_file
@@ -72,7 +75,7 @@ def plan_program(view: ProgramView, bounds: dict[str, int]) -> Plan:
     """Every node of ``view`` lowered into a numbered ``Plan`` (``bounds``: each shape symbol's
     upper bound); every refusal collected into one ``UnsupportedOpsError``."""
     _load_lowerings()
-    lowering = LoweringState(missing_lowerings(view, "pte"))
+    lowering = LoweringState(_missing_lowerings(view))
     ctx = Ctx(view, Names(program_names(view)), lowering, bounds)
     _refuse_programs(view)
     _declare_inputs(view, ctx)
@@ -83,6 +86,23 @@ def plan_program(view: ProgramView, bounds: dict[str, int]) -> Plan:
     lowering.problems.raise_if_any()
     ctx.plan.number()
     return ctx.plan
+
+
+def _missing_lowerings(view: ProgramView) -> Problems:
+    """Every node with no pte lowering, each reason saying whether ExecuTorch's portable library has
+    a kernel for it (a lowering could be added) or not (the operator needs a decomposition or a
+    delegate)."""
+    problems = Problems("pte", view.member)
+    for n in view.walk():
+        if registry.get("pte", n.target) is not None:
+            continue
+        t = registry.parse_target(registry.canonical(n.target))
+        key = out_variant(t.op, t.overload) if t is not None and t.form == "overload" and t.namespace == "aten" else None
+        reason = (f"no pte lowering yet (ExecuTorch {EXECUTORCH_VERSION}'s portable library has aten::{key})" if key
+                  else f"no pte lowering, and ExecuTorch {EXECUTORCH_VERSION}'s portable library has no out-variant "
+                       "kernel for it")
+        report_node(problems, n, reason)
+    return problems
 
 
 def _bounds(view: ProgramView, max_dims: dict[str, int]) -> dict[str, int]:

@@ -15,7 +15,7 @@ from functools import lru_cache
 from ..errors import Unsupported
 from ._kernel_table import EXECUTORCH_VERSION, NO_DEFAULT, PORTABLE, PRIM
 
-__all__ = ["Kernel", "KernelArg", "kernel", "NO_DEFAULT", "EXECUTORCH_VERSION"]
+__all__ = ["Kernel", "KernelArg", "kernel", "out_variant", "NO_DEFAULT", "EXECUTORCH_VERSION"]
 
 
 @dataclass(frozen=True)
@@ -51,3 +51,12 @@ def kernel(key: str) -> Kernel:
     parsed = [KernelArg(n, t, dflt, out) for n, t, dflt, _kw, out in args]
     return Kernel(f"aten::{op}", overload, tuple(a for a in parsed if not a.is_out),
                   tuple(a for a in parsed if a.is_out))
+
+
+def out_variant(op: str, overload: str) -> str | None:
+    """The portable kernel an ATen overload's out variant would be (``cumsum.default`` ->
+    ``cumsum.out``, ``add.Scalar`` -> ``add.Scalar_out``), or None when the library has none."""
+    for key in ((f"{op}.out",) if overload == "default" else (f"{op}.{overload}_out", f"{op}.out")):
+        if key in PORTABLE:
+            return key
+    return None

@@ -110,6 +110,7 @@ def test_unsupported_op_is_refused_naming_the_node(tmp_path):
     with pytest.raises(UnsupportedOpsError) as e:
         convert_torch_free("to_pte", path)
     assert "aten.cumsum.default" in str(e.value) and "cumsum = aten.cumsum.default(self=relu" in str(e.value)
+    assert "portable library has aten::cumsum.out" in str(e.value)
 
 
 def test_float64_and_training_batch_norm_are_refused(tmp_path):
