@@ -59,3 +59,32 @@ def sym_size(ctx, node):
     v = ctx.call("sym_size.int", {"self": ctx.tensor(a.self), "dim": a.dim}, [])
     ctx.holds_symbol(node.outputs[0], v)
     return v.name
+
+
+@lowering("pte", "aten.clone.default")
+def clone(ctx, node):
+    a = bind(node)
+    a.declare("memory_format")  # every ExecuTorch tensor here is contiguous (dim order 0..n-1)
+    return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.dropout.default")
+def dropout(ctx, node):
+    a = bind(node)
+    if a.train:
+        raise Unsupported("dropout in training mode")
+    a.declare("p")  # no effect at inference
+    return ctx.call("clone.out", {"self": a.input}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.slice.Tensor")
+def slice_(ctx, node):
+    a = bind(node)
+    return ctx.call("slice_copy.Tensor_out", {"self": a.self, "dim": a.dim, "start": a.start, "end": a.end,
+                                              "step": a.step}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.select.int")
+def select(ctx, node):
+    a = bind(node)
+    return ctx.call("select_copy.int_out", {"self": a.self, "dim": a.dim, "index": a.index}, [ctx.output(node)]).name

@@ -86,6 +86,23 @@ class Residual(torch.nn.Module):
         return flat * flat.mean(dim=1, keepdim=True), flat.reshape(x.shape[0], 4, -1)
 
 
+class Activations(torch.nn.Module):
+    """relu6 (hardtanh), clamp, leaky_relu, silu, hardswish, hardsigmoid, dropout (eval), clone,
+    slice, select, matmul (2-D and batched 3-D), bmm, log_softmax, sum."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x, y):
+        f = torch.nn.functional
+        a = f.relu6(x * 4) + x.clamp(-0.5, 0.25) + f.leaky_relu(x, 0.2) + f.silu(x)
+        a = self.drop(a + f.hardswish(x * 3) + f.hardsigmoid(x * 3)).clone()
+        b = torch.matmul(a, y) + torch.bmm(a, y)
+        c = torch.matmul(b[:, 1:3, :].select(0, 1), y[0])
+        return f.log_softmax(b, dim=-1), c.sum(dim=[0], keepdim=True)
+
+
 class TwoOutputs(torch.nn.Module):
     """No weights, two inputs, two outputs."""
 
@@ -103,6 +120,7 @@ PROGRAMS = {
     "cnn": (CNN, lambda: (torch.randn(2, 3, 16, 16),), None, []),
     "block": (Block, lambda: (torch.randn(2, 3, 8),), None, []),
     "residual": (Residual, lambda: (torch.randn(2, 4, 8, 8),), None, []),
+    "activations": (Activations, lambda: (torch.randn(2, 4, 5), torch.randn(2, 5, 5)), None, []),
     "two_outputs": (TwoOutputs, lambda: (torch.randn(3, 4), torch.randn(3, 4)), None, []),
 }
 
