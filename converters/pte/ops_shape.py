@@ -14,7 +14,7 @@ from ..aten.registry import lowering
 
 @lowering("pte", "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
           "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default",
-          "aten.squeeze.dims")
+          "aten.squeeze.dims", "aten.unflatten.int")
 def reshape(ctx, node):
     a = bind(node)
     a.declare_all()  # the output's metadata holds the shape every argument made
@@ -61,20 +61,21 @@ def sym_size(ctx, node):
     return v.name
 
 
-@lowering("pte", "aten.clone.default")
+@lowering("pte", "aten.clone.default", "aten.contiguous.default")
 def clone(ctx, node):
     a = bind(node)
     a.declare("memory_format")  # every ExecuTorch tensor here is contiguous (dim order 0..n-1)
     return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
 
 
-@lowering("pte", "aten.dropout.default")
+@lowering("pte", "aten.dropout.default", "aten.dropout_.default")
 def dropout(ctx, node):
     a = bind(node)
     if a.train:
         raise Unsupported("dropout in training mode")
     a.declare("p")  # no effect at inference
-    return ctx.call("clone.out", {"self": a.input}, [ctx.output(node)]).name
+    src = a.input if "input" in a else a.self  # dropout_ names it self
+    return ctx.call("clone.out", {"self": src}, [ctx.output(node)]).name
 
 
 @lowering("pte", "aten.slice.Tensor")
@@ -88,3 +89,12 @@ def slice_(ctx, node):
 def select(ctx, node):
     a = bind(node)
     return ctx.call("select_copy.int_out", {"self": a.self, "dim": a.dim, "index": a.index}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.expand.default")
+def expand(ctx, node):
+    a = bind(node)
+    a.declare("implicit", "size")  # implicit changes no value; the output's metadata holds the size
+    out_info = ctx.view.tensor(node.outputs[0].value.name)
+    sizes = [ctx.size_value(s) for s in out_info.shape]  # -1 resolved by the output's metadata
+    return ctx.call("expand_copy.out", {"self": a.self, "size": sizes}, [ctx.output(node)]).name

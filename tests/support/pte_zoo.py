@@ -88,11 +88,13 @@ class Residual(torch.nn.Module):
 
 class Activations(torch.nn.Module):
     """relu6 (hardtanh), clamp, leaky_relu, silu, hardswish, hardsigmoid, dropout (eval), clone,
-    slice, select, matmul (2-D and batched 3-D), bmm, log_softmax, sum."""
+    slice, select, matmul (2-D and batched 3-D), bmm, log_softmax, sum, in-place dropout,
+    unflatten, expand, contiguous."""
 
     def __init__(self):
         super().__init__()
         self.drop = torch.nn.Dropout(0.5)
+        self.drop_ = torch.nn.Dropout(0.5, inplace=True)
 
     def forward(self, x, y):
         f = torch.nn.functional
@@ -100,7 +102,8 @@ class Activations(torch.nn.Module):
         a = self.drop(a + f.hardswish(x * 3) + f.hardsigmoid(x * 3)).clone()
         b = torch.matmul(a, y) + torch.bmm(a, y)
         c = torch.matmul(b[:, 1:3, :].select(0, 1), y[0])
-        return f.log_softmax(b, dim=-1), c.sum(dim=[0], keepdim=True)
+        d = self.drop_(torch.relu(a)).unflatten(2, (5, 1)).expand(-1, -1, -1, 3).contiguous()
+        return f.log_softmax(b, dim=-1), c.sum(dim=[0], keepdim=True), d
 
 
 class TwoOutputs(torch.nn.Module):
