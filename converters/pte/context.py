@@ -115,8 +115,11 @@ class Ctx:
         return self.new_tensor(base, dtype, shape, f"the internal tensor {base!r}")
 
     def view_of(self, base: TensorValue, node: d.Node) -> TensorValue:
-        """A tensor sharing ``base``'s storage with the node's output shape (a static reshape)."""
+        """A tensor sharing ``base``'s storage with the node's output shape (a static reshape).
+        A dynamic one cannot be: no kernel would resize it when its base is resized."""
         out = self.output(node)
+        if out.dynamic or base.dynamic:
+            raise ConversionError(f"a view of dynamic shape ({node.name!r}) must be a kernel call", member=self.view.member)
         out.alias_of = base
         return out
 

@@ -20,7 +20,7 @@ def reshape(ctx, node):
     a.declare_all()  # the output's metadata holds the shape every argument made
     src = ctx.tensor(a.self)
     out_info = ctx.view.tensor(node.outputs[0].value.name)
-    if out_info.is_static:
+    if out_info.is_static and not src.dynamic:
         return ctx.view_of(src, node).name
     sizes = [ctx.size_value(s) for s in out_info.shape]
     return ctx.call("view_copy.out", {"self": src, "size": sizes}, [ctx.output(node)]).name
@@ -42,8 +42,10 @@ def transpose(ctx, node):
 @lowering("pte", "aten.t.default")
 def t(ctx, node):
     a = bind(node)
-    if ctx.view.tensor(a.self.name).rank < 2:
-        return ctx.view_of(ctx.tensor(a.self), node).name
+    if ctx.view.tensor(a.self.name).rank < 2:  # the identity
+        if ctx.view.tensor(a.self.name).is_static:
+            return ctx.view_of(ctx.tensor(a.self), node).name
+        return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
     return ctx.call("transpose_copy.int_out", {"self": a.self, "dim0": 0, "dim1": 1}, [ctx.output(node)]).name
 
 
