@@ -222,3 +222,8 @@ PORTABLE = {
 PRIM = {
     'sym_size.int': (('self', 'Tensor', NO_DEFAULT, False, False), ('dim', 'int', NO_DEFAULT, False, False)),
 }
+
+# the runtime's executorch_prim operators (symbolic int arithmetic)
+EXECUTORCH_PRIM = {
+    'mul.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
+}

@@ -114,6 +114,11 @@ class Ctx:
     def scratch(self, base: str, shape, dtype=_FLOAT) -> TensorValue:
         return self.new_tensor(base, dtype, shape, f"the internal tensor {base!r}")
 
+    def scratch_sized(self, base: str, sizes: tuple, *, dynamic: bool) -> TensorValue:
+        """An internal float32 tensor of the given (upper-bound) sizes."""
+        st, size = SCALAR_TYPES[_FLOAT]
+        return self._add(TensorValue(self.names.fresh(base), st, tuple(sizes), size, dynamic))
+
     def view_of(self, base: TensorValue, node: d.Node) -> TensorValue:
         """A tensor sharing ``base``'s storage with the node's output shape (a static reshape).
         A dynamic one cannot be: no kernel would resize it when its base is resized."""

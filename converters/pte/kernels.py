@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..errors import Unsupported
-from ._kernel_table import EXECUTORCH_VERSION, NO_DEFAULT, PORTABLE, PRIM
+from ._kernel_table import EXECUTORCH_PRIM, EXECUTORCH_VERSION, NO_DEFAULT, PORTABLE, PRIM
 
 __all__ = ["Kernel", "KernelArg", "kernel", "out_variant", "NO_DEFAULT", "EXECUTORCH_VERSION"]
 
@@ -42,14 +42,17 @@ class Kernel:
 
 @lru_cache(maxsize=None)
 def kernel(key: str) -> Kernel:
-    """``key`` (``op.overload``, ATen namespace) as a ``Kernel``; ``Unsupported`` when executorch
-    {EXECUTORCH_VERSION}'s portable library and prim ops have none."""
-    args = PORTABLE.get(key) or PRIM.get(key)
+    """``key`` (``op.overload`` in the ATen namespace, or ``executorch_prim::op.overload``) as a
+    ``Kernel``; ``Unsupported`` when executorch's portable library and prim ops have none."""
+    namespace, _, bare = key.rpartition("::")
+    namespace = namespace or "aten"
+    args = (PORTABLE.get(bare) or PRIM.get(bare)) if namespace == "aten" else \
+        EXECUTORCH_PRIM.get(bare) if namespace == "executorch_prim" else None
     if args is None:
-        raise Unsupported(f"ExecuTorch {EXECUTORCH_VERSION}'s portable kernels have no aten::{key}")
-    op, overload = key.split(".", 1)
+        raise Unsupported(f"ExecuTorch {EXECUTORCH_VERSION}'s portable kernels have no {namespace}::{bare}")
+    op, overload = bare.split(".", 1)
     parsed = [KernelArg(n, t, dflt, out) for n, t, dflt, _kw, out in args]
-    return Kernel(f"aten::{op}", overload, tuple(a for a in parsed if not a.is_out),
+    return Kernel(f"{namespace}::{op}", overload, tuple(a for a in parsed if not a.is_out),
                   tuple(a for a in parsed if a.is_out))
 
 

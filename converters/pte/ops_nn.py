@@ -22,29 +22,54 @@ def _transposed_weight(ctx, w):
 def linear(ctx, node):
     a = bind(node)
     x, w = ctx.tensor(a.input), ctx.tensor(a.weight)
-    if len(w.sizes) != 2 or len(x.sizes) < 1:
+    if len(w.sizes) != 2:
         raise Unsupported("linear with a weight of rank other than 2")
-    out = ctx.output(node)
-    wt = _transposed_weight(ctx, w)
     rank = len(x.sizes)
     if rank == 1:
         raise Unsupported("linear of a 1-D input")
-    if rank > 2:
-        if x.dynamic:
-            raise Unsupported("linear of a dynamic input of rank > 2 (its 2-D view needs shape arithmetic)")
+    wt = _transposed_weight(ctx, w)
+    out = ctx.output(node)
+    if rank == 2:
+        _matmul_add(ctx, a, x, wt, out)
+    elif not x.dynamic:  # viewed as 2-D and back: no instructions
         rows = math.prod(x.sizes[:-1])
         x2 = ctx.scratch("view", (rows, x.sizes[-1]))
         x2.alias_of = x
         out2 = ctx.scratch("addmm", (rows, w.sizes[0]))
         out.alias_of = out2
-        target = out2
+        _matmul_add(ctx, a, x2, wt, out2)
     else:
-        x2, target = x, out
+        _dynamic_rows_linear(ctx, a, x, w, wt, out, ctx.view.tensor(node.outputs[0].value.name).shape)
+    return out.name
+
+
+def _matmul_add(ctx, a, x2, wt, target):
     if a.bias is None:
         ctx.call("mm.out", {"self": x2, "mat2": wt}, [target])
     else:
         ctx.call("addmm.out", {"self": a.bias, "mat1": x2, "mat2": wt}, [target])
-    return out.name
+
+
+def _dynamic_rows_linear(ctx, a, x, w, wt, out, out_shape):
+    """A dynamic input of rank > 2, as exir lowers it: its rows counted at run time
+    (``sym_size.int`` times the static dims, ``executorch_prim::mul.Scalar``), ``view_copy`` to
+    2-D (exir's ``et_view`` without the copy), ``addmm``, ``view_copy`` back to the output's shape."""
+    shape = ctx.view.tensor(a.input.name).shape
+    rows, static = None, 1
+    for dim in shape[:-1]:
+        if isinstance(dim, int):
+            static *= dim
+            continue
+        v = ctx.size_value(dim)
+        rows = v if rows is None else ctx.call("executorch_prim::mul.Scalar", {"a": rows, "b": v}, [])
+    if static != 1:
+        rows = ctx.call("executorch_prim::mul.Scalar", {"a": rows, "b": static}, [])
+    max_rows = math.prod(x.sizes[:-1])
+    x2 = ctx.call("view_copy.out", {"self": x, "size": [rows, x.sizes[-1]]},
+                  [ctx.scratch_sized("view_copy", (max_rows, x.sizes[-1]), dynamic=True)])
+    out2 = ctx.scratch_sized("addmm", (max_rows, w.sizes[0]), dynamic=True)
+    _matmul_add(ctx, a, x2, wt, out2)
+    ctx.call("view_copy.out", {"self": out2, "size": [ctx.size_value(d) for d in out_shape]}, [out])
 
 
 @lowering("pte", "aten.addmm.default")

@@ -106,6 +106,18 @@ class Activations(torch.nn.Module):
         return f.log_softmax(b, dim=-1), c.sum(dim=[0], keepdim=True), d
 
 
+class SeqLinear(torch.nn.Module):
+    """layer norm and linear on a [batch, 3, 8] input: with a dynamic batch, the linear's rows
+    are counted at run time (sym_size times 3)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln, self.fc, self.fc2 = torch.nn.LayerNorm(8), torch.nn.Linear(8, 4), torch.nn.Linear(4, 4, bias=False)
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.fc(self.ln(x))))
+
+
 class TwoOutputs(torch.nn.Module):
     """No weights, two inputs, two outputs."""
 
@@ -121,9 +133,14 @@ PROGRAMS = {
     "mlp_dynamic_reshape": (MLPReshape, lambda: (torch.randn(3, 8),), {"x": {0: torch.export.Dim("batch", max=32)}},
                             [lambda: (torch.randn(1, 8),), lambda: (torch.randn(32, 8),)]),
     "cnn": (CNN, lambda: (torch.randn(2, 3, 16, 16),), None, []),
+    "cnn_dynamic": (CNN, lambda: (torch.randn(2, 3, 16, 16),), {"x": {0: torch.export.Dim("batch", max=8)}},
+                    [lambda: (torch.randn(1, 3, 16, 16),), lambda: (torch.randn(8, 3, 16, 16),),
+                     lambda: (torch.randn(5, 3, 16, 16),)]),
     "block": (Block, lambda: (torch.randn(2, 3, 8),), None, []),
     "residual": (Residual, lambda: (torch.randn(2, 4, 8, 8),), None, []),
     "activations": (Activations, lambda: (torch.randn(2, 4, 5), torch.randn(2, 5, 5)), None, []),
+    "seq_dynamic": (SeqLinear, lambda: (torch.randn(2, 3, 8),), {"x": {0: torch.export.Dim("batch", max=16)}},
+                    [lambda: (torch.randn(1, 3, 8),), lambda: (torch.randn(16, 3, 8),), lambda: (torch.randn(7, 3, 8),)]),
     "two_outputs": (TwoOutputs, lambda: (torch.randn(3, 4), torch.randn(3, 4)), None, []),
 }
 

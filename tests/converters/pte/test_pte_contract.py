@@ -236,3 +236,10 @@ def test_identical_weights_share_a_buffer(tmp_path):
     path = _save(tmp_path, Twins(), (torch.randn(2, 4),))
     p = _program(convert_torch_free("to_pte", path))
     assert len(p.ConstantSegment().OffsetsAsNumpy()) - 1 == 3  # one weight, two biases
+
+
+def test_dynamic_linear_of_rank_3_counts_its_rows_as_exir_does():
+    assert _operators(pte_zoo.converted("seq_dynamic")) == [
+        "aten::native_layer_norm.out", "aten::permute_copy.out", "aten::sym_size.int", "executorch_prim::mul.Scalar",
+        "aten::view_copy.out", "aten::addmm.out", "aten::view_copy.out", "aten::gelu.out", "aten::permute_copy.out",
+        "executorch_prim::mul.Scalar", "aten::view_copy.out", "aten::mm.out", "aten::view_copy.out"]
