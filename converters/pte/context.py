@@ -250,11 +250,15 @@ class Ctx:
                 reads.append(v)
             elif isinstance(v, ListValue) and v.kind == "TensorList":
                 reads.extend(v.items)
-        if len(outs) != len(k.outs):
+        if len(k.outs) == 1 and k.outs[0].type.startswith("List[Tensor]"):  # one list of outs
+            values += [self._add(ListValue("TensorList", list(outs))), self._add(ListValue("TensorList", list(outs)))]
+        elif len(outs) != len(k.outs):
             raise ConversionError(f"aten::{key} writes {len(k.outs)} tensors, {len(outs)} given")
-        if outs:
+        elif outs:
             ret = outs[0] if len(outs) == 1 else self._add(ListValue("TensorList", list(outs)))
             values += list(outs) + [ret]
+        if outs:
+            ret = values[-1]
         else:  # a prim op returning an int
             ret = self._add(ScalarValue("Int", 0, self.names.fresh("sym")))
             values.append(ret)

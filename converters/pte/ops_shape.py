@@ -100,3 +100,20 @@ def expand(ctx, node):
     out_info = ctx.view.tensor(node.outputs[0].value.name)
     sizes = [ctx.size_value(s) for s in out_info.shape]  # -1 resolved by the output's metadata
     return ctx.call("expand_copy.out", {"self": a.self, "size": sizes}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.chunk.default", "aten.split.Tensor", "aten.split_with_sizes.default")
+def split(ctx, node):
+    """Every piece's size along ``dim`` from the outputs' metadata: ``split_with_sizes_copy.out``
+    (what exir emits for all three)."""
+    a = bind(node)
+    a.declare("chunks", "split_size", "split_sizes")  # the outputs' metadata holds the sizes they made
+    names = [t.name for o in node.outputs if o.type == "as_tensors" for t in o.value]
+    rank = ctx.view.tensor(a.self.name).rank
+    dim = a.dim % rank if rank else 0
+    sizes = [ctx.view.tensor(n).shape[dim] for n in names]
+    if not all(isinstance(x, int) for x in sizes):
+        raise Unsupported("a split along a dynamic dim")
+    outs = [ctx.output(node, i) for i in range(len(names))]
+    ctx.call("split_with_sizes_copy.out", {"self": a.self, "split_sizes": sizes, "dim": a.dim}, outs)
+    return [o.name for o in outs]

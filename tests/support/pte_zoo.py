@@ -89,7 +89,7 @@ class Residual(torch.nn.Module):
 class Activations(torch.nn.Module):
     """relu6 (hardtanh), clamp, leaky_relu, silu, hardswish, hardsigmoid, dropout (eval), clone,
     slice, select, matmul (2-D and batched 3-D), bmm, log_softmax, sum, in-place dropout,
-    unflatten, expand, contiguous."""
+    unflatten, expand, contiguous, chunk, split."""
 
     def __init__(self):
         super().__init__()
@@ -103,7 +103,9 @@ class Activations(torch.nn.Module):
         b = torch.matmul(a, y) + torch.bmm(a, y)
         c = torch.matmul(b[:, 1:3, :].select(0, 1), y[0])
         d = self.drop_(torch.relu(a)).unflatten(2, (5, 1)).expand(-1, -1, -1, 3).contiguous()
-        return f.log_softmax(b, dim=-1), c.sum(dim=[0], keepdim=True), d
+        p, q = a.chunk(2, dim=1)
+        r, t = torch.split(b, [1, 3], dim=1)
+        return f.log_softmax(b, dim=-1), c.sum(dim=[0], keepdim=True), d, p * q + r - t[:, :1]
 
 
 class SeqLinear(torch.nn.Module):
