@@ -117,3 +117,14 @@ def split(ctx, node):
     outs = [ctx.output(node, i) for i in range(len(names))]
     ctx.call("split_with_sizes_copy.out", {"self": a.self, "split_sizes": sizes, "dim": a.dim}, outs)
     return [o.name for o in outs]
+
+
+@lowering("pte", "aten.unbind.int")
+def unbind(ctx, node):
+    """One ``select_copy.int_out`` per piece (the portable library has no unbind kernel)."""
+    a = bind(node)
+    names = [t.name for o in node.outputs if o.type == "as_tensors" for t in o.value]
+    outs = [ctx.output(node, i) for i in range(len(names))]
+    for i, out in enumerate(outs):
+        ctx.call("select_copy.int_out", {"self": a.self, "dim": a.dim, "index": i}, [out])
+    return [o.name for o in outs]

@@ -120,6 +120,21 @@ class SeqLinear(torch.nn.Module):
         return self.fc2(torch.nn.functional.gelu(self.fc(self.ln(x))))
 
 
+class Attention(torch.nn.Module):
+    """Multi-head self-attention through scaled_dot_product_attention (and one with a scale)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.proj = torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, s, 3, 4, 4).permute(2, 0, 3, 1, 4)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        z = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=0.3)
+        return self.proj((y + z).transpose(1, 2).reshape(b, s, 16))
+
+
 class TwoOutputs(torch.nn.Module):
     """No weights, two inputs, two outputs."""
 
@@ -143,6 +158,7 @@ PROGRAMS = {
     "activations": (Activations, lambda: (torch.randn(2, 4, 5), torch.randn(2, 5, 5)), None, []),
     "seq_dynamic": (SeqLinear, lambda: (torch.randn(2, 3, 8),), {"x": {0: torch.export.Dim("batch", max=16)}},
                     [lambda: (torch.randn(1, 3, 8),), lambda: (torch.randn(16, 3, 8),), lambda: (torch.randn(7, 3, 8),)]),
+    "attention": (Attention, lambda: (torch.randn(2, 5, 16),), None, []),
     "two_outputs": (TwoOutputs, lambda: (torch.randn(3, 4), torch.randn(3, 4)), None, []),
 }
 
