@@ -1,6 +1,6 @@
 """pt2x.converters.pte: ATen programs -> ExecuTorch ``.pte`` files, torch-free.
 
-Slice 1: float32 programs of a core set of ATen ops, each lowered to one of ExecuTorch's
+Slice 1 (docs/pte.md): float32 programs of a core set of ATen ops, each lowered to one of ExecuTorch's
 portable out-variant kernels (``kernels.py``, from the generated ``_kernel_table.py``), memory
 planned into one arena (``memory_plan.py``), weights streamed into the constant segment
 (``writer.py``, with flatc's ``schema_generated.py`` of ExecuTorch's ``program.fbs``).
