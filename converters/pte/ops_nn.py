@@ -85,14 +85,20 @@ def mm(ctx, node):
     return ctx.call("mm.out", {"self": a.self, "mat2": a.mat2}, [ctx.output(node)]).name
 
 
+def _pair(v):
+    """A one-element list of a 2-D op's argument means both dims (ATen expands it); the portable
+    kernels are given both."""
+    return list(v) * 2 if isinstance(v, (list, tuple)) and len(v) == 1 else v
+
+
 def _conv(ctx, node, a, transposed, output_padding):
     if len(ctx.view.tensor(a.input.name).shape) != 4:
         raise Unsupported("convolution other than 2-D")
     if transposed:
         raise Unsupported("transposed convolution")
     return ctx.call("convolution.out", {
-        "input": a.input, "weight": a.weight, "bias": a.bias, "stride": a.stride, "padding": a.padding,
-        "dilation": a.dilation, "transposed": False, "output_padding": output_padding, "groups": a.groups,
+        "input": a.input, "weight": a.weight, "bias": a.bias, "stride": _pair(a.stride), "padding": _pair(a.padding),
+        "dilation": _pair(a.dilation), "transposed": False, "output_padding": _pair(output_padding), "groups": a.groups,
     }, [ctx.output(node)]).name
 
 
@@ -175,8 +181,9 @@ def max_pool2d(ctx, node):
     from ...schema import definitions as d
 
     indices = ctx.scratch("indices", info.shape, d.ScalarType.LONG)
-    ctx.call("max_pool2d_with_indices.out", {"self": a.self, "kernel_size": a.kernel_size, "stride": a.stride,
-                                             "padding": a.padding, "dilation": a.dilation,
+    ctx.call("max_pool2d_with_indices.out", {"self": a.self, "kernel_size": _pair(a.kernel_size),
+                                             "stride": _pair(a.stride), "padding": _pair(a.padding),
+                                             "dilation": _pair(a.dilation),
                                              "ceil_mode": a.ceil_mode}, [out, indices])
     return out.name
 
@@ -185,8 +192,8 @@ def max_pool2d(ctx, node):
 def avg_pool2d(ctx, node):
     a = bind(node)
     _rank4(ctx, a, "avg_pool2d")
-    return ctx.call("avg_pool2d.out", {"self": a.self, "kernel_size": a.kernel_size, "stride": a.stride,
-                                       "padding": a.padding, "ceil_mode": a.ceil_mode,
+    return ctx.call("avg_pool2d.out", {"self": a.self, "kernel_size": _pair(a.kernel_size), "stride": _pair(a.stride),
+                                       "padding": _pair(a.padding), "ceil_mode": a.ceil_mode,
                                        "count_include_pad": a.count_include_pad,
                                        "divisor_override": a.divisor_override}, [ctx.output(node)]).name
 

@@ -46,3 +46,20 @@ def test_max_dims_bounds_an_unbounded_batch(tmp_path):
         x = torch.randn(b, 4)
         (got,) = pte_zoo.run(data, [x])
         torch.testing.assert_close(got, m(x).detach().reshape(b, 3, 1), rtol=1e-5, atol=1e-6)
+
+
+def test_one_element_lists_of_2d_ops_mean_both_dims(tmp_path):
+    """aten.conv2d/max_pool2d/avg_pool2d given [2] for a pair (ATen expands it)."""
+    import torch
+
+    class M(torch.nn.Module):
+        def forward(self, x, w):
+            y = torch.ops.aten.conv2d.default(x, w, None, [2], [1], [1], 1)
+            y = torch.ops.aten.max_pool2d.default(y, [2], [1], [0], [1], False)
+            return torch.ops.aten.avg_pool2d.default(y, [2], [2], [1])
+
+    args = (torch.randn(1, 3, 12, 12), torch.randn(4, 3, 3, 3))
+    path = str(tmp_path / "pairs.pt2")
+    torch.export.save(torch.export.export(M(), args), path)
+    (got,) = pte_zoo.run(pte_zoo.convert_torch_free("to_pte", path), args)
+    torch.testing.assert_close(got, M()(*args), rtol=1e-4, atol=1e-5)
