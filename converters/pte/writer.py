@@ -26,6 +26,7 @@ import numpy as np
 from ...serde.atomic_write import write_atomically
 from ..errors import ConversionError
 from . import schema_generated as fb
+from .arrays import byte_chunks
 from .memory_plan import MEMORY_ID, MemoryPlan
 from .program import ListValue, Plan, ScalarValue, TensorValue
 
@@ -37,7 +38,6 @@ HEADER_MAGIC = b"eh00"
 HEADER_LENGTH = 32
 SEGMENT_ALIGNMENT = 128  # exir's default segment alignment
 CONSTANT_ALIGNMENT = 16  # exir's default constant tensor alignment
-_CHUNK = 64 << 20  # the most bytes of one weight made contiguous at once
 _MAX_FLATBUFFER = 2**31 - 1
 
 
@@ -266,16 +266,9 @@ def _write_segments(f, head: bytes, base: int, constants: ConstantLayout) -> Non
 
 
 def _write_array(f, arr: np.ndarray) -> None:
-    """One weight's bytes, little-endian, C order, at most ``_CHUNK`` of them contiguous at once."""
-    flat = arr.reshape(-1) if arr.flags.c_contiguous else None
-    if flat is not None and flat.dtype.byteorder not in (">",):
-        f.write(memoryview(flat.view(np.uint8)))
-        return
-    rows = arr.reshape(arr.shape[0], -1) if arr.ndim > 1 else arr.reshape(-1)
-    step = max(1, _CHUNK // max(1, rows[0:1].nbytes)) if arr.ndim > 1 else max(1, _CHUNK // max(1, arr.itemsize))
-    for i in range(0, rows.shape[0], step):
-        part = np.ascontiguousarray(rows[i:i + step])
-        f.write(part.astype(part.dtype.newbyteorder("<"), copy=False).tobytes())
+    """One weight's bytes, little-endian, C order, at most ``arrays.CHUNK`` of them copied at once."""
+    for part in byte_chunks(arr):
+        f.write(part)
 
 
 def to_bytes(program: bytes, constants: ConstantLayout) -> bytes:

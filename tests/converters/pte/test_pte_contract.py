@@ -243,3 +243,15 @@ def test_dynamic_linear_of_rank_3_counts_its_rows_as_exir_does():
         "aten::native_layer_norm.out", "aten::permute_copy.out", "aten::sym_size.int", "executorch_prim::mul.Scalar",
         "aten::view_copy.out", "aten::addmm.out", "aten::view_copy.out", "aten::gelu.out", "aten::permute_copy.out",
         "executorch_prim::mul.Scalar", "aten::view_copy.out", "aten::mm.out", "aten::view_copy.out"]
+
+
+def test_weight_bytes_in_slices_and_signed_zeros_kept_apart():
+    from pt2x.converters.pte.arrays import byte_chunks
+    from pt2x.converters.pte.constants import _same_bytes
+
+    a = np.arange(24, dtype=np.float32).reshape(4, 6)
+    for arr in (a, a.T, a.astype(">f4"), np.asarray(np.float32(3.0))):
+        assert b"".join(bytes(c) for c in byte_chunks(arr, chunk=20)) == \
+            np.ascontiguousarray(arr).astype("<f4").tobytes()
+    zero = np.zeros(3, np.float32)
+    assert _same_bytes(zero, np.zeros(3, np.float32)) and not _same_bytes(zero, -zero)

@@ -63,3 +63,27 @@ def test_one_element_lists_of_2d_ops_mean_both_dims(tmp_path):
     torch.export.save(torch.export.export(M(), args), path)
     (got,) = pte_zoo.run(pte_zoo.convert_torch_free("to_pte", path), args)
     torch.testing.assert_close(got, M()(*args), rtol=1e-4, atol=1e-5)
+
+
+def test_weights_stored_strided_in_the_archive(tmp_path):
+    """A parameter that is a transposed view (torch.export.save keeps its storage and strides)."""
+    import torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(6, 4).t())  # [4, 6], strides (1, 4)
+            self.b = torch.nn.Parameter(-torch.zeros(6))
+            self.c = torch.nn.Parameter(torch.zeros(6))
+
+        def forward(self, x):
+            return torch.nn.functional.linear(x, self.w.t(), self.b) + self.c
+
+    torch.manual_seed(0)
+    m = M()
+    assert not m.w.is_contiguous()
+    path = str(tmp_path / "strided.pt2")
+    x = torch.randn(2, 4)
+    torch.export.save(torch.export.export(m, (x,)), path)
+    (got,) = pte_zoo.run(pte_zoo.convert_torch_free("to_pte", path), [x])
+    torch.testing.assert_close(got, m(x).detach(), rtol=1e-5, atol=1e-6)
