@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..aten.args import bind
 from ..aten.registry import lowering
+from ..errors import Unsupported
 
 
 @lowering("pte", "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",

@@ -255,3 +255,23 @@ def test_weight_bytes_in_slices_and_signed_zeros_kept_apart():
             np.ascontiguousarray(arr).astype("<f4").tobytes()
     zero = np.zeros(3, np.float32)
     assert _same_bytes(zero, np.zeros(3, np.float32)) and not _same_bytes(zero, -zero)
+
+
+def test_training_dropout_and_a_dynamic_split_are_refused(tmp_path):
+    class Drop(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.dropout(x, 0.5, training=True)
+
+    path = _save(tmp_path, Drop(), (torch.randn(3, 4),), name="drop")
+    with pytest.raises(UnsupportedOpsError, match="dropout in training mode"):
+        convert_torch_free("to_pte", path)
+
+    class Split(torch.nn.Module):
+        def forward(self, x):
+            a, b = x.chunk(2, dim=0)
+            return a + b
+
+    path = _save(tmp_path, Split(), (torch.randn(4, 3),), name="split",
+                 dynamic_shapes={"x": {0: torch.export.Dim("b", min=2, max=16) * 2}})
+    with pytest.raises(UnsupportedOpsError, match="split along a dynamic dim|expression of shape symbols"):
+        convert_torch_free("to_pte", path)
