@@ -1,9 +1,10 @@
 """pt2x.converters: torch-free lowering of loaded .pt2 programs to ONNX and TFLite.
 
-``to_onnx`` and ``to_tflite`` are imported lazily so ``import pt2x.converters`` stays
+``to_onnx``, ``to_tflite`` and ``to_pte`` are imported lazily so ``import pt2x.converters`` stays
 cheap and needs no target's package. When the target's extra is not installed, getting
 ``to_onnx`` raises ``MissingExtraError`` (an ``ImportError``) naming ``pt2x[onnx]``.
-``to_tflite`` needs ``pt2x[tflite]`` (onnx, flatbuffers) the same way.
+``to_tflite`` needs ``pt2x[tflite]`` (onnx, flatbuffers) the same way, ``to_pte``
+``pt2x[pte]`` (flatbuffers).
 
 The rooms, in the order data flows:
 
@@ -12,6 +13,8 @@ The rooms, in the order data flows:
   no target.
 * ``onnx/``: ATen -> ONNX, lowerings registered in ``aten.registry``.
 * ``tflite/``: ONNX -> TFLite: the ONNX that ``onnx/`` builds, or an ONNX file.
+* ``pte/``: ATen -> ExecuTorch ``.pte`` (portable out-variant kernels), lowerings registered
+  in ``aten.registry`` beside ONNX's.
 
 At the root, what every target shares: ``errors``, ``limits``, ``guard`` (a failed step
 named with its archive member), ``report`` (the one unsupported-operator report) and
@@ -20,10 +23,10 @@ named with its archive member), ``report`` (the one unsupported-operator report)
 
 from __future__ import annotations
 
-__all__ = ["to_onnx", "to_tflite"]
+__all__ = ["to_onnx", "to_tflite", "to_pte"]
 
 # each converter -> the extra that installs what it imports (pyproject.toml's optional-dependencies)
-_EXTRA_OF = {"to_onnx": "onnx", "to_tflite": "tflite"}
+_EXTRA_OF = {"to_onnx": "onnx", "to_tflite": "tflite", "to_pte": "pte"}
 # the top-level modules those extras install
 _EXTRA_MODULES = frozenset({"onnx", "flatbuffers"})
 
@@ -36,6 +39,10 @@ def __getattr__(name: str):
             from .onnx import to_onnx
 
             return to_onnx
+        if name == "to_pte":
+            from .pte import to_pte
+
+            return to_pte
         from .tflite import to_tflite
 
         return to_tflite

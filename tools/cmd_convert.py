@@ -1,12 +1,13 @@
-"""``pt2x convert FILE --to onnx|tflite|pt2 -o OUT``: dispatch to the converters.
+"""``pt2x convert FILE --to onnx|tflite|pte|pt2 -o OUT``: dispatch to the converters.
 
-``--to tflite`` also takes an ``.onnx`` file (from pt2x or anywhere).
+``--to tflite`` also takes an ``.onnx`` file (from pt2x or anywhere). ``--to pte`` writes an
+ExecuTorch program; ``--max-dim NAME=N`` bounds a shape symbol torch left unbounded.
 ``--to pt2 --target-schema M.N`` writes a copy an older torch reads, through the one
 planner in ``serde.compat.plan`` (the one ``validate --target`` and ``save(target_schema=)``
 use); its findings go to stderr, and exit 1 means a blocker (nothing written).
 
 The options, the input and output paths are checked before any work (exit 2, one line naming
-the path): an option of another target (``--opset`` is ONNX's, ``--nhwc-io`` TFLite's,
+the path): an option of another target (``--opset`` is ONNX's, ``--nhwc-io`` TFLite's, ``--max-dim`` PTE's,
 ``--weights`` ONNX's and TFLite's, ``--target-schema`` pt2's) and an ONNX input to anything but TFLite are usage errors; a missing
 extra names the one to install (``pip install 'pt2x[onnx]'``). Outputs are written atomically
 (``serde.atomic_write``): a failed write leaves the old file, and a FIFO or device is refused.
@@ -30,11 +31,14 @@ from .terminal import printable, say
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help="convert a .pt2 program to ONNX, TFLite, or a .pt2 for an older release")
     p.add_argument("file", help="input .pt2 (or .onnx with --to tflite)")
-    p.add_argument("--to", required=True, choices=("onnx", "tflite", "pt2"), help="output format")
+    p.add_argument("--to", required=True, choices=("onnx", "tflite", "pte", "pt2"), help="output format")
     p.add_argument("-o", "--output", required=True, help="output path")
     p.add_argument("--model", default=None, help="model name inside a multi-model archive (default: the only one, or 'model')")
     p.add_argument("--opset", type=int, default=None, help="ONNX opset (default: the converter's)")
     p.add_argument("--target-schema", default=None, help="pt2 only: schema version or torch release to write for, e.g. 8.15, torch==2.8, 2.6")
+    p.add_argument("--max-dim", action="append", default=None, metavar="NAME=N",
+                   help="pte only: the upper bound of shape symbol NAME (s77) that torch left unbounded "
+                        "(ExecuTorch plans a dynamic tensor at its largest size); repeatable")
     p.add_argument("--nhwc-io", action="store_true", help="tflite only: every 4-D input and output channels-last (NHWC)")
     p.add_argument("--weights", choices=("fp16", "int8"), default=None,
                    help="onnx/tflite: store the weights as float16, or as per-channel int8 (dynamic range), "
@@ -52,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-_ONLY_FOR = {"opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
+_ONLY_FOR = {"max_dim": "pte", "opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
              "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite"),
              "state": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
@@ -112,12 +116,33 @@ def _converter(to: str):
                 say(printable(line))
             return 0
 
+    elif to == "pte":
+        from ..converters import to_pte
+
+        def convert(src, dst, args):
+            max_dims = _max_dims(args.max_dim)
+            with ConversionProgress(f"converting {printable(src)} to ExecuTorch"):
+                to_pte(src, dst, model=args.model or "model", max_dims=max_dims)
+            say(f"wrote {printable(dst)}")
+            return 0
+
     else:
 
         def convert(src, dst, args):
             return _write_pt2_for_target(src, dst, args.target_schema, args.drop_sample_inputs)
 
     return convert
+
+
+def _max_dims(items: list[str] | None) -> dict[str, int]:
+    """``--max-dim s77=64`` (repeatable) as ``{"s77": 64}``; a malformed one is a usage error."""
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip().isdigit() or int(value) < 1:
+            raise Pt2UsageError(f"--max-dim {item!r}: expected NAME=N with N a positive integer (e.g. s77=64)")
+        out[name.strip()] = int(value)
+    return out
 
 
 def _write_pt2_for_target(src: str, dst: str, target_schema: str | None, drop_sample_inputs: bool = False) -> int:

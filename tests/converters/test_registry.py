@@ -31,6 +31,7 @@ import pytest
 
 from pt2x.converters.aten import registry, signatures
 from pt2x.converters.onnx.converter import _load_lowerings
+from pt2x.converters.pte.converter import _load_lowerings as _load_pte_lowerings
 
 torch = pytest.importorskip("torch")
 # ops_quantized's operators: quantized_decomposed (torch.ao) and torchao register on import
@@ -61,11 +62,13 @@ def _resolve(target: str):
 
 @functools.lru_cache(maxsize=None)
 def _lowerings() -> dict:
-    """lowering function -> its targets (backend "onnx")."""
+    """lowering function -> its targets (backends "onnx" and "pte", the two that lower ATen)."""
     _load_lowerings()
+    _load_pte_lowerings()
     out = defaultdict(list)
-    for t in registry.targets("onnx"):
-        out[registry.get("onnx", t)].append(t)
+    for backend in ("onnx", "pte"):
+        for t in registry.targets(backend):
+            out[registry.get(backend, t)].append(t)
     return dict(out)
 
 

@@ -1,0 +1,266 @@
+"""The PTE target's emission context: what the shared driver (``aten/lower.py``) needs of a
+target (``Target``), and the few verbs every lowering uses.
+
+``ctx.tensor(ref)`` is the plan's value of a program tensor (a weight becomes a constant on
+first use); ``ctx.output(i)`` a new tensor shaped like the node's i-th output; ``ctx.scratch``
+an internal one (a kernel's extra outputs); ``ctx.call(key, args, outs)`` one ``KernelCall``
+of the portable kernel ``key`` (``add.out``), its arguments bound by schema name, left-out
+ones taking the kernel schema's defaults. Tensors must be float32 (slice 1 of the target);
+the int64 indices a kernel writes beside its result are the one exception.
+"""
+
+from __future__ import annotations
+
+from ...schema import definitions as d
+from ...serde.codec.symbolic import Integer, Symbol
+from ..aten.args import SymRef, TensorRef
+from ..aten.graph import ProgramView
+from ..aten.lower import LoweringState, Names
+from ..errors import ConversionError, Unsupported
+from .kernels import NO_DEFAULT, kernel
+from .program import Call, ListValue, Plan, ScalarValue, TensorValue
+
+__all__ = ["Ctx", "SCALAR_TYPES"]
+
+# schema ScalarType -> (ExecuTorch ScalarType, itemsize)
+SCALAR_TYPES = {d.ScalarType.FLOAT: (6, 4), d.ScalarType.LONG: (4, 8)}
+_FLOAT = d.ScalarType.FLOAT
+
+
+class Ctx:
+    backend = "pte"
+
+    def __init__(self, view: ProgramView, names: Names, state: LoweringState, bounds: dict[str, int]):
+        self.view = view
+        self.root = self
+        self.env: dict[str, str] = {}
+        self.names = names
+        self.state = state
+        self.bounds = bounds  # shape symbol -> its upper bound
+        self.plan = Plan()
+        self.by_name: dict[str, object] = {}
+        self._marks: list[tuple[int, int]] = []
+        self._weights: dict[str, TensorValue] = {}
+        self._syms: dict[str, ScalarValue] = {}  # shape symbol -> the Int holding it at run time
+
+    # ------------------------------------------------------------ the driver's protocol
+
+    def begin_node(self, _node: d.Node) -> int:
+        self._marks.append((len(self.plan.values), len(self.plan.calls)))
+        return len(self._marks) - 1
+
+    def end_node(self) -> None:
+        pass
+
+    def made_since(self, mark: int) -> set[str]:
+        start = self._marks[mark][0]
+        return {v.name for v in self.plan.values[start:] if v.name}
+
+    def discard_since(self, mark: int) -> None:
+        vstart, cstart = self._marks[mark]
+        gone = set(map(id, self.plan.values[vstart:]))
+        del self.plan.values[vstart:]
+        del self.plan.calls[cstart:]
+        for table in (self.by_name, self._weights, self._syms):
+            for k in [k for k, v in table.items() if id(v) in gone]:
+                del table[k]
+
+    def rename_since(self, _mark: int, old: str, new: str) -> None:
+        """Names are unique across the plan (``Names``): the value is found by name alone."""
+        v = self.by_name.pop(old)
+        v.name = new
+        self.by_name[new] = v
+
+    # ------------------------------------------------------------ values
+
+    def _add(self, v):
+        self.plan.add(v)
+        if v.name:
+            self.by_name[v.name] = v
+        return v
+
+    def dims(self, shape, what: str) -> tuple[tuple, bool]:
+        """Static sizes, or each symbolic dim's upper bound; and whether any dim is symbolic."""
+        out, dynamic = [], False
+        for s in shape:
+            if isinstance(s, int):
+                out.append(s)
+            elif isinstance(s, Integer):
+                out.append(s.value)
+            elif isinstance(s, Symbol):
+                out.append(self.bounds[s.name])
+                dynamic = True
+            else:
+                raise Unsupported(f"{what} has a dim that is an expression of shape symbols ({s}): "
+                                  "its upper bound is not planned (only whole symbols are)")
+        return tuple(out), dynamic
+
+    def new_tensor(self, base: str, dtype, shape, what: str) -> TensorValue:
+        if dtype not in SCALAR_TYPES:
+            raise Unsupported(f"{what} is {dtype.name}: the pte target converts float32 programs")
+        st, size = SCALAR_TYPES[dtype]
+        sizes, dynamic = self.dims(shape, what)
+        return self._add(TensorValue(self.names.fresh(base), st, sizes, size, dynamic))
+
+    def output(self, node: d.Node, i: int = 0) -> TensorValue:
+        """A new tensor shaped like ``node``'s i-th output (float32)."""
+        names = [a.value.name for a in node.outputs if a.type == "as_tensor"] or \
+                [t.name for a in node.outputs if a.type == "as_tensors" for t in a.value]
+        info = self.view.tensor(names[i])
+        if info.dtype != _FLOAT:
+            raise Unsupported(f"output {names[i]!r} is {info.dtype.name}: the pte target converts float32 programs")
+        return self.new_tensor(names[i], info.dtype, info.shape, f"output {names[i]!r}")
+
+    def scratch(self, base: str, shape, dtype=_FLOAT) -> TensorValue:
+        return self.new_tensor(base, dtype, shape, f"the internal tensor {base!r}")
+
+    def scratch_sized(self, base: str, sizes: tuple, *, dynamic: bool) -> TensorValue:
+        """An internal float32 tensor of the given (upper-bound) sizes."""
+        st, size = SCALAR_TYPES[_FLOAT]
+        return self._add(TensorValue(self.names.fresh(base), st, tuple(sizes), size, dynamic))
+
+    def view_of(self, base: TensorValue, node: d.Node) -> TensorValue:
+        """A tensor sharing ``base``'s storage with the node's output shape (a static reshape).
+        A dynamic one cannot be: no kernel would resize it when its base is resized."""
+        out = self.output(node)
+        if out.dynamic or base.dynamic:
+            raise ConversionError(f"a view of dynamic shape ({node.name!r}) must be a kernel call", member=self.view.member)
+        out.alias_of = base
+        return out
+
+    def declare_input(self, name: str) -> TensorValue:
+        info = self.view.tensor(name)
+        if info.dtype != _FLOAT:
+            raise Unsupported(f"is {info.dtype.name}: the pte target converts float32 programs")
+        v = self.new_tensor(name, info.dtype, info.shape, f"input {name!r}")
+        self.env[name] = v.name
+        return v
+
+    def tensor(self, ref) -> TensorValue:
+        if not isinstance(ref, TensorRef):
+            raise Unsupported(f"expected a tensor, got {ref!r}")
+        name = ref.name
+        if name in self.env:
+            v = self.by_name[self.env[name]]
+        elif name in self.view.weights:
+            v = self._weights.get(name)
+            if v is None:
+                info = self.view.tensor(name)
+                if info.dtype != _FLOAT:
+                    raise Unsupported(f"weight {name!r} is {info.dtype.name}: the pte target converts float32 programs")
+                st, size = SCALAR_TYPES[info.dtype]
+                v = self._add(TensorValue("", st, tuple(info.shape), size, weight=name))
+                self._weights[name] = v
+        else:
+            raise ConversionError(f"value {name!r} has no converted producer", member=self.view.member)
+        if not isinstance(v, TensorValue):
+            raise Unsupported(f"{name!r} is not a tensor")
+        return v
+
+    def scalar(self, kind: str, value=None) -> ScalarValue:
+        return self._add(ScalarValue(kind, value))
+
+    def number(self, x) -> ScalarValue:
+        if isinstance(x, SymRef):
+            return self.sym(x)
+        if isinstance(x, bool):
+            return self.scalar("Bool", x)
+        if isinstance(x, int):
+            return self.scalar("Int", x)
+        if isinstance(x, float):
+            return self.scalar("Double", x)
+        raise Unsupported(f"{x!r} is not a number")
+
+    def sym(self, ref: SymRef) -> ScalarValue:
+        """The Int holding a SymInt value of the program at run time."""
+        v = self.by_name.get(self.env.get(ref.name, ""))
+        if not isinstance(v, ScalarValue):
+            raise Unsupported(f"the SymInt {ref.name!r} has no converted producer")
+        return v
+
+    def size_value(self, dim) -> ScalarValue:
+        """An Int for one output dim: a literal, or the run-time value of a whole shape symbol
+        (``sym_size.int`` of the input that carries it, emitted once)."""
+        if isinstance(dim, (int, Integer)):
+            return self.scalar("Int", int(dim))
+        if not isinstance(dim, Symbol):
+            raise Unsupported(f"a dim that is an expression of shape symbols ({dim}) is not computed at run time")
+        v = self._syms.get(dim.name)
+        if v is None:
+            source = self.view.symbol_sources().get(dim.name)
+            if source is None:
+                raise Unsupported(f"the shape symbol {dim.name} comes from no input dim")
+            name, axis = source
+            v = self.call("sym_size.int", {"self": self.tensor(TensorRef(name)), "dim": axis}, [])
+            self._syms[dim.name] = v
+        return v
+
+    def holds_symbol(self, out: d.Argument, v: ScalarValue) -> None:
+        """``v`` (a ``sym_size`` result) holds a whole shape symbol: later sizes read it."""
+        if out.type == "as_sym_int" and out.value.type == "as_name":
+            dim = self.view.sym_ints.get(out.value.value)
+            if isinstance(dim, Symbol) and dim.name not in self._syms:
+                self._syms[dim.name] = v
+
+    def int_list(self, items) -> ListValue:
+        return self._add(ListValue("IntList", [self.number(x) if not isinstance(x, ScalarValue) else x
+                                               for x in items]))
+
+    # ------------------------------------------------------------ calls
+
+    def _arg(self, a, x):
+        t = a.type
+        if x is None:
+            if "Optional" not in t:
+                raise Unsupported(f"argument {a.name} of kernel type {t} cannot be None")
+            return self.scalar("Null")
+        if isinstance(x, (TensorValue, ScalarValue, ListValue)):
+            return x
+        if "Tensor" in t and "List" in t:
+            return self._add(ListValue("TensorList", [self.tensor(r) if isinstance(r, TensorRef) else r for r in x]))
+        if "Tensor" in t:
+            return self.tensor(x)
+        if "List[int]" in t:
+            return self.int_list(x if isinstance(x, (list, tuple)) else [x])
+        if "str" in t:
+            return self.scalar("String", str(x))
+        if t.startswith("float") or "Optional[float]" in t:
+            return self.scalar("Double", float(x))
+        return self.number(x)
+
+    def call(self, key: str, args: dict, outs: list):
+        """One ``KernelCall`` of ``key`` with ``args`` by schema name (left-out ones take the
+        kernel's defaults), writing ``outs``; returns what the call returns (its out tensor,
+        or for a prim op its new Int)."""
+        k = kernel(key)
+        unknown = set(args) - {a.name for a in k.inputs}
+        if unknown:
+            raise ConversionError(f"aten::{key} has no argument {sorted(unknown)[0]!r}")
+        values, reads = [], []
+        for a in k.inputs:
+            if a.name in args:
+                x = args[a.name]
+            elif a.default is not NO_DEFAULT and a.default != NO_DEFAULT:
+                x = a.default
+            else:
+                raise ConversionError(f"aten::{key}: argument {a.name!r} has no value and no default")
+            v = self._arg(a, x)
+            values.append(v)
+            if isinstance(v, TensorValue):
+                reads.append(v)
+            elif isinstance(v, ListValue) and v.kind == "TensorList":
+                reads.extend(v.items)
+        if len(k.outs) == 1 and k.outs[0].type.startswith("List[Tensor]"):  # one list of outs
+            values += [self._add(ListValue("TensorList", list(outs))), self._add(ListValue("TensorList", list(outs)))]
+        elif len(outs) != len(k.outs):
+            raise ConversionError(f"aten::{key} writes {len(k.outs)} tensors, {len(outs)} given")
+        elif outs:
+            ret = outs[0] if len(outs) == 1 else self._add(ListValue("TensorList", list(outs)))
+            values += list(outs) + [ret]
+        if outs:
+            ret = values[-1]
+        else:  # a prim op returning an int
+            ret = self._add(ScalarValue("Int", 0, self.names.fresh("sym")))
+            values.append(ret)
+        self.plan.calls.append(Call((k.name, k.overload), values, reads, list(outs)))
+        return ret

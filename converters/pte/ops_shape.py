@@ -1,0 +1,131 @@
+"""Views and copies of shape: reshapes, permutes, transposes, cat, and ``sym_size``.
+
+A reshape of static shape is a view: its tensor shares the input's storage and no kernel runs
+(exir's ``memory.view``, which it emits as no instruction). One of dynamic shape is
+``view_copy.out``, its size list holding the run-time values of the shape symbols (as exir
+does for a dynamic program).
+"""
+
+from __future__ import annotations
+
+from ..aten.args import bind
+from ..aten.registry import lowering
+from ..errors import Unsupported
+
+
+@lowering("pte", "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
+          "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default",
+          "aten.squeeze.dims", "aten.unflatten.int")
+def reshape(ctx, node):
+    a = bind(node)
+    a.declare_all()  # the output's metadata holds the shape every argument made
+    src = ctx.tensor(a.self)
+    out_info = ctx.view.tensor(node.outputs[0].value.name)
+    if out_info.is_static and not src.dynamic:
+        return ctx.view_of(src, node).name
+    sizes = [ctx.size_value(s) for s in out_info.shape]
+    return ctx.call("view_copy.out", {"self": src, "size": sizes}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.permute.default", "aten.permute_copy.default")
+def permute(ctx, node):
+    a = bind(node)
+    return ctx.call("permute_copy.out", {"self": a.self, "dims": a.dims}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.transpose.int")
+def transpose(ctx, node):
+    a = bind(node)
+    return ctx.call("transpose_copy.int_out", {"self": a.self, "dim0": a.dim0, "dim1": a.dim1},
+                    [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.t.default")
+def t(ctx, node):
+    a = bind(node)
+    if ctx.view.tensor(a.self.name).rank < 2:  # the identity
+        if ctx.view.tensor(a.self.name).is_static:
+            return ctx.view_of(ctx.tensor(a.self), node).name
+        return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
+    return ctx.call("transpose_copy.int_out", {"self": a.self, "dim0": 0, "dim1": 1}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.cat.default")
+def cat(ctx, node):
+    a = bind(node)
+    return ctx.call("cat.out", {"tensors": a.tensors, "dim": a.dim}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.sym_size.int")
+def sym_size(ctx, node):
+    a = bind(node)
+    v = ctx.call("sym_size.int", {"self": ctx.tensor(a.self), "dim": a.dim}, [])
+    ctx.holds_symbol(node.outputs[0], v)
+    return v.name
+
+
+@lowering("pte", "aten.clone.default", "aten.contiguous.default")
+def clone(ctx, node):
+    a = bind(node)
+    a.declare("memory_format")  # every ExecuTorch tensor here is contiguous (dim order 0..n-1)
+    return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.dropout.default", "aten.dropout_.default")
+def dropout(ctx, node):
+    a = bind(node)
+    if a.train:
+        raise Unsupported("dropout in training mode")
+    a.declare("p")  # no effect at inference
+    src = a.input if "input" in a else a.self  # dropout_ names it self
+    return ctx.call("clone.out", {"self": src}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.slice.Tensor")
+def slice_(ctx, node):
+    a = bind(node)
+    return ctx.call("slice_copy.Tensor_out", {"self": a.self, "dim": a.dim, "start": a.start, "end": a.end,
+                                              "step": a.step}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.select.int")
+def select(ctx, node):
+    a = bind(node)
+    return ctx.call("select_copy.int_out", {"self": a.self, "dim": a.dim, "index": a.index}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.expand.default")
+def expand(ctx, node):
+    a = bind(node)
+    a.declare("implicit", "size")  # implicit changes no value; the output's metadata holds the size
+    out_info = ctx.view.tensor(node.outputs[0].value.name)
+    sizes = [ctx.size_value(s) for s in out_info.shape]  # -1 resolved by the output's metadata
+    return ctx.call("expand_copy.out", {"self": a.self, "size": sizes}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.chunk.default", "aten.split.Tensor", "aten.split_with_sizes.default")
+def split(ctx, node):
+    """Every piece's size along ``dim`` from the outputs' metadata: ``split_with_sizes_copy.out``
+    (what exir emits for all three)."""
+    a = bind(node)
+    a.declare("chunks", "split_size", "split_sizes")  # the outputs' metadata holds the sizes they made
+    names = [t.name for o in node.outputs if o.type == "as_tensors" for t in o.value]
+    rank = ctx.view.tensor(a.self.name).rank
+    dim = a.dim % rank if rank else 0
+    sizes = [ctx.view.tensor(n).shape[dim] for n in names]
+    if not all(isinstance(x, int) for x in sizes):
+        raise Unsupported("a split along a dynamic dim")
+    outs = [ctx.output(node, i) for i in range(len(names))]
+    ctx.call("split_with_sizes_copy.out", {"self": a.self, "split_sizes": sizes, "dim": a.dim}, outs)
+    return [o.name for o in outs]
+
+
+@lowering("pte", "aten.unbind.int")
+def unbind(ctx, node):
+    """One ``select_copy.int_out`` per piece (the portable library has no unbind kernel)."""
+    a = bind(node)
+    names = [t.name for o in node.outputs if o.type == "as_tensors" for t in o.value]
+    outs = [ctx.output(node, i) for i in range(len(names))]
+    for i, out in enumerate(outs):
+        ctx.call("select_copy.int_out", {"self": a.self, "dim": a.dim, "index": i}, [out])
+    return [o.name for o in outs]

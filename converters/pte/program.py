@@ -1,0 +1,84 @@
+"""The ExecuTorch program pt2x builds before writing it: one execution plan (``forward``).
+
+``Values`` are the plan's ``EValue``s in order: tensors (a planned activation or input, a
+weight's constant, or a view sharing another tensor's storage), scalars (Int, Double, Bool,
+String, Null) and lists (an ``IntList`` or ``TensorList`` holds the indices of other values).
+``Call``s are the chain's ``KernelCall``s: an operator index and value indices in the kernel's
+schema order, its ``out`` tensors, then the returned value. Every tensor value has a name (the
+driver renames a node's output after the program's value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "Plan"]
+
+
+@dataclass(eq=False)
+class TensorValue:
+    name: str
+    scalar_type: int  # ExecuTorch's ScalarType (FLOAT = 6)
+    sizes: tuple  # ints: the static sizes, or each dynamic dim's upper bound
+    itemsize: int
+    dynamic: bool = False  # DYNAMIC_BOUND: the kernels resize it, within ``sizes``
+    weight: str | None = None  # the weight placeholder whose bytes are this constant
+    alias_of: "TensorValue | None" = None  # a view: the storage of this tensor
+    index: int = -1
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.sizes, dtype=np.int64)) * self.itemsize
+
+    def storage(self) -> "TensorValue":
+        v = self
+        while v.alias_of is not None:
+            v = v.alias_of
+        return v
+
+
+@dataclass(eq=False)
+class ScalarValue:
+    kind: str  # "Int" | "Double" | "Bool" | "String" | "Null"
+    value: object = None
+    name: str = ""
+    index: int = -1
+
+
+@dataclass(eq=False)
+class ListValue:
+    kind: str  # "IntList" | "TensorList"
+    items: list  # of values (their indices are written)
+    name: str = ""
+    index: int = -1
+
+
+@dataclass(eq=False)
+class Call:
+    op: tuple  # (name, overload): aten::addmm, out
+    args: list  # of values: inputs in schema order, then outs, then the returned value
+    reads: list  # tensor values the kernel reads (lists expanded)
+    writes: list  # tensor values it writes
+
+
+@dataclass
+class Plan:
+    values: list = field(default_factory=list)
+    calls: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)  # TensorValues (or ScalarValues)
+    outputs: list = field(default_factory=list)
+
+    def add(self, value):
+        self.values.append(value)
+        return value
+
+    def number(self) -> None:
+        """Give every value its index in the plan."""
+        for i, v in enumerate(self.values):
+            v.index = i
+
+    def operators(self) -> list[tuple]:
+        """The distinct operators in first-use order."""
+        return list(dict.fromkeys(c.op for c in self.calls))
