@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from scripts.gen_tflite_schema import _flatc
+from scripts.gen_tflite_schema import _flatc, write_or_check
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _PKG = os.path.join(os.path.dirname(_HERE), "converters", "pte")
@@ -42,16 +42,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if the committed module is stale")
     args = p.parse_args(argv)
-    text = generate()
-    if args.check:
-        with open(TARGET) as f:
-            same = f.read() == text
-        print("up to date" if same else f"{TARGET} is stale: run python -m scripts.gen_pte_schema")
-        return 0 if same else 1
-    with open(TARGET, "w") as f:
-        f.write(text)
-    print(f"wrote {TARGET}")
-    return 0
+    return write_or_check(TARGET, generate(), args.check, "python -m scripts.gen_pte_schema")
 
 
 if __name__ == "__main__":
