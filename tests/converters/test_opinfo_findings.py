@@ -5,7 +5,6 @@ axis ops need rank >= 1), empty ones, boolean values, ``p=0`` distances, unbatch
 
 from __future__ import annotations
 
-import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
@@ -14,69 +13,9 @@ from onnx import TensorProto, helper
 
 from pt2x.converters import to_onnx, to_tflite
 from pt2x.converters.errors import UnsupportedOpsError
-from tolerances import TFLITE_SCALE, assert_close
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
-import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        out = self.fn(*xs)
-        return out if isinstance(out, torch.Tensor) else tuple(out)
-
-
-def _saved(fn, args, tmp_path) -> str:
-    path = str(tmp_path / "case.pt2")
-    torch.export.save(torch.export.export(_Fn(fn), tuple(args)), path)
-    return path
-
-
-def _want(fn, args) -> list[np.ndarray]:
-    out = fn(*[a.clone() for a in args])
-    return [t.numpy() for t in ([out] if isinstance(out, torch.Tensor) else out)]
-
-
-def _check(got, want, what: str, scale: float = 1.0) -> None:
-    assert len(got) == len(want), f"{what}: {len(got)} outputs, eager {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(g)
-        assert g.dtype == w.dtype, f"{what} output {i}: dtype {g.dtype}, eager {w.dtype}"
-        assert_close(g, w, w.dtype, what=f"{what} output {i}", scale=scale)
-
-
-def check_both(fn, *args, tmp_path, tflite_refuses: str = "") -> None:
-    """``fn(*args)`` through to_onnx + ONNX Runtime and to_tflite + LiteRT equals eager (or, with
-    ``tflite_refuses``, to_tflite refuses it with that message)."""
-    path = _saved(fn, args, tmp_path)
-    want = _want(fn, args)
-    feeds = [a.numpy() for a in args]
-    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
-    _check(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
-    if tflite_refuses:
-        with pytest.raises(UnsupportedOpsError, match=tflite_refuses):
-            to_tflite(path)
-        return
-    it = tflite_zoo.interpreter(to_tflite(path))
-    got = _run_litert(it, feeds)
-    _check(got, want, "tflite", TFLITE_SCALE["float32"])
-
-
-def _run_litert(it, feeds):
-    """``tflite_zoo.run``, reading an output of no elements (which ``get_tensor`` refuses) by its shape."""
-    details = it.get_input_details()
-    for d, x in zip(details, feeds):
-        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
-    it.allocate_tensors()
-    for d, x in zip(details, feeds):
-        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
-    it.invoke()
-    return [np.zeros(o["shape"], o["dtype"]) if 0 in list(o["shape"]) else it.get_tensor(o["index"])
-            for o in it.get_output_details()]
+from op_parity import assert_outputs as _check, check_both, eager as _want, saved as _saved  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- nonzero

@@ -12,59 +12,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pt2x.converters import to_onnx, to_tflite
+from pt2x.converters import to_onnx
 from pt2x.converters.errors import UnsupportedOpsError
-from tolerances import TFLITE_SCALE, assert_close
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
-import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        out = self.fn(*xs)
-        return out if isinstance(out, torch.Tensor) else tuple(out)
-
-
-def _check(got, want, what: str, scale: float = 1.0) -> None:
-    assert len(got) == len(want), f"{what}: {len(got)} outputs, eager {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(g)
-        assert g.dtype == w.dtype and g.shape == w.shape, f"{what} output {i}: {g.dtype}{g.shape}, eager {w.dtype}{w.shape}"
-        assert_close(g, w, w.dtype, what=f"{what} output {i}", scale=scale)
-
-
-def _run_litert(it, feeds):
-    details = it.get_input_details()
-    for d, x in zip(details, feeds):
-        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
-    it.allocate_tensors()
-    for d, x in zip(details, feeds):
-        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
-    it.invoke()
-    return [np.zeros(o["shape"], o["dtype"]) if 0 in list(o["shape"]) else it.get_tensor(o["index"])
-            for o in it.get_output_details()]
-
-
-def check_both(fn, *args, tmp_path, tflite_refuses: str = "") -> None:
-    """``fn(*args)`` through to_onnx + ONNX Runtime and to_tflite + LiteRT equals eager (or, with
-    ``tflite_refuses``, to_tflite refuses it with that message)."""
-    path = str(tmp_path / "case.pt2")
-    torch.export.save(torch.export.export(_Fn(fn), tuple(args)), path)
-    out = fn(*[a.clone() for a in args])
-    want = [t.numpy() for t in ([out] if isinstance(out, torch.Tensor) else out)]
-    feeds = [a.numpy() for a in args]
-    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
-    _check(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
-    if tflite_refuses:
-        with pytest.raises(UnsupportedOpsError, match=tflite_refuses):
-            to_tflite(path)
-        return
-    _check(_run_litert(tflite_zoo.interpreter(to_tflite(path)), feeds), want, "tflite", TFLITE_SCALE["float32"])
+from op_parity import Fn as _Fn, check_both  # noqa: E402
 
 
 def _r(*shape, seed=0):

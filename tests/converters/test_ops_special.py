@@ -7,63 +7,15 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
 
-from pt2x.converters import to_onnx, to_tflite
+from pt2x.converters import to_onnx
 from pt2x.converters.errors import UnsupportedOpsError
-from tolerances import TFLITE_SCALE, assert_close
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
-import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
+from op_parity import check_both, saved as _saved  # noqa: E402
 
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
-def _saved(fn, args, tmp_path) -> str:
-    path = str(tmp_path / "case.pt2")
-    torch.export.save(torch.export.export(_Fn(fn), tuple(args)), path)
-    return path
-
-
-def _check(got, want, what: str, scale: float = 1.0) -> None:
-    got = np.asarray(got)
-    assert got.dtype == want.dtype and got.shape == want.shape, f"{what}: {got.dtype}{got.shape}, eager {want.dtype}{want.shape}"
-    assert_close(got, want, want.dtype, what=what, scale=scale)
-
-
-def check_both(fn, *args, tmp_path, tflite_refuses: str = "") -> None:
-    """``fn(*args)`` through to_onnx + ONNX Runtime and to_tflite + LiteRT equals eager (or, with
-    ``tflite_refuses``, to_tflite refuses it with that message)."""
-    path = _saved(fn, args, tmp_path)
-    want = fn(*[a.clone() for a in args]).numpy()
-    feeds = [a.numpy() for a in args]
-    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
-    _check(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds)))[0], want, "onnx")
-    if tflite_refuses:
-        with pytest.raises(UnsupportedOpsError, match=tflite_refuses):
-            to_tflite(path)
-        return
-    it = tflite_zoo.interpreter(to_tflite(path))
-    details = it.get_input_details()
-    for d, x in zip(details, feeds):
-        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
-    it.allocate_tensors()
-    for d, x in zip(details, feeds):
-        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
-    it.invoke()
-    out = it.get_output_details()[0]
-    got = np.zeros(out["shape"], out["dtype"]) if 0 in list(out["shape"]) else it.get_tensor(out["index"])
-    _check(got, want, "tflite", TFLITE_SCALE["float32"])
 
 NAN, INF = math.nan, math.inf
 EDGE = torch.tensor([0.0, -0.0, 0.3, -0.7, 1.5, -2.5, 4.0, -6.0, 9.0, 12.0, -30.0, 1e6, INF, -INF, NAN])
