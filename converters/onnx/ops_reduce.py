@@ -27,6 +27,8 @@ def reduce(ctx, op, x, dims, keepdim, cst):
     name = ctx.t(x, cst)
     if ctx.rank(x) == 0:
         return name
+    if op in ("ReduceMax", "ReduceMin"):
+        return extreme(ctx, op, name, axes_const(ctx, dims), int(bool(keepdim)), cst)
     return ctx.op(op, name, axes_const(ctx, dims), keepdims=int(bool(keepdim)))
 
 
@@ -72,8 +74,8 @@ def max_dim(ctx, node):
     cst = ctx.compute_type(st) if st != ST.BOOL else ST.INT
     dim = a.dim % max(ctx.rank(a.self), 1)
     x = one_d(ctx, ctx.t(a.self, cst), a.self)
-    v = ctx.op("ReduceMax" if is_max else "ReduceMin", x, axes_const(ctx, [dim]), keepdims=int(a.keepdim))
-    i = ctx.op("ArgMax" if is_max else "ArgMin", x, axis=dim, keepdims=int(a.keepdim), select_last_index=0)
+    v = extreme(ctx, "ReduceMax" if is_max else "ReduceMin", x, axes_const(ctx, [dim]), int(a.keepdim), cst)
+    i = arg_extreme(ctx, "ArgMax" if is_max else "ArgMin", x, dim, int(a.keepdim), cst)
     return [ctx.cast(zero_d(ctx, v, a.self), cst, st), zero_d(ctx, i, a.self)]
 
 
@@ -86,11 +88,11 @@ def argmax(ctx, node):
     op = "ArgMax" if "argmax" in node.target else "ArgMin"
     if a.dim is None:
         x = ctx.op("Reshape", x, ctx.ints([-1]))
-        r = ctx.op(op, x, axis=0, keepdims=0)
+        r = arg_extreme(ctx, op, x, 0, 0, cst)
         if a.keepdim:
             r = ctx.op("Reshape", r, ctx.ints([1] * ctx.rank(a.self)))
         return r
-    r = ctx.op(op, one_d(ctx, x, a.self), axis=a.dim % max(ctx.rank(a.self), 1), keepdims=int(a.keepdim))
+    r = arg_extreme(ctx, op, one_d(ctx, x, a.self), a.dim % max(ctx.rank(a.self), 1), int(a.keepdim), cst)
     return zero_d(ctx, r, a.self)
 
 
@@ -109,6 +111,33 @@ def reduce_named(ctx, op, name, ref, dims, keepdim):
     if ctx.rank(ref) == 0:
         return name
     return ctx.op(op, name, axes_const(ctx, _axes(ctx, ref, dims)), keepdims=int(bool(keepdim)))
+
+
+def _nan_in(ctx, x: str, cst: ST, axes, keepdims: int) -> str:
+    """Whether a NaN is among the values each reduction of ``x`` over ``axes`` reads (bool)."""
+    nan = ctx.cast(ctx.op("IsNaN", x), ST.BOOL, cst)
+    return ctx.op("Greater", ctx.op("ReduceMax", nan, axes, keepdims=keepdims), ctx.const(0, cst))
+
+
+def extreme(ctx, op: str, x: str, axes, keepdims: int, cst: ST) -> str:
+    """``ReduceMax``/``ReduceMin`` of ``x`` over ``axes``, NaN where a NaN is reduced, as torch's
+    max/min/amax/amin: ONNX Runtime's ReduceMax/ReduceMin skip a NaN or keep it depending on where
+    it stands (``[1, nan, 2]`` gives 2). ``cst`` is ``x``'s dtype; integers hold no NaN."""
+    r = ctx.op(op, x, axes, keepdims=keepdims)
+    if not dtypes.is_floating(cst):
+        return r
+    return ctx.op("Where", _nan_in(ctx, x, cst, axes, keepdims), ctx.const(np.nan, cst), r)
+
+
+def arg_extreme(ctx, op: str, x: str, axis: int, keepdims: int, cst: ST) -> str:
+    """``ArgMax``/``ArgMin`` of ``x`` along ``axis`` (the first of equal values), the first NaN's
+    index where the slice holds one, as torch's argmax/argmin and max/min.dim."""
+    i = ctx.op(op, x, axis=axis, keepdims=keepdims, select_last_index=0)
+    if not dtypes.is_floating(cst):
+        return i
+    nan = ctx.cast(ctx.op("IsNaN", x), ST.BOOL, ST.INT)
+    first_nan = ctx.op("ArgMax", nan, axis=axis, keepdims=keepdims, select_last_index=0)
+    return ctx.op("Where", _nan_in(ctx, x, cst, axes_const(ctx, [axis]), keepdims), first_nan, i)
 
 
 @lowering("onnx", "aten.var.correction", "aten.var.dim", "aten.std.correction", "aten.std.dim",
@@ -184,6 +213,9 @@ def vector_norm(ctx, node):
     cst = ctx.compute_type(out)
     x = ctx.op("Abs", ctx.t(a.self, cst))
     op = {1: "ReduceL1", 2: "ReduceL2", math.inf: "ReduceMax", -math.inf: "ReduceMin"}.get(p)
+    if op in ("ReduceMax", "ReduceMin") and ctx.rank(a.self):
+        axes = axes_const(ctx, _axes(ctx, a.self, a.dim))
+        return ctx.cast(extreme(ctx, op, x, axes, int(bool(a.keepdim)), cst), cst, out)
     if op is not None:
         return ctx.cast(reduce_named(ctx, op, x, a.self, a.dim, a.keepdim), cst, out)
     if p == 0:

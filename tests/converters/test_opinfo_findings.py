@@ -406,3 +406,17 @@ def test_arguments_that_change_no_value_are_honoured(tmp_path):
     check_both(lambda p, q: torch.cdist(p, q, compute_mode="donot_use_mm_for_euclid_dist"), a, b, tmp_path=tmp_path)
     m = torch.full((3, 5), float("nan"))
     check_both(lambda s, p, q: torch.addmm(s, p, q, beta=0), m, a, b.T.contiguous(), tmp_path=tmp_path)
+
+
+_NAN_ROWS = torch.tensor([[1.0, float("nan"), 2.0], [float("nan"), 0.0, -1.0], [3.0, -float("inf"), float("inf")]])
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a: torch.amax(a, 1), lambda a: torch.amin(a, 0), lambda a: torch.max(a), lambda a: a.min(),
+    lambda a: a.max(1), lambda a: a.min(1, keepdim=True), lambda a: a.argmax(), lambda a: a.argmin(1),
+    lambda a: torch.linalg.vector_norm(a, float("inf"), dim=1), lambda a: torch.linalg.vector_norm(a, -float("inf")),
+], ids=["amax", "amin", "max", "min", "max.dim", "min.dim", "argmax", "argmin", "inf-norm", "-inf-norm"])
+def test_max_and_min_propagate_nan_as_torch(fn, tmp_path):
+    # was silently wrong: ONNX Runtime's ReduceMax/ReduceMin skip a NaN or keep it depending on where
+    # it stands ([1, nan, 2] gave 2); torch's max/min/argmax/inf-norms return NaN (its first index)
+    check_both(fn, _NAN_ROWS, tmp_path=tmp_path)
