@@ -160,3 +160,23 @@ def test_exir_delegated_file(tmp_path, capsys):
     assert rc == 0 and plan["delegates"][0]["id"] == "XnnpackBackend" and plan["delegate_calls"] >= 1
     rc, out, _ = _cli(capsys, "validate", str(path), "--target", "executorch==1.5")
     assert rc == 0 and "[delegate]" in out
+
+
+def test_schema_version_past_the_release(mlp, capsys, monkeypatch):
+    """A release that reads an older schema than the file's (pt2x and exir write 0, which 1.5 reads:
+    the release's ceiling is lowered here to see the finding)."""
+    import dataclasses
+
+    from pt2x.converters.pte import releases
+
+    monkeypatch.setitem(releases.RELEASES, "1.5", dataclasses.replace(releases.RELEASES["1.5"], max_schema_version=-1))
+    rc, out, _ = _cli(capsys, "validate", mlp, "--target", "executorch==1.5", "--json")
+    r = json.loads(out)
+    assert rc == 1 and [f["code"] for f in r["findings"]] == ["schema-version"]
+
+
+def test_targets_of_the_other_format(mlp, capsys):
+    rc, _, err = _cli(capsys, "validate", mlp, "--target", "torch==2.10")
+    assert rc == 2 and "executorch==X.Y" in err
+    rc, _, err = _cli(capsys, "validate", pte_zoo.saved("mlp"), "--target", "executorch==1.5")
+    assert rc == 2 and "validates .pte files" in err
