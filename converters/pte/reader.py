@@ -12,6 +12,7 @@ flatbuffers' own exceptions included, is a ``Pt2FormatError`` whose ``path`` nam
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import struct
@@ -296,6 +297,11 @@ def _read(c: _Checked, size: int, name: str, header, where: list) -> dict:
     }
 
 
+@functools.lru_cache(maxsize=1)
+def _dtype_names(fb) -> dict:
+    return {v: k for k, v in vars(fb.ScalarType).items() if k.isupper()}
+
+
 def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buffer_sizes: list) -> dict:
     t = fb.Tensor()
     t.Init(val.Bytes, val.Pos)
@@ -325,7 +331,7 @@ def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buff
             _fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
     if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is not None:
         c.table(t.ExtraTensorInfo()._tab, f"{p}.extra_tensor_info")
-    dtype_name = next((k for k, v in vars(fb.ScalarType).items() if v == dtype and k.isupper()), str(dtype))
+    dtype_name = _dtype_names(fb).get(dtype, str(dtype))
     return {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
             "dynamic": dyn != 0, "constant": bool(buffer)}
 
