@@ -1,4 +1,4 @@
-"""``pt2x inspect FILE [--json]``: what is in a .pt2, read without torch.
+"""``pt2x inspect FILE [--json]``: what is in a .pt2 (or an ExecuTorch .pte), read without torch.
 
 Exit 0; 1 when the file holds what torch would execute: a shape expression the restricted
 parser does not accept (shown as invalid, never evaluated: ``pt2x validate`` reports it as
@@ -19,7 +19,7 @@ _AOTI_FACTS = ("platform", "machine", "device", "cpu_isa", "compute_capability")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="show models, signature, shapes, ranges, ops and weights of a .pt2")
+    p = sub.add_parser("inspect", help="show models, signature, shapes, ranges, ops and weights of a .pt2 (or a .pte)")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable keys; see docs/cli.md)")
     p.set_defaults(func=run)
@@ -43,8 +43,11 @@ def _quoted(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..serde import load
+    from ..converters.pte.reader import is_pte
 
     check_input(args.file)
+    if is_pte(args.file):
+        return _run_pte(args)
     with load(args.file) as archive:
         s = archive_summary(archive)
     invalid = sum(len(m["invalid_expressions"]) for m in s["models"].values())
@@ -59,6 +62,40 @@ def run(args: argparse.Namespace) -> int:
     if unsafe:
         say(f"UNSAFE: {unsafe} pickle(s) torch would run code from (never loaded by pt2x)")
     return 1 if invalid or unsafe else 0
+
+
+def _run_pte(args: argparse.Namespace) -> int:
+    """An ExecuTorch program: read torch-free (``converters/pte/reader.py``); exit 0, 2 malformed."""
+    from ..converters.pte.reader import read_pte
+
+    s = read_pte(args.file)
+    if args.json:
+        print(json_text(s, indent=2))
+        return 0
+    h = s["extended_header"]
+    say(f"{P(s['file'])}: ExecuTorch program ({s['file_identifier']}), schema version {s['schema_version']}, "
+        f"{s['size']} bytes" + (f", flatbuffer {h['program_size']} bytes" if h else ", no extended header"))
+    for plan in s["execution_plans"]:
+        say(f"\nexecution plan {P(repr(plan['name']))}: {plan['value_count']} values, "
+            f"{plan['instruction_count']} instructions")
+        for io in ("inputs", "outputs"):
+            say(f"  {io}:")
+            for e in plan[io]:
+                shape = f"{e['dtype']}[{', '.join(str(x) for x in e['sizes'])}] {e['shape_dynamism']}" \
+                    if e["kind"] == "Tensor" else ""
+                say(f"    {e['index']:>5}  {e['kind']:<8} {shape}".rstrip())
+        say(f"  operators ({len(plan['operators'])}):")
+        for op, n in plan["operators"].items():
+            say(f"    {n:>5}  {P(op)}")
+        for d in plan["delegates"]:
+            say(f"  delegate {P(repr(d['id']))}: data {d['location']} {d['index']}")
+        say(f"  non_const_buffer_sizes: {plan['non_const_buffer_sizes']}")
+    for i, seg in enumerate(s["segments"]):
+        say(f"segment {i}: offset {seg['offset']}, {seg['size']} bytes")
+    say(f"constant buffers: {len(s['constant_buffers'])}, {s['constant_bytes']} bytes")
+    for b in s["constant_buffers"]:
+        say(f"  {b['index']:>5}  {b['bytes']:>10} bytes  {b['location']}")
+    return 0
 
 
 def _print_aoti(s: dict) -> None:

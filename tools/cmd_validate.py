@@ -1,4 +1,5 @@
-"""``pt2x validate FILE [--json] [--target torch==X.Y | --target-schema M.N]``.
+"""``pt2x validate FILE [--json] [--target torch==X.Y | --target-schema M.N]``, and
+``pt2x validate FILE.pte [--json] [--target executorch==X.Y]`` (``_check_pte``).
 
 Structural and referential checks (``serde.validate``); with a target, also whether
 that torch release can read the file as it is, and whether ``pt2x convert --to pt2
@@ -19,26 +20,67 @@ from .terminal import json_text, printable, say
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("validate", help="check a .pt2 is well-formed (and readable by a given torch release)")
+    p = sub.add_parser("validate", help="check a .pt2 (or .pte) is well-formed (and readable by a given torch or ExecuTorch release)")
     p.add_argument("file", nargs="+")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable; see docs/cli.md)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--target", help="a torch release that must read the file, e.g. torch==2.10")
+    g.add_argument("--target", help="a torch release that must read the file, e.g. torch==2.10 (for a .pte: executorch==1.5)")
     g.add_argument("--target-schema", help="a schema version that must read the file, e.g. 8.15")
     p.add_argument("--no-crc", action="store_true", help="skip the CRC-32 check of every member")
     p.set_defaults(func=run)
 
 
+def _check_pte(path: str, target: str | None) -> dict:
+    """A .pte: read torch-free (every offset and index checked: structural validity); with
+    ``--target executorch==X.Y``, whether that runtime loads it: the identifier, the schema
+    version, and a kernel for every operator (``converters/pte/releases.py``)."""
+    from ..converters.pte.reader import read_pte
+    from ..converters.pte.releases import missing_kernels, release
+    from ..serde.errors import Pt2Error, Pt2UsageError
+    from ..serde.findings import Finding
+    from .cli import check_input
+
+    findings = []
+    try:
+        check_input(path)
+        if target and not target.strip().startswith("executorch"):
+            raise Pt2UsageError(f"a .pte is validated against an ExecuTorch release (--target executorch==X.Y), not {target!r}")
+        s = read_pte(path)
+    except Pt2Error as e:
+        return {"file": path, "valid": False, "readable": False, "target": target, "error": str(e), "findings": []}
+    if target:
+        rel = release(target)
+        if s["schema_version"] > rel.max_schema_version:
+            findings.append(Finding("error", "schema-version", f"schema version {s['schema_version']}: ExecuTorch "
+                                    f"{rel.name} reads up to {rel.max_schema_version}", path="version"))
+        for k, plan in enumerate(s["execution_plans"]):
+            for op in missing_kernels(rel, plan["operators"]):
+                findings.append(Finding("error", "missing-kernel",
+                                        f"ExecuTorch {rel.name}'s portable kernels have no {op} "
+                                        f"({plan['operators'][op]} call(s))", path=f"execution_plan[{k}].operators"))
+            for d in plan["delegates"]:
+                findings.append(Finding("warning", "delegate", f"delegate {d['id']!r}: loads only where its backend "
+                                        "is registered (not part of the portable kernels)", path=f"execution_plan[{k}].delegates"))
+    valid = not any(f.severity == "error" for f in findings)
+    return {"file": path, "valid": valid, "readable": True, "kind": "executorch-program", "target": target,
+            "findings": [f.as_dict() for f in findings]}
+
+
 def _check_one(path: str, args: argparse.Namespace) -> dict:
+    from ..converters.pte.reader import is_pte
     from ..serde import load
-    from ..serde.errors import Pt2Error
+    from ..serde.errors import Pt2Error, Pt2UsageError
     from ..serde.archive.loader import AOTI_PACKAGE
     from ..serde.validate import validate_archive
     from .cli import check_input
 
     target = args.target or args.target_schema
+    if is_pte(path):
+        return _check_pte(path, args.target or (f"schema=={args.target_schema}" if args.target_schema else None))
     try:
         check_input(path)
+        if target and target.strip().startswith("executorch"):
+            raise Pt2UsageError(f"{target!r} is an ExecuTorch release: it validates .pte files, not a .pt2")
         with load(path) as archive:
             findings = validate_archive(archive, check_crc=not args.no_crc)
             kind = "aoti-package" if archive.layout == AOTI_PACKAGE else "exported-program"
@@ -63,7 +105,11 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
 def _check_target(target: str | None) -> None:
     """A bad or unknown target is a usage error (exit 2, naming the known releases), found
     before any file is read: it says nothing about the files."""
-    if target:
+    if target and target.strip().startswith("executorch"):
+        from ..converters.pte.releases import release
+
+        release(target)
+    elif target:
         from ..serde.compat.releases import target_snapshot
 
         target_snapshot(target)
@@ -86,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
             verdict = "aoti-package" if r["kind"] == "aoti-package" else "valid" if r["valid"] else "INVALID"
             tgt = f" for {r['target']}" if r["target"] else ""
             say(f"{printable(r['file'])}: {verdict}{tgt}")
-            if r["target"] and not r["valid"]:
+            if r["target"] and not r["valid"] and "writable" in r:
                 can = "can" if r["writable"] else "cannot"
                 say(f"{printable(r['file'])}: pt2x convert --to pt2 --target-schema {r['target']} {can} write a copy that release reads")
     if any(not r["readable"] for r in results):

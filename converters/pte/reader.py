@@ -1,0 +1,464 @@
+"""Read an ExecuTorch ``.pte`` file, torch-free and defensively: ``read_pte(path_or_bytes)`` -> a
+summary dict (what ``pt2x inspect`` prints and ``pt2x validate`` checks).
+
+The ``Program`` flatbuffer is read with flatc's generated module (``schema_generated.py``), but
+nothing it points at is trusted: before a table, vector or string is used its position, vtable
+and length are checked to lie inside the flatbuffer (``_Checked``), every index (value, operator,
+delegate, instruction, segment, constant buffer, memory id) is checked against what it indexes,
+the extended header's sizes against the file, and the work is bounded (``MAX_*``). Any failure,
+flatbuffers' own exceptions included, is a ``Pt2FormatError`` whose ``path`` names the field
+(``execution_plan[0].values[3].val.sizes``). Nothing in the file is executed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import stat
+import struct
+
+from ...serde.errors import Pt2FormatError, extra_required
+
+__all__ = ["read_pte", "is_pte", "MAX_PLANS", "MAX_VALUES", "MAX_INSTRUCTIONS", "MAX_ITEMS"]
+
+FILE_IDENTIFIER = b"ET12"
+HEADER_MAGIC = b"eh00"
+_HEADER_MIN = 24  # magic, length, program size, segment base offset (exir's MINIMUM_LENGTH)
+MAX_PLANS = 1_000
+MAX_VALUES = 2_000_000
+MAX_INSTRUCTIONS = 2_000_000
+MAX_ITEMS = 20_000_000  # vector elements read in all, over the whole file
+MAX_RANK = 64
+_MAX_STRING = 1 << 20
+_MAX_FLATBUFFER = 2**31 - 1
+_HEAD_BYTES = 64  # exir's NUM_HEAD_BYTES: enough for the identifier and the extended header
+
+_ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 12: 1, 13: 1, 14: 4, 15: 2,
+                  16: 1, 17: 1, 22: 2, 23: 1, 24: 1, 25: 1, 26: 1}
+_DYNAMISM = {0: "STATIC", 1: "DYNAMIC_BOUND", 2: "DYNAMIC_UNBOUND"}
+_KINDS = {1: "Null", 2: "Int", 3: "Bool", 4: "Double", 5: "Tensor", 6: "String", 7: "IntList",
+          8: "DoubleList", 9: "BoolList", 10: "TensorList", 11: "OptionalTensorList"}
+_INSTRUCTIONS = {1: "KernelCall", 2: "DelegateCall", 3: "MoveCall", 4: "JumpFalseCall", 5: "FreeCall"}
+
+# vtable slot of each field the reader follows (program.fbs order: field i is at 4 + 2 * i)
+_SLOT = {n: 4 + 2 * i for i, n in enumerate(
+    ("version", "execution_plan", "constant_buffer", "backend_delegate_data", "segments",
+     "constant_segment", "mutable_data_segments", "named_data"))}
+_PLAN_SLOT = {n: 4 + 2 * i for i, n in enumerate(
+    ("name", "container_meta_type", "values", "inputs", "outputs", "chains", "operators", "delegates",
+     "non_const_buffer_sizes", "non_const_buffer_device"))}
+_TENSOR_SLOT = {n: 4 + 2 * i for i, n in enumerate(
+    ("scalar_type", "storage_offset", "sizes", "dim_order", "requires_grad", "data_buffer_idx",
+     "allocation_info", "layout", "shape_dynamism", "extra_tensor_info"))}
+_CHAIN_SLOT = {n: 4 + 2 * i for i, n in enumerate(("inputs", "outputs", "instructions", "stacktrace"))}
+_CALL_ARGS = 6  # KernelCall.args / DelegateCall.args
+_ITEMS = 4  # IntList / DoubleList / BoolList / TensorList / OptionalTensorList .items
+_OPERATOR_SLOT = {"name": 4, "overload": 6}
+_DELEGATE_SLOT = {"id": 4, "processed": 6, "compile_specs": 8}
+_SUBSEGMENT_OFFSETS = 6
+_BUFFER_STORAGE = 4
+_INLINE_DATA = 4
+
+
+def is_pte(path: str) -> bool:
+    """Whether ``path`` names a ``.pte`` (by its name, or by ``ET12`` at bytes 4:8 of a regular
+    file: a FIFO or device is never opened here)."""
+    if path.lower().endswith(".pte"):
+        return True
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+        with open(path, "rb") as f:
+            return f.read(8)[4:8] == FILE_IDENTIFIER
+    except OSError:
+        return False
+
+
+def _fail(path: str, message: str):
+    raise Pt2FormatError(message, path=path)
+
+
+class _Checked:
+    """Bounds checks over the flatbuffer bytes ``buf`` (``n`` of them) and the work budget."""
+
+    def __init__(self, buf, n: int):
+        self.buf, self.n, self.items = buf, n, 0
+
+    def u32(self, at: int, path: str) -> int:
+        if at < 0 or at + 4 > self.n:
+            _fail(path, f"offset {at} is outside the flatbuffer ({self.n} bytes)")
+        return struct.unpack_from("<I", self.buf, at)[0]
+
+    def table(self, tab, path: str):
+        """``tab`` (a flatbuffers ``Table``) after checking its position and vtable."""
+        pos, n = tab.Pos, self.n
+        if pos < 0 or pos + 4 > n:
+            _fail(path, f"table at {pos} is outside the flatbuffer ({n} bytes)")
+        vt = pos - struct.unpack_from("<i", self.buf, pos)[0]
+        if vt < 0 or vt + 4 > n:
+            _fail(path, f"vtable at {vt} is outside the flatbuffer ({n} bytes)")
+        vt_len, obj_len = struct.unpack_from("<HH", self.buf, vt)
+        if vt_len < 4 or vt_len % 2 or vt + vt_len > n or obj_len < 4 or pos + obj_len > n:
+            _fail(path, f"malformed vtable (length {vt_len}, table size {obj_len})")
+        for slot in range(4, vt_len, 2):
+            field = struct.unpack_from("<H", self.buf, vt + slot)[0]
+            if field and (field < 4 or field >= obj_len):
+                _fail(path, f"field {(slot - 4) // 2} at {field} is outside its table ({obj_len} bytes)")
+        return tab
+
+    def target(self, tab, slot: int, path: str) -> int | None:
+        """Where the offset field at ``slot`` points (checked), or None when it is absent."""
+        o = tab.Offset(slot)
+        if not o:
+            return None
+        at = tab.Pos + o
+        dest = at + self.u32(at, path)
+        if dest + 4 > self.n:
+            _fail(path, f"points at {dest}, outside the flatbuffer ({self.n} bytes)")
+        return dest
+
+    def vector(self, tab, slot: int, elem: int, path: str, limit: int) -> int:
+        """The length of the vector at ``slot`` (0 when absent) after checking it fits."""
+        dest = self.target(tab, slot, path)
+        if dest is None:
+            return 0
+        length = self.u32(dest, path)
+        if length > limit:
+            _fail(path, f"{length} entries, more than pt2x reads ({limit})")
+        if dest + 4 + length * elem > self.n:
+            _fail(path, f"{length} entries of {elem} bytes run past the flatbuffer's end ({self.n} bytes)")
+        self.items += length
+        if self.items > MAX_ITEMS:
+            _fail(path, f"the file holds more than {MAX_ITEMS} vector entries, more than pt2x reads")
+        return length
+
+    def vector_values(self, tab, slot: int, fmt: str, path: str, limit: int) -> list:
+        length = self.vector(tab, slot, struct.calcsize(fmt), path, limit)
+        if not length:
+            return []
+        dest = self.target(tab, slot, path) + 4
+        return list(struct.unpack_from(f"<{length}{fmt}", self.buf, dest))
+
+    def string(self, tab, slot: int, path: str) -> str | None:
+        dest = self.target(tab, slot, path)
+        if dest is None:
+            return None
+        length = self.vector(tab, slot, 1, path, _MAX_STRING)
+        raw = bytes(self.buf[dest + 4: dest + 4 + length])
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            _fail(path, "not UTF-8 text")
+
+    def index(self, value: int, count: int, what: str, path: str, optional: bool = False) -> int:
+        if not (0 <= value < count or (optional and value == -1)):
+            _fail(path, f"{what} index {value} is out of range (the plan has {count})")
+        return value
+
+
+def _header(data, size: int) -> dict | None:
+    if size < 8:
+        _fail("file", f"{size} bytes: too short for a .pte (a flatbuffer needs at least 8)")
+    if bytes(data[4:8]) != FILE_IDENTIFIER:
+        _fail("file_identifier", f"{bytes(data[4:8])!r} is not ExecuTorch's {FILE_IDENTIFIER!r}: not a .pte file")
+    if size < 16 or bytes(data[8:12]) != HEADER_MAGIC:
+        return None
+    length = struct.unpack_from("<I", data, 12)[0]
+    if length < _HEADER_MIN or 8 + length > size:
+        _fail("extended_header.length", f"{length}: an eh00 header is at least {_HEADER_MIN} bytes and inside the file")
+    program_size, base = struct.unpack_from("<QQ", data, 16)
+    seg_size = struct.unpack_from("<Q", data, 32)[0] if length >= 32 else None
+    if program_size > size or program_size < 8 + length:
+        _fail("extended_header.program_size", f"{program_size} does not fit the file ({size} bytes)")
+    if base and (base < program_size or base > size):
+        _fail("extended_header.segment_base_offset", f"{base} is not between the program's end ({program_size}) and the file's ({size})")
+    if seg_size is not None and base and base + seg_size > size:
+        _fail("extended_header.segment_data_size", f"{seg_size} bytes from {base} run past the file's end ({size})")
+    return {"length": length, "program_size": program_size, "segment_base_offset": base, "segment_data_size": seg_size}
+
+
+def read_pte(source, name: str | None = None) -> dict:
+    """The summary of a ``.pte`` given as a path or its bytes; ``Pt2FormatError`` when malformed,
+    ``Pt2UsageError`` when the path cannot be read. Of a file only the flatbuffer is read (its
+    size from the extended header): the segments (weights) are checked against the file's size."""
+    with extra_required("reading a .pte", "flatbuffers", "pte"):
+        import flatbuffers  # noqa: F401  (the generated module needs it)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        header = _header(data, len(data))
+        return _summary(data[:header["program_size"]] if header else data, len(data), name or "<bytes>", header)
+    try:
+        with open(source, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            header = _header(f.read(_HEAD_BYTES), size)
+            end = header["program_size"] if header else size
+            if end > _MAX_FLATBUFFER:
+                _fail("file", f"a {end}-byte flatbuffer, past flatbuffers' 2 GiB limit")
+            f.seek(0)
+            data = f.read(end)
+    except OSError as e:
+        from ...serde.errors import Pt2UsageError
+
+        raise Pt2UsageError(f"cannot read {source}: {(e.strerror or str(e)).lower()}") from None
+    if len(data) != end:
+        _fail("file", "the file changed while it was read")
+    return _summary(data, size, name or str(source), header)
+
+
+def _summary(data: bytes, size: int, name: str, header) -> dict:
+    c = _Checked(data, len(data))
+    where = ["program"]
+    try:
+        return _read(c, size, name, header, where)
+    except Pt2FormatError:
+        raise
+    except (struct.error, IndexError, ValueError, TypeError, OverflowError) as e:
+        # a read the checks did not foresee: still the file's fault, named by the field being read
+        raise Pt2FormatError(f"malformed flatbuffer ({type(e).__name__}: {e})", path=where[0]) from None
+
+
+def _read(c: _Checked, size: int, name: str, header, where: list) -> dict:
+    from . import schema_generated as fb
+
+    root = c.u32(0, "root")
+    program = fb.Program()
+    program.Init(c.buf, root)
+    c.table(program._tab, "program")
+    version = program.Version()
+    segments = []
+    for i in range(c.vector(program._tab, _SLOT["segments"], 4, "segments", MAX_PLANS)):
+        p = f"segments[{i}]"
+        where[0] = p
+        seg = program.Segments(i)
+        c.table(seg._tab, p)
+        segments.append({"offset": seg.Offset(), "size": seg.Size()})
+    seg_room = (size - header["segment_base_offset"]) if header and header["segment_base_offset"] else 0
+    for i, s in enumerate(segments):
+        if s["offset"] + s["size"] > seg_room:
+            _fail(f"segments[{i}]", f"offset {s['offset']} + size {s['size']} runs past the file's segment data ({seg_room} bytes)")
+    constant_buffers = []
+    for i in range(c.vector(program._tab, _SLOT["constant_buffer"], 4, "constant_buffer", MAX_VALUES)):
+        p = f"constant_buffer[{i}]"
+        where[0] = p
+        buf = program.ConstantBuffer(i)
+        c.table(buf._tab, p)
+        constant_buffers.append({"index": i, "bytes": c.vector(buf._tab, _BUFFER_STORAGE, 1, f"{p}.storage", 1 << 62),
+                                 "location": "inline"})
+    inline_delegate_data = []
+    for i in range(c.vector(program._tab, _SLOT["backend_delegate_data"], 4, "backend_delegate_data", MAX_VALUES)):
+        p = f"backend_delegate_data[{i}]"
+        d = program.BackendDelegateData(i)
+        c.table(d._tab, p)
+        inline_delegate_data.append(c.vector(d._tab, _INLINE_DATA, 1, f"{p}.data", 1 << 62))
+    n_constants = len(constant_buffers)
+    where[0] = "constant_segment"
+    if c.target(program._tab, _SLOT["constant_segment"], "constant_segment") is not None:
+        cs = program.ConstantSegment()
+        c.table(cs._tab, "constant_segment")
+        seg_index = cs.SegmentIndex()
+        offsets = c.vector_values(cs._tab, _SUBSEGMENT_OFFSETS, "Q", "constant_segment.offsets", MAX_VALUES)
+        if offsets:
+            if seg_index >= len(segments):
+                _fail("constant_segment.segment_index", f"segment {seg_index} does not exist (the file has {len(segments)})")
+            seg_size = segments[seg_index]["size"]
+            for i, off in enumerate(offsets):
+                if off > seg_size:
+                    _fail(f"constant_segment.offsets[{i}]", f"{off} is past its segment's end ({seg_size} bytes)")
+            # buffer i spans to the next one's offset (or the segment's end); entry 0 is reserved
+            constant_buffers = [{"index": i, "bytes": (offsets[i + 1] if i + 1 < len(offsets) else seg_size) - off,
+                                 "location": f"segment {seg_index}"}
+                                for i, off in enumerate(offsets) if i > 0]
+            n_constants = len(offsets)
+    for i in range(c.vector(program._tab, _SLOT["mutable_data_segments"], 4, "mutable_data_segments", MAX_PLANS)):
+        p = f"mutable_data_segments[{i}]"
+        m = program.MutableDataSegments(i)
+        c.table(m._tab, p)
+        if c.vector(m._tab, _SUBSEGMENT_OFFSETS, 8, f"{p}.offsets", MAX_VALUES) and m.SegmentIndex() >= len(segments):
+            _fail(f"{p}.segment_index", f"segment {m.SegmentIndex()} does not exist (the file has {len(segments)})")
+    plans = []
+    for k in range(c.vector(program._tab, _SLOT["execution_plan"], 4, "execution_plan", MAX_PLANS)):
+        p = f"execution_plan[{k}]"
+        where[0] = p
+        plan = program.ExecutionPlan(k)
+        c.table(plan._tab, p)
+        plans.append(_plan(c, fb, plan, p, n_constants, len(segments), len(inline_delegate_data), where))
+    return {
+        "file": name,
+        "kind": "executorch-program",
+        "file_identifier": FILE_IDENTIFIER.decode(),
+        "schema_version": version,
+        "extended_header": header,
+        "size": size,
+        "execution_plans": plans,
+        "segments": segments,
+        "constant_buffers": constant_buffers,
+        "constant_bytes": sum(b["bytes"] for b in constant_buffers),
+        "backend_delegate_data": inline_delegate_data,
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def _dtype_names(fb) -> dict:
+    return {v: k for k, v in vars(fb.ScalarType).items() if k.isupper()}
+
+
+def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buffer_sizes: list) -> dict:
+    t = fb.Tensor()
+    t.Init(val.Bytes, val.Pos)
+    dtype = t.ScalarType()
+    if dtype not in _ELEMENT_BYTES:
+        _fail(f"{p}.scalar_type", f"{dtype} is not an ExecuTorch scalar type")
+    sizes = c.vector_values(t._tab, _TENSOR_SLOT["sizes"], "i", f"{p}.sizes", MAX_RANK)
+    if any(s < 0 for s in sizes):
+        _fail(f"{p}.sizes", f"{sizes}: a negative size")
+    c.vector(t._tab, _TENSOR_SLOT["dim_order"], 1, f"{p}.dim_order", MAX_RANK)
+    dyn = t.ShapeDynamism()
+    if dyn not in _DYNAMISM:
+        _fail(f"{p}.shape_dynamism", f"{dyn} is not a TensorShapeDynamism")
+    buffer = t.DataBufferIdx()
+    if buffer and buffer >= n_constants:
+        _fail(f"{p}.data_buffer_idx", f"constant buffer {buffer} does not exist (the file has {n_constants})")
+    if c.target(t._tab, _TENSOR_SLOT["allocation_info"], f"{p}.allocation_info") is not None:
+        a = t.AllocationInfo()
+        c.table(a._tab, f"{p}.allocation_info")
+        if not 0 < a.MemoryId() < n_buffers:
+            _fail(f"{p}.allocation_info.memory_id", f"{a.MemoryId()} is not a planned buffer (non_const_buffer_sizes has {n_buffers})")
+        numel = 1
+        for s in sizes:
+            numel *= s
+        end = (a.MemoryOffsetHigh() << 32 | a.MemoryOffsetLow()) + numel * _ELEMENT_BYTES[dtype]
+        if end > buffer_sizes[a.MemoryId()]:
+            _fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
+    if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is not None:
+        c.table(t.ExtraTensorInfo()._tab, f"{p}.extra_tensor_info")
+    dtype_name = _dtype_names(fb).get(dtype, str(dtype))
+    return {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
+            "dynamic": dyn != 0, "constant": bool(buffer)}
+
+
+def _plan(c: _Checked, fb, plan, p: str, n_constants: int, n_segments: int, n_inline: int, where: list) -> dict:
+    name = c.string(plan._tab, _PLAN_SLOT["name"], f"{p}.name")
+    buffer_sizes = c.vector_values(plan._tab, _PLAN_SLOT["non_const_buffer_sizes"], "q", f"{p}.non_const_buffer_sizes", MAX_PLANS)
+    if any(s < 0 for s in buffer_sizes):
+        _fail(f"{p}.non_const_buffer_sizes", f"{buffer_sizes}: a negative size")
+    n_values = c.vector(plan._tab, _PLAN_SLOT["values"], 4, f"{p}.values", MAX_VALUES)
+    values = []
+    lists = []  # (path, items, optional) checked once every value is known
+    for i in range(n_values):
+        vp = f"{p}.values[{i}]"
+        where[0] = vp
+        ev = plan.Values(i)
+        c.table(ev._tab, vp)
+        kind = _KINDS.get(ev.ValType())
+        if kind is None:
+            _fail(f"{vp}.val_type", f"{ev.ValType()} is not an EValue kind")
+        if kind == "Null":
+            values.append({"kind": "Null"})
+            continue
+        if c.target(ev._tab, 6, f"{vp}.val") is None:
+            _fail(f"{vp}.val", f"a {kind} with no value")
+        val = ev.Val()
+        c.table(val, f"{vp}.val")
+        if kind == "Tensor":
+            values.append(_tensor(c, fb, val, f"{vp}.val", n_constants, len(buffer_sizes), buffer_sizes))
+        elif kind in ("IntList", "TensorList", "OptionalTensorList"):
+            fmt = "q" if kind == "IntList" else "i"
+            items = c.vector_values(val, _ITEMS, fmt, f"{vp}.val.items", MAX_VALUES)
+            lists.append((f"{vp}.val.items", items, kind == "OptionalTensorList"))
+            values.append({"kind": kind, "items": len(items)})
+        elif kind in ("DoubleList", "BoolList"):
+            values.append({"kind": kind, "items": c.vector(val, _ITEMS, 8 if kind == "DoubleList" else 1,
+                                                            f"{vp}.val.items", MAX_VALUES)})
+        elif kind == "String":
+            s = fb.String()
+            s.Init(val.Bytes, val.Pos)
+            values.append({"kind": kind, "value": c.string(s._tab, 4, f"{vp}.val.string_val")})
+        else:
+            values.append({"kind": kind})
+    for lp, items, optional in lists:
+        for j, x in enumerate(items):
+            c.index(x, n_values, "value", f"{lp}[{j}]", optional)
+    ios = {}
+    for io in ("inputs", "outputs"):
+        idx = c.vector_values(plan._tab, _PLAN_SLOT[io], "i", f"{p}.{io}", MAX_VALUES)
+        ios[io] = [dict(values[c.index(x, n_values, "value", f"{p}.{io}[{j}]")], index=x) for j, x in enumerate(idx)]
+    operators = []
+    for i in range(c.vector(plan._tab, _PLAN_SLOT["operators"], 4, f"{p}.operators", MAX_VALUES)):
+        op = plan.Operators(i)
+        c.table(op._tab, f"{p}.operators[{i}]")
+        op_name = c.string(op._tab, _OPERATOR_SLOT["name"], f"{p}.operators[{i}].name")
+        if not op_name:
+            _fail(f"{p}.operators[{i}].name", "an operator with no name")
+        overload = c.string(op._tab, _OPERATOR_SLOT["overload"], f"{p}.operators[{i}].overload") or ""
+        operators.append(f"{op_name}.{overload}" if overload else op_name)
+    delegates = []
+    for i in range(c.vector(plan._tab, _PLAN_SLOT["delegates"], 4, f"{p}.delegates", MAX_VALUES)):
+        dp = f"{p}.delegates[{i}]"
+        d = plan.Delegates(i)
+        c.table(d._tab, dp)
+        delegate_id = c.string(d._tab, _DELEGATE_SLOT["id"], f"{dp}.id")
+        if c.target(d._tab, _DELEGATE_SLOT["processed"], f"{dp}.processed") is None:
+            _fail(f"{dp}.processed", "a delegate with no processed data")
+        ref = d.Processed()
+        c.table(ref._tab, f"{dp}.processed")
+        count = {0: n_inline, 1: n_segments}.get(ref.Location())
+        if count is None:
+            _fail(f"{dp}.processed.location", f"{ref.Location()} is not a DataLocation")
+        if ref.Index() >= count:
+            _fail(f"{dp}.processed.index", f"{ref.Index()} is out of range ({count} {'inline blobs' if ref.Location() == 0 else 'segments'})")
+        c.vector(d._tab, _DELEGATE_SLOT["compile_specs"], 4, f"{dp}.compile_specs", MAX_PLANS)
+        delegates.append({"id": delegate_id, "location": "inline" if ref.Location() == 0 else "segment", "index": ref.Index()})
+    counts = {op: 0 for op in operators}
+    delegate_calls = 0
+    n_instructions = 0
+    for ci in range(c.vector(plan._tab, _PLAN_SLOT["chains"], 4, f"{p}.chains", MAX_PLANS)):
+        cp = f"{p}.chains[{ci}]"
+        where[0] = cp
+        chain = plan.Chains(ci)
+        c.table(chain._tab, cp)
+        for io in ("inputs", "outputs"):
+            for j, x in enumerate(c.vector_values(chain._tab, _CHAIN_SLOT[io], "i", f"{cp}.{io}", MAX_VALUES)):
+                c.index(x, n_values, "value", f"{cp}.{io}[{j}]")
+        n = c.vector(chain._tab, _CHAIN_SLOT["instructions"], 4, f"{cp}.instructions", MAX_INSTRUCTIONS)
+        n_instructions += n
+        for j in range(n):
+            ip = f"{cp}.instructions[{j}]"
+            where[0] = ip
+            ins = chain.Instructions(j)
+            c.table(ins._tab, ip)
+            kind = _INSTRUCTIONS.get(ins.InstrArgsType())
+            if kind is None:
+                _fail(f"{ip}.instr_args_type", f"{ins.InstrArgsType()} is not an instruction kind")
+            if c.target(ins._tab, 6, f"{ip}.instr_args") is None:
+                _fail(f"{ip}.instr_args", f"a {kind} with no arguments")
+            args = c.table(ins.InstrArgs(), f"{ip}.instr_args")
+            if kind in ("KernelCall", "DelegateCall"):
+                call = fb.KernelCall() if kind == "KernelCall" else fb.DelegateCall()
+                call.Init(args.Bytes, args.Pos)
+                target = call.OpIndex() if kind == "KernelCall" else call.DelegateIndex()
+                field = "op_index" if kind == "KernelCall" else "delegate_index"
+                c.index(target, len(operators) if kind == "KernelCall" else len(delegates),
+                        "operator" if kind == "KernelCall" else "delegate", f"{ip}.instr_args.{field}")
+                for a, x in enumerate(c.vector_values(args, _CALL_ARGS, "i", f"{ip}.instr_args.args", MAX_VALUES)):
+                    c.index(x, n_values, "value", f"{ip}.instr_args.args[{a}]")
+                if kind == "KernelCall":
+                    counts[operators[target]] += 1
+                else:
+                    delegate_calls += 1
+            elif kind == "MoveCall":
+                call = fb.MoveCall()
+                call.Init(args.Bytes, args.Pos)
+                c.index(call.MoveFrom(), n_values, "value", f"{ip}.instr_args.move_from")
+                c.index(call.MoveTo(), n_values, "value", f"{ip}.instr_args.move_to")
+            elif kind == "JumpFalseCall":
+                call = fb.JumpFalseCall()
+                call.Init(args.Bytes, args.Pos)
+                c.index(call.CondValueIndex(), n_values, "value", f"{ip}.instr_args.cond_value_index")
+                c.index(call.DestinationInstruction(), n, "instruction", f"{ip}.instr_args.destination_instruction")
+            else:
+                call = fb.FreeCall()
+                call.Init(args.Bytes, args.Pos)
+                c.index(call.ValueIndex(), n_values, "value", f"{ip}.instr_args.value_index")
+    return {"name": name, "inputs": ios["inputs"], "outputs": ios["outputs"], "value_count": n_values,
+            "instruction_count": n_instructions, "operators": counts, "delegates": delegates,
+            "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes}
