@@ -9,7 +9,8 @@ from ..aten import dtypes
 from ..aten.args import bind
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .ops_loss import _diff, _extreme, _pairwise, _static, vector_norm
+from .ops_loss import _diff, _pairwise, _static, vector_norm
+from .ops_reduce import extreme
 from .shapes import axes_const
 
 
@@ -24,7 +25,7 @@ def _float_io(ctx, what: str):
     return out, cst
 
 
-def _matrix_norm(ctx, x, ord_, dims, keepdim):
+def _matrix_norm(ctx, x, ord_, dims, keepdim, cst):
     """'fro' (the 2-norm of the elements) or the max/min of the absolute column (1) or row (inf)
     sums; 'nuc' and +-2 need singular values: refused."""
     if ord_ == "fro":
@@ -33,7 +34,7 @@ def _matrix_norm(ctx, x, ord_, dims, keepdim):
         raise Unsupported(f"matrix norm of order {ord_!r} (it needs singular values: no SVD in pt2x)")
     summed, picked = dims if abs(ord_) == 1 else dims[::-1]
     s = ctx.op("ReduceSum", ctx.op("Abs", x), axes_const(ctx, [summed]), keepdims=1)
-    r = _extreme(ctx, "ReduceMax" if ord_ > 0 else "ReduceMin", s, axes_const(ctx, [picked]), 1)
+    r = extreme(ctx, "ReduceMax" if ord_ > 0 else "ReduceMin", s, axes_const(ctx, [picked]), 1, cst)
     return r if keepdim else ctx.op("Squeeze", r, axes_const(ctx, sorted(dims)))
 
 
@@ -48,7 +49,7 @@ def linalg_norm(ctx, node):
     dims = None if a.dim is None else [d % max(rank, 1) for d in ([a.dim] if isinstance(a.dim, int) else a.dim)]
     x = ctx.t(a.self, cst)
     if a.ord is not None and (len(dims) == 2 if dims is not None else rank == 2):
-        return ctx.cast(_matrix_norm(ctx, x, a.ord, dims or [0, 1], a.keepdim), cst, out)
+        return ctx.cast(_matrix_norm(ctx, x, a.ord, dims or [0, 1], a.keepdim, cst), cst, out)
     if isinstance(a.ord, str) or (dims is None and a.ord is not None and rank != 1) or (dims and len(dims) > 2):
         raise Unsupported(f"linalg_norm of order {a.ord!r} over dims {a.dim!r} of a {rank}-d tensor")
     r = vector_norm(ctx, x, 2 if a.ord is None else a.ord, list(range(rank)) if dims is None else dims, a.keepdim, cst)
@@ -65,7 +66,7 @@ def matrix_norm(ctx, node):
     dims = [d % max(rank, 1) for d in a.dim]
     if len(dims) != 2 or dims[0] == dims[1]:
         raise Unsupported(f"matrix_norm over dims {a.dim}")
-    return ctx.cast(_matrix_norm(ctx, ctx.t(a.self, cst), a.ord, dims, a.keepdim), cst, out)
+    return ctx.cast(_matrix_norm(ctx, ctx.t(a.self, cst), a.ord, dims, a.keepdim, cst), cst, out)
 
 
 @lowering("onnx", "aten.dist.default")

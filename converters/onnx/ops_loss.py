@@ -18,6 +18,7 @@ from ..aten.args import bind
 from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
+from .ops_reduce import extreme
 from .shapes import axes_const
 
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -176,13 +177,6 @@ def _diff(ctx, x1, x2, cst):
     return ctx.cast(_op(ctx, "Sub", st, ctx.t(x1, c), ctx.t(x2, c)), c, cst)
 
 
-def _extreme(ctx, op: str, x, ax, keepdims: int):
-    """ReduceMax/Min of the non-negative ``x``, NaN where a NaN is reduced (ONNX Runtime's skip
-    it): the sum, NaN exactly then, says so."""
-    s = ctx.op("ReduceSum", x, ax, keepdims=keepdims)
-    return ctx.op("Where", ctx.op("Equal", s, s), ctx.op(op, x, ax, keepdims=keepdims), s)
-
-
 def vector_norm(ctx, x, p, axes, keepdim: bool, cst):
     """``(sum |x|^p)^(1/p)`` over ``axes`` of the ONNX value ``x`` (in float ``cst``): 1, 2 and
     +-inf by ONNX's reductions, 0 counts the non-zeros (NaN counts); no axes: each element alone."""
@@ -194,7 +188,7 @@ def vector_norm(ctx, x, p, axes, keepdim: bool, cst):
         return x
     ax, k = axes_const(ctx, axes), int(bool(keepdim))
     if p in (math.inf, -math.inf):
-        return _extreme(ctx, "ReduceMax" if p > 0 else "ReduceMin", x, ax, k)
+        return extreme(ctx, "ReduceMax" if p > 0 else "ReduceMin", x, ax, k, cst)
     op = {1: "ReduceL1", 2: "ReduceL2", 0: "ReduceSum"}.get(p)
     if op is not None:
         return ctx.op(op, x, ax, keepdims=k)
