@@ -5,7 +5,6 @@ has one, then run at other sizes too), converted to ONNX (run in ONNX Runtime) a
 
 from __future__ import annotations
 
-import numpy as np
 import onnxruntime as ort
 import pytest
 import torch
@@ -16,29 +15,9 @@ from tolerances import TFLITE_SCALE, assert_close
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
 import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
+from op_parity import Fn as _Fn, run_litert as _run_litert  # noqa: E402
 
 AUTO = torch.export.Dim.AUTO
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
-
-
-def _run_litert(it, feeds):
-    details = it.get_input_details()
-    for d, x in zip(details, feeds):
-        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
-    it.allocate_tensors()
-    for d, x in zip(details, feeds):
-        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
-    it.invoke()
-    return [np.zeros(o["shape"], o["dtype"]) if 0 in list(o["shape"]) else it.get_tensor(o["index"])
-            for o in it.get_output_details()]
 
 
 def check(fn, args, tmp_path, *, dynamic=(), others=(), tflite_refuses: str = ""):

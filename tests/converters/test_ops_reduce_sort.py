@@ -5,63 +5,12 @@ a dynamic first dim (the cumulative scans then run in a Loop/WHILE)."""
 
 from __future__ import annotations
 
-import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
-from torch.export import Dim
-
-from pt2x.converters import to_onnx, to_tflite
-from tolerances import TFLITE_SCALE, assert_close
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
-import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
+from op_parity import check_both  # noqa: E402
 
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        out = self.fn(*xs)
-        return out if isinstance(out, torch.Tensor) else tuple(out)
-
-
-def _check(got, want, what: str, scale: float = 1.0) -> None:
-    assert len(got) == len(want), f"{what}: {len(got)} outputs, eager {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(g)
-        assert g.shape == w.shape, f"{what} output {i}: shape {g.shape}, eager {w.shape}"
-        assert g.dtype == w.dtype, f"{what} output {i}: dtype {g.dtype}, eager {w.dtype}"
-        assert_close(g, w, w.dtype, what=f"{what} output {i}", scale=scale)
-
-
-def _run_litert(it, feeds):
-    """Runs a LiteRT interpreter at the feeds' shapes; an output of no elements is read by its shape."""
-    details = it.get_input_details()
-    for d, x in zip(details, feeds):
-        it.resize_tensor_input(d["index"], list(x.shape), strict=True)
-    it.allocate_tensors()
-    for d, x in zip(details, feeds):
-        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
-    it.invoke()
-    return [np.zeros(o["shape"], o["dtype"]) if 0 in list(o["shape"]) else it.get_tensor(o["index"])
-            for o in it.get_output_details()]
-
-
-def check_both(fn, *args, tmp_path, dynamic: bool = False) -> None:
-    """``fn(*args)`` exported (``dynamic``: with a dynamic first dim), through to_onnx + ONNX
-    Runtime and to_tflite + LiteRT, equals eager."""
-    path = str(tmp_path / "case.pt2")
-    spec = (tuple({0: Dim.AUTO} for _ in args),) if dynamic else None
-    torch.export.save(torch.export.export(_Fn(fn), tuple(args), dynamic_shapes=spec), path)
-    out = fn(*[a.clone() for a in args])
-    want = [t.numpy() for t in ([out] if isinstance(out, torch.Tensor) else out)]
-    feeds = [a.numpy() for a in args]
-    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
-    _check(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
-    _check(_run_litert(tflite_zoo.interpreter(to_tflite(path)), feeds), want, "tflite", TFLITE_SCALE["float32"])
 
 NAN, INF = float("nan"), float("inf")
 # rows with NaN, repeated values and infinities; no row is all NaN where an index is compared

@@ -7,73 +7,14 @@ with eager; 0-d, empty, integer and boolean inputs where the op takes them."""
 
 from __future__ import annotations
 
-import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
-from torch.export import Dim
 
-from pt2x.converters import to_onnx, to_tflite
+from pt2x.converters import to_onnx
 from pt2x.converters.errors import UnsupportedOpsError
-from tolerances import TFLITE_SCALE, assert_close
 
 pytest.importorskip("ai_edge_litert", reason="LiteRT runs the converted files")
-import tflite_zoo  # noqa: E402  (imports ai_edge_litert lazily, after the skip)
-
-
-class _Fn(torch.nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        out = self.fn(*xs)
-        return out if isinstance(out, torch.Tensor) else tuple(out)
-
-
-def _saved(fn, args, tmp_path, dynamic: bool) -> str:
-    path = str(tmp_path / "case.pt2")
-    shapes = (tuple({0: Dim.AUTO} if a.dim() else {} for a in args),) if dynamic else None
-    torch.export.save(torch.export.export(_Fn(fn), tuple(args), dynamic_shapes=shapes), path)
-    return path
-
-
-def _want(fn, args) -> list[np.ndarray]:
-    out = fn(*[a.clone() for a in args])
-    return [t.numpy() for t in ([out] if isinstance(out, torch.Tensor) else out)]
-
-
-def _check(got, want, what: str, scale: float = 1.0) -> None:
-    assert len(got) == len(want), f"{what}: {len(got)} outputs, eager {len(want)}"
-    for i, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(g)
-        assert g.shape == w.shape, f"{what} output {i}: shape {g.shape}, eager {w.shape}"
-        assert g.dtype == w.dtype, f"{what} output {i}: dtype {g.dtype}, eager {w.dtype}"
-        assert_close(g, w, w.dtype, what=f"{what} output {i}", scale=scale)
-
-
-def _run_litert(it, feeds):
-    details = it.get_input_details()
-    for d, x in zip(details, feeds):
-        it.resize_tensor_input(d["index"], list(x.shape), strict=False)
-    it.allocate_tensors()
-    for d, x in zip(details, feeds):
-        it.set_tensor(d["index"], np.array(x, dtype=d["dtype"]))
-    it.invoke()
-    return [np.zeros(o["shape"], o["dtype"]) if 0 in list(o["shape"]) else it.get_tensor(o["index"])
-            for o in it.get_output_details()]
-
-
-def check_both(fn, *args, tmp_path, dynamic: bool = False, runs=None) -> None:
-    """``fn(*args)`` (and ``fn`` of each argument tuple of ``runs``: other sizes of the dynamic dim)
-    through to_onnx + ONNX Runtime and to_tflite + LiteRT equals eager."""
-    path = _saved(fn, args, tmp_path, dynamic)
-    sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
-    it = tflite_zoo.interpreter(to_tflite(path))
-    for xs in [args, *(runs or [])]:
-        want, feeds = _want(fn, xs), [a.numpy() for a in xs]
-        _check(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
-        _check(_run_litert(it, feeds), want, "tflite", TFLITE_SCALE["float32"])
+from op_parity import check_both, saved as _saved  # noqa: E402
 
 
 def _x(*shape, dtype=torch.float32):

@@ -30,10 +30,12 @@ class Fn(torch.nn.Module):
         return out if isinstance(out, torch.Tensor) else tuple(out)
 
 
-def saved(fn, args, tmp_path) -> str:
-    """``fn`` exported at ``args`` and saved: the path."""
+def saved(fn, args, tmp_path, dynamic: bool = False) -> str:
+    """``fn`` exported at ``args`` (``dynamic``: dim 0 of every argument of rank >= 1 left to
+    torch, ``Dim.AUTO``) and saved: the path."""
     path = str(tmp_path / "case.pt2")
-    torch.export.save(torch.export.export(Fn(fn), tuple(args)), path)
+    shapes = (tuple({0: torch.export.Dim.AUTO} if a.dim() else {} for a in args),) if dynamic else None
+    torch.export.save(torch.export.export(Fn(fn), tuple(args), dynamic_shapes=shapes), path)
     return path
 
 
@@ -65,19 +67,21 @@ def run_litert(it, feeds) -> list[np.ndarray]:
             for o in it.get_output_details()]
 
 
-def check_both(fn, *args, tmp_path, tflite_refuses: str = "") -> None:
-    """``fn(*args)`` through to_onnx + ONNX Runtime and to_tflite + LiteRT equals eager (or, with
-    ``tflite_refuses``, to_tflite refuses it with that message)."""
+def check_both(fn, *args, tmp_path, tflite_refuses: str = "", dynamic: bool = False, runs=()) -> None:
+    """``fn(*args)`` (exported with a dynamic first dim when ``dynamic``), and ``fn`` of each argument
+    tuple of ``runs`` (other sizes of that dim), through to_onnx + ONNX Runtime and to_tflite +
+    LiteRT equals eager (or, with ``tflite_refuses``, to_tflite refuses it with that message)."""
     import tflite_zoo  # imports ai_edge_litert: the callers skip without it
 
-    path = saved(fn, args, tmp_path)
-    want = eager(fn, args)
-    feeds = [a.numpy() for a in args]
+    path = saved(fn, args, tmp_path, dynamic)
     sess = ort.InferenceSession(to_onnx(path).SerializeToString(), providers=["CPUExecutionProvider"])
-    assert_outputs(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
+    cases = [(eager(fn, xs), [a.numpy() for a in xs]) for xs in (args, *runs)]
+    for want, feeds in cases:
+        assert_outputs(sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds))), want, "onnx")
     if tflite_refuses:
         with pytest.raises(UnsupportedOpsError, match=tflite_refuses):
             to_tflite(path)
         return
-    assert_outputs(run_litert(tflite_zoo.interpreter(to_tflite(path)), feeds), want, "tflite",
-                   TFLITE_SCALE["float32"])
+    it = tflite_zoo.interpreter(to_tflite(path))
+    for want, feeds in cases:
+        assert_outputs(run_litert(it, feeds), want, "tflite", TFLITE_SCALE["float32"])
