@@ -14,6 +14,7 @@ from ..aten.dtypes import ST
 from ..aten.registry import lowering
 from ..errors import Unsupported
 from .ops_pointwise import _io
+from .ops_special import _polevl
 
 
 # ------------------------------------------------------------------ modified Bessel functions
@@ -259,19 +260,12 @@ _SQRT_2_OVER_PI = 0.797884560802865355879892119868763737
 _TWO_OVER_PI = 0.636619772367581343075535053490057448
 
 
-def _poly(ctx, z, coeffs, cst):
-    r = ctx.const(coeffs[0], cst)
-    for ck in coeffs[1:]:
-        r = ctx.op("Add", ctx.op("Mul", r, z), ctx.const(ck, cst))
-    return r
-
-
 def _j_near(ctx, x, order, cst):
     """J0 (J1) for |x| <= 5, torch's operation order: the two first zeros factored out."""
     c = lambda v: ctx.const(v, cst)  # noqa: E731
     rp_, rq_ = (_J0_RP, _J0_RQ) if order == 0 else (_J1_RP, _J1_RQ)
     x2 = ctx.op("Mul", x, x)
-    rp, rq = _poly(ctx, x2, rp_, cst), _poly(ctx, x2, rq_, cst)
+    rp, rq = _polevl(ctx, x2, rp_, cst), _polevl(ctx, x2, rq_, cst)
     f1, f2 = (ctx.op("Sub", x2, c(r)) for r in _J_ROOTS[order])
     if order == 1:
         return ctx.op("Mul", ctx.op("Mul", ctx.op("Mul", ctx.op("Div", rp, rq), x), f1), f2)
@@ -291,8 +285,8 @@ def _hankel(ctx, x, order, y, cst):
         f = ctx.op("Div", c(5.0), x)
         z = ctx.op("Mul", f, f)
         pp_, pq_, qp_, qq_ = _J1_PP, _J1_PQ, _J1_QP, _J1_QQ
-    p = ctx.op("Div", _poly(ctx, z, pp_, cst), _poly(ctx, z, pq_, cst))
-    q = ctx.op("Div", _poly(ctx, z, qp_, cst), _poly(ctx, z, qq_, cst))
+    p = ctx.op("Div", _polevl(ctx, z, pp_, cst), _polevl(ctx, z, pq_, cst))
+    q = ctx.op("Div", _polevl(ctx, z, qp_, cst), _polevl(ctx, z, qq_, cst))
     xn = ctx.op("Sub", x, c(_J_PHASE[order]))
     cos, sin = ctx.op("Cos", xn), ctx.op("Sin", xn)
     a, b = (sin, cos) if y else (cos, sin)
@@ -321,7 +315,7 @@ def bessel_jy(ctx, node):
         return ctx.cast(r, cst, out)
     yp_, yq_ = (_Y0_YP, _Y0_YQ) if order == 0 else (_Y1_YP, _Y1_YQ)
     x2 = ctx.op("Mul", x, x)
-    ratio = ctx.op("Div", _poly(ctx, x2, yp_, cst), _poly(ctx, x2, yq_, cst))
+    ratio = ctx.op("Div", _polevl(ctx, x2, yp_, cst), _polevl(ctx, x2, yq_, cst))
     lg = ctx.op("Log", x)
     if order == 0:
         near = ctx.op("Add", ratio, ctx.op("Mul", ctx.op("Mul", c(_TWO_OVER_PI), lg), _j_near(ctx, x, 0, cst)))
@@ -383,15 +377,15 @@ def airy_ai(ctx, node):
     zeta_n = ctx.op("Div", ctx.op("Mul", ctx.op("Mul", c(-2.0), x), ctx.op("Sqrt", nx)), c(3.0))
     z = ctx.op("Div", one, zeta_n)
     zz = ctx.op("Mul", z, z)
-    fa = ctx.op("Div", ctx.op("Mul", zz, _poly(ctx, zz, _AIRY_AFN, cst)), _poly(ctx, zz, _AIRY_AFD, cst))
-    ga = ctx.op("Div", ctx.op("Mul", z, _poly(ctx, zz, _AIRY_AGN, cst)), _poly(ctx, zz, _AIRY_AGD, cst))
+    fa = ctx.op("Div", ctx.op("Mul", zz, _polevl(ctx, zz, _AIRY_AFN, cst)), _polevl(ctx, zz, _AIRY_AFD, cst))
+    ga = ctx.op("Div", ctx.op("Mul", z, _polevl(ctx, zz, _AIRY_AGN, cst)), _polevl(ctx, zz, _AIRY_AGD, cst))
     t = ctx.op("Add", zeta_n, c(np.float32(0.25) * np.float32(math.pi)))
     osc = ctx.op("Sub", ctx.op("Mul", ctx.op("Sin", t), ctx.op("Add", one, fa)), ctx.op("Mul", ctx.op("Cos", t), ga))
     osc = ctx.op("Mul", ctx.op("Div", c(5.64189583547756286948e-01), ctx.op("Sqrt", ctx.op("Sqrt", nx))), osc)
     # x >= 2.09
     zeta = ctx.op("Div", ctx.op("Mul", ctx.op("Mul", c(2.0), x), ctx.op("Sqrt", x)), c(3.0))
     iz = ctx.op("Div", one, zeta)
-    ratio = ctx.op("Div", _poly(ctx, iz, _AIRY_AN, cst), _poly(ctx, iz, _AIRY_AD, cst))
+    ratio = ctx.op("Div", _polevl(ctx, iz, _AIRY_AN, cst), _polevl(ctx, iz, _AIRY_AD, cst))
     den = ctx.op("Mul", ctx.op("Mul", c(2.0), ctx.op("Sqrt", ctx.op("Sqrt", x))), ctx.op("Exp", zeta))
     decay = ctx.op("Div", ctx.op("Mul", c(5.64189583547756286948e-01), ratio), den)
     # |x| < 2.09: f = sum z^j / ..., g = x sum ...; steps while |m / f| > eps
