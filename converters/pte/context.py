@@ -5,8 +5,8 @@ target (``Target``), and the few verbs every lowering uses.
 first use); ``ctx.output(i)`` a new tensor shaped like the node's i-th output; ``ctx.scratch``
 an internal one (a kernel's extra outputs); ``ctx.call(key, args, outs)`` one ``KernelCall``
 of the portable kernel ``key`` (``add.out``), its arguments bound by schema name, left-out
-ones taking the kernel schema's defaults. Tensors must be float32 (slice 1 of the target);
-the int64 indices a kernel writes beside its result are the one exception.
+ones taking the kernel schema's defaults. Tensors take the dtypes of ``dtypes.ET_SCALAR_TYPE``;
+every call's tensors are checked against the dtypes its kernel takes (``dtypes.check_call``).
 """
 
 from __future__ import annotations
@@ -17,14 +17,11 @@ from ..aten.args import SymRef, TensorRef
 from ..aten.graph import ProgramView
 from ..aten.lower import LoweringState, Names
 from ..errors import ConversionError, Unsupported
+from .dtypes import check_call, et_scalar_type, itemsize
 from .kernels import NO_DEFAULT, kernel
 from .program import Call, ListValue, Plan, ScalarValue, TensorValue
 
-__all__ = ["Ctx", "SCALAR_TYPES"]
-
-# schema ScalarType -> (ExecuTorch ScalarType, itemsize)
-SCALAR_TYPES = {d.ScalarType.FLOAT: (6, 4), d.ScalarType.LONG: (4, 8)}
-_FLOAT = d.ScalarType.FLOAT
+__all__ = ["Ctx"]
 
 
 class Ctx:
@@ -42,10 +39,12 @@ class Ctx:
         self._marks: list[tuple[int, int]] = []
         self._weights: dict[str, TensorValue] = {}
         self._syms: dict[str, ScalarValue] = {}  # shape symbol -> the Int holding it at run time
+        self._node: d.Node | None = None  # the node being lowered
 
     # ------------------------------------------------------------ the driver's protocol
 
-    def begin_node(self, _node: d.Node) -> int:
+    def begin_node(self, node: d.Node) -> int:
+        self._node = node
         self._marks.append((len(self.plan.values), len(self.plan.calls)))
         return len(self._marks) - 1
 
@@ -96,28 +95,33 @@ class Ctx:
         return tuple(out), dynamic
 
     def new_tensor(self, base: str, dtype, shape, what: str) -> TensorValue:
-        if dtype not in SCALAR_TYPES:
-            raise Unsupported(f"{what} is {dtype.name}: the pte target converts float32 programs")
-        st, size = SCALAR_TYPES[dtype]
+        st = et_scalar_type(dtype, what)
         sizes, dynamic = self.dims(shape, what)
-        return self._add(TensorValue(self.names.fresh(base), st, sizes, size, dynamic))
+        return self._add(TensorValue(self.names.fresh(base), st, sizes, itemsize(dtype), dynamic))
 
     def output(self, node: d.Node, i: int = 0) -> TensorValue:
-        """A new tensor shaped like ``node``'s i-th output (float32)."""
-        names = [a.value.name for a in node.outputs if a.type == "as_tensor"] or \
-                [t.name for a in node.outputs if a.type == "as_tensors" for t in a.value]
+        """A new tensor shaped like ``node``'s i-th output, of its dtype."""
+        names = _tensor_outputs(node)
         info = self.view.tensor(names[i])
-        if info.dtype != _FLOAT:
-            raise Unsupported(f"output {names[i]!r} is {info.dtype.name}: the pte target converts float32 programs")
         return self.new_tensor(names[i], info.dtype, info.shape, f"output {names[i]!r}")
 
-    def scratch(self, base: str, shape, dtype=_FLOAT) -> TensorValue:
-        return self.new_tensor(base, dtype, shape, f"the internal tensor {base!r}")
+    def node_dtype(self):
+        """The dtype of the current node's first tensor output: an internal tensor's by default."""
+        names = _tensor_outputs(self._node) if self._node is not None else []
+        if not names:
+            raise ConversionError("an internal tensor of a node with no tensor output needs a dtype",
+                                  member=self.view.member)
+        return self.view.tensor(names[0]).dtype
 
-    def scratch_sized(self, base: str, sizes: tuple, *, dynamic: bool) -> TensorValue:
-        """An internal float32 tensor of the given (upper-bound) sizes."""
-        st, size = SCALAR_TYPES[_FLOAT]
-        return self._add(TensorValue(self.names.fresh(base), st, tuple(sizes), size, dynamic))
+    def scratch(self, base: str, shape, dtype=None) -> TensorValue:
+        """An internal tensor: of ``dtype``, by default the current node's output dtype."""
+        return self.new_tensor(base, dtype or self.node_dtype(), shape, f"the internal tensor {base!r}")
+
+    def scratch_sized(self, base: str, sizes: tuple, *, dynamic: bool, dtype=None) -> TensorValue:
+        """An internal tensor of the given (upper-bound) sizes, of the current node's dtype by default."""
+        dtype = dtype or self.node_dtype()
+        st = et_scalar_type(dtype, f"the internal tensor {base!r}")
+        return self._add(TensorValue(self.names.fresh(base), st, tuple(sizes), itemsize(dtype), dynamic))
 
     def view_of(self, base: TensorValue, node: d.Node) -> TensorValue:
         """A tensor sharing ``base``'s storage with the node's output shape (a static reshape).
@@ -130,8 +134,6 @@ class Ctx:
 
     def declare_input(self, name: str) -> TensorValue:
         info = self.view.tensor(name)
-        if info.dtype != _FLOAT:
-            raise Unsupported(f"is {info.dtype.name}: the pte target converts float32 programs")
         v = self.new_tensor(name, info.dtype, info.shape, f"input {name!r}")
         self.env[name] = v.name
         return v
@@ -146,10 +148,8 @@ class Ctx:
             v = self._weights.get(name)
             if v is None:
                 info = self.view.tensor(name)
-                if info.dtype != _FLOAT:
-                    raise Unsupported(f"weight {name!r} is {info.dtype.name}: the pte target converts float32 programs")
-                st, size = SCALAR_TYPES[info.dtype]
-                v = self._add(TensorValue("", st, tuple(info.shape), size, weight=name))
+                st = et_scalar_type(info.dtype, f"weight {name!r}")
+                v = self._add(TensorValue("", st, tuple(info.shape), itemsize(info.dtype), weight=name))
                 self._weights[name] = v
         else:
             raise ConversionError(f"value {name!r} has no converted producer", member=self.view.member)
@@ -220,7 +220,7 @@ class Ctx:
             return self._add(ListValue("TensorList", [self.tensor(r) if isinstance(r, TensorRef) else r for r in x]))
         if "Tensor" in t:
             return self.tensor(x)
-        if "List[int]" in t:
+        if "List[int]" in t or "int[]" in t:
             return self.int_list(x if isinstance(x, (list, tuple)) else [x])
         if "str" in t:
             return self.scalar("String", str(x))
@@ -236,7 +236,7 @@ class Ctx:
         unknown = set(args) - {a.name for a in k.inputs}
         if unknown:
             raise ConversionError(f"aten::{key} has no argument {sorted(unknown)[0]!r}")
-        values, reads = [], []
+        values, reads, typed = [], [], []
         for a in k.inputs:
             if a.name in args:
                 x = args[a.name]
@@ -248,8 +248,13 @@ class Ctx:
             values.append(v)
             if isinstance(v, TensorValue):
                 reads.append(v)
+                typed.append((a.name, v))
             elif isinstance(v, ListValue) and v.kind == "TensorList":
                 reads.extend(v.items)
+                typed.extend((a.name, t) for t in v.items)
+        out_names = [o.name for o in k.outs] if len(k.outs) == len(outs) else [k.outs[0].name] * len(outs)
+        typed.extend(zip(out_names, outs))
+        check_call(key, lambda t: t.name or t.weight or "a constant", typed)
         if len(k.outs) == 1 and k.outs[0].type.startswith("List[Tensor]"):  # one list of outs
             values += [self._add(ListValue("TensorList", list(outs))), self._add(ListValue("TensorList", list(outs)))]
         elif len(outs) != len(k.outs):
@@ -264,3 +269,8 @@ class Ctx:
             values.append(ret)
         self.plan.calls.append(Call((k.name, k.overload), values, reads, list(outs)))
         return ret
+
+
+def _tensor_outputs(node: d.Node) -> list[str]:
+    return [a.value.name for a in node.outputs if a.type == "as_tensor"] or \
+           [t.name for a in node.outputs if a.type == "as_tensors" for t in a.value]

@@ -47,7 +47,7 @@ def kernel(key: str) -> Kernel:
     namespace, _, bare = key.rpartition("::")
     namespace = namespace or "aten"
     args = (PORTABLE.get(bare) or PRIM.get(bare)) if namespace == "aten" else \
-        EXECUTORCH_PRIM.get(bare) if namespace == "executorch_prim" else None
+        EXECUTORCH_PRIM.get(bare) if namespace == "executorch_prim" else PORTABLE.get(key)
     if args is None:
         raise Unsupported(f"ExecuTorch {EXECUTORCH_VERSION}'s portable kernels have no {namespace}::{bare}")
     op, overload = bare.split(".", 1)

@@ -38,8 +38,27 @@ def _unary(op: str):
     return lower
 
 
-for _op in ("relu", "sigmoid", "tanh", "abs", "exp", "log", "neg", "sqrt", "rsqrt", "erf"):
+for _op in ("relu", "sigmoid", "tanh", "abs", "exp", "log", "neg", "sqrt", "rsqrt", "erf", "sin", "cos"):
     lowering("pte", f"aten.{_op}.default")(_unary(_op))
+
+
+_COMPARISONS = ("gt", "lt", "ge", "le", "eq", "ne")
+
+
+def _comparison(op: str):
+    def lower(ctx, node):
+        a = bind(node)
+        if not isinstance(a.self, TensorRef):
+            raise Unsupported(f"{op} of a number and a tensor")
+        key = f"{op}.Tensor_out" if isinstance(a.other, TensorRef) else f"{op}.Scalar_out"
+        return ctx.call(key, {"self": a.self, "other": a.other}, [ctx.output(node)]).name
+
+    lower.__name__ = op
+    return lower
+
+
+for _op in _COMPARISONS:
+    lowering("pte", f"aten.{_op}.Tensor", f"aten.{_op}.Scalar")(_comparison(_op))
 
 
 @lowering("pte", "aten.gelu.default")
@@ -140,13 +159,14 @@ def log_softmax(ctx, node):
                     [ctx.output(node)]).name
 
 
-@lowering("pte", "aten.sum.dim_IntList")
+@lowering("pte", "aten.sum.dim_IntList", "aten.sum.default")
 def sum_dims(ctx, node):
+    """``sum.default`` (every element) is ``sum.IntList_out`` with no dims, as exir emits it."""
     a = bind(node)
     if a.dtype is not None:
         raise Unsupported("sum with a dtype")
-    return ctx.call("sum.IntList_out", {"self": a.self, "dim": a.dim, "keepdim": a.keepdim, "dtype": None},
-                    [ctx.output(node)]).name
+    return ctx.call("sum.IntList_out", {"self": a.self, "dim": a.get("dim"), "keepdim": a.get("keepdim", False),
+                                        "dtype": None}, [ctx.output(node)]).name
 
 
 @lowering("pte", "aten.relu6.default")

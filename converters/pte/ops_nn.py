@@ -188,6 +188,26 @@ def max_pool2d(ctx, node):
     return out.name
 
 
+@lowering("pte", "aten.max_pool2d_with_indices.default")
+def max_pool2d_with_indices(ctx, node):
+    a = bind(node)
+    _rank4(ctx, a, "max_pool2d_with_indices")
+    outs = [ctx.output(node, 0), ctx.output(node, 1)]
+    ctx.call("max_pool2d_with_indices.out", {"self": a.self, "kernel_size": _pair(a.kernel_size),
+                                             "stride": _pair(a.stride), "padding": _pair(a.padding),
+                                             "dilation": _pair(a.dilation), "ceil_mode": a.ceil_mode}, outs)
+    return [o.name for o in outs]
+
+
+@lowering("pte", "aten.embedding.default")
+def embedding(ctx, node):
+    """Rows of ``weight`` by index; ``padding_idx`` and ``scale_grad_by_freq``/``sparse`` shape only
+    the gradient."""
+    a = bind(node)
+    a.declare("padding_idx", "scale_grad_by_freq", "sparse")
+    return ctx.call("embedding.out", {"weight": a.weight, "indices": a.indices}, [ctx.output(node)]).name
+
+
 @lowering("pte", "aten.avg_pool2d.default")
 def avg_pool2d(ctx, node):
     a = bind(node)

@@ -8,6 +8,7 @@ does for a dynamic program).
 
 from __future__ import annotations
 
+from ...schema import definitions as d
 from ..aten.args import bind
 from ..aten.registry import lowering
 from ..errors import Unsupported
@@ -31,6 +32,14 @@ def reshape(ctx, node):
 def permute(ctx, node):
     a = bind(node)
     return ctx.call("permute_copy.out", {"self": a.self, "dims": a.dims}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.numpy_T.default")
+def numpy_t(ctx, node):
+    """``x.T``: every dim reversed."""
+    a = bind(node)
+    rank = ctx.view.tensor(a.self.name).rank
+    return ctx.call("permute_copy.out", {"self": a.self, "dims": list(range(rank))[::-1]}, [ctx.output(node)]).name
 
 
 @lowering("pte", "aten.transpose.int")
@@ -69,6 +78,51 @@ def clone(ctx, node):
     a = bind(node)
     a.declare("memory_format")  # every ExecuTorch tensor here is contiguous (dim order 0..n-1)
     return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten._to_copy.default", "aten.to.dtype", "aten._to_dim_order_copy.default")
+def to_copy(ctx, node):
+    """A cast (or a copy) to the output's dtype: ``dim_order_ops::_to_dim_order_copy.out`` with
+    the contiguous dim order, what exir emits for ``_to_copy``."""
+    a = bind(node)
+    a.declare("dtype")  # the output's metadata holds it
+    _plain_copy(node, a)
+    rank = ctx.view.tensor(node.outputs[0].value.name).rank
+    return ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": a.self, "dim_order": list(range(rank))},
+                    [ctx.output(node)]).name
+
+
+def _plain_copy(node, a) -> None:
+    """Refuse a cast that asks for more than a contiguous CPU copy (a device, a layout, pinned
+    memory, channels-last, a dim order other than 0..n-1); ``non_blocking``/``copy`` change no value."""
+    a.declare("non_blocking", "copy")
+    device = a.get("device")
+    if device is not None and getattr(device, "type", device) != "cpu":
+        raise Unsupported(f"{node.target} to device {device}")
+    if a.get("layout") not in (None, d.Layout.Strided):
+        raise Unsupported(f"{node.target} to layout {a.layout}")
+    if a.get("pin_memory"):
+        raise Unsupported(f"{node.target} with pin_memory=True")
+    if a.get("memory_format") not in (None, d.MemoryFormat.ContiguousFormat, d.MemoryFormat.PreserveFormat):
+        raise Unsupported(f"{node.target} to memory format {a.memory_format}")
+    order = a.get("dim_order")
+    if order is not None and list(order) != list(range(len(order))):
+        raise Unsupported(f"{node.target} to dim order {list(order)}")
+
+
+@lowering("pte", "aten._assert_tensor_metadata.default")
+def assert_tensor_metadata(ctx, node):
+    """torch's check of a tensor's dtype (and sizes, strides, device, layout) at run time: the
+    program's metadata already says what they are, so it holds by construction; a mismatch is
+    refused rather than dropped."""
+    a = bind(node)
+    info = ctx.view.tensor(a.a.name)
+    if a.dtype is not None and a.dtype != info.dtype:
+        raise Unsupported(f"_assert_tensor_metadata of {a.a.name!r} ({info.dtype.name}) asserts dtype {a.dtype}")
+    if a.size is not None and list(a.size) != list(info.shape):
+        raise Unsupported(f"_assert_tensor_metadata of {a.a.name!r} asserts sizes {a.size}")
+    a.declare("stride", "device", "layout")  # contiguous CPU strided tensors: all ExecuTorch has
+    return None
 
 
 @lowering("pte", "aten.dropout.default", "aten.dropout_.default")

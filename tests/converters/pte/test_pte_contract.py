@@ -113,13 +113,23 @@ def test_unsupported_op_is_refused_naming_the_node(tmp_path):
     assert "portable library has aten::cumsum.out" in str(e.value)
 
 
-def test_float64_and_training_batch_norm_are_refused(tmp_path):
+def test_dtypes_a_kernel_does_not_take_and_training_batch_norm_are_refused(tmp_path):
     class M(torch.nn.Module):
         def forward(self, x):
             return x * 2
 
-    path = _save(tmp_path, M(), (torch.randn(3, dtype=torch.float64),))
-    with pytest.raises(UnsupportedOpsError, match="float32"):
+    path = _save(tmp_path, M(), (torch.randn(3, dtype=torch.complex64),))
+    with pytest.raises(UnsupportedOpsError, match=r"input 'x' is complex64: the pte target writes bfloat16, bool, float16"):
+        convert_torch_free("to_pte", path)
+
+    class IntMatmul(torch.nn.Module):
+        def forward(self, a, b):
+            return torch.bmm(a, b)
+
+    ints = (torch.ones(2, 3, 4, dtype=torch.int64), torch.ones(2, 4, 5, dtype=torch.int64))
+    path = _save(tmp_path, IntMatmul(), ints, name="intmm")
+    with pytest.raises(UnsupportedOpsError, match=r"bmm = aten.bmm.default.*\n.*portable bmm.out is not known "
+                                                  r"to take int64 tensors \(argument 'self', 'a"):
         convert_torch_free("to_pte", path)
     bn = torch.nn.BatchNorm1d(4).train()
     path = _save(tmp_path, bn, (torch.randn(3, 4),), name="bn")
