@@ -11,6 +11,8 @@ every call's tensors are checked against the dtypes its kernel takes (``dtypes.c
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...schema import definitions as d
 from ...serde.codec.symbolic import Integer, Symbol
 from ..aten.args import SymRef, TensorRef
@@ -156,6 +158,15 @@ class Ctx:
         if not isinstance(v, TensorValue):
             raise Unsupported(f"{name!r} is not a tensor")
         return v
+
+    def constant_view(self, weight: str, sizes: tuple) -> TensorValue:
+        """The weight ``weight``'s bytes as a constant of other (static) sizes, the same count of
+        elements: a second tensor reading the one buffer."""
+        info = self.view.tensor(weight)
+        if int(np.prod(sizes)) != int(np.prod(info.shape)):
+            raise ConversionError(f"a view of {weight!r} as {sizes} changes its element count", member=self.view.member)
+        st = et_scalar_type(info.dtype, f"weight {weight!r}")
+        return self._add(TensorValue("", st, tuple(sizes), itemsize(info.dtype), weight=weight))
 
     def scalar(self, kind: str, value=None) -> ScalarValue:
         return self._add(ScalarValue(kind, value))

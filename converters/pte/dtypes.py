@@ -57,7 +57,7 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
         "addmm.out", "mm.out", "bmm.out", "convolution.out",
         "_native_batch_norm_legit_no_training.out", "_softmax.out", "gelu.out",
         "avg_pool2d.out", "leaky_relu.out", "sigmoid.out", "tanh.out", "exp.out",
-        "log.out", "sqrt.out", "rsqrt.out", "erf.out", "sin.out", "cos.out", "mean.out")},
+        "log.out", "sqrt.out", "rsqrt.out", "erf.out", "sin.out", "cos.out", "mean.out", "round.out")},
     "max_pool2d_with_indices.out": (FLOATS, {"indices": frozenset({_S.LONG})}),
     # elementwise arithmetic: real tensors (a division's out is a float)
     **{k: (REAL, {}) for k in ("add.out", "add.Scalar_out", "sub.out", "sub.Scalar_out", "mul.out",
