@@ -216,6 +216,8 @@ class Ctx:
             return self.scalar("Null")
         if isinstance(x, (TensorValue, ScalarValue, ListValue)):
             return x
+        if t.startswith("List[Optional[Tensor]]"):  # an index list: None for a dim taken whole
+            return self._add(ListValue("OptionalTensorList", [None if r is None else self.tensor(r) for r in x]))
         if "Tensor" in t and "List" in t:
             return self._add(ListValue("TensorList", [self.tensor(r) if isinstance(r, TensorRef) else r for r in x]))
         if "Tensor" in t:
@@ -248,8 +250,8 @@ class Ctx:
             values.append(v)
             if isinstance(v, TensorValue):
                 reads.append(v)
-            elif isinstance(v, ListValue) and v.kind == "TensorList":
-                reads.extend(v.items)
+            elif isinstance(v, ListValue) and v.kind in ("TensorList", "OptionalTensorList"):
+                reads.extend(x for x in v.items if x is not None)
         if len(k.outs) == 1 and k.outs[0].type.startswith("List[Tensor]"):  # one list of outs
             values += [self._add(ListValue("TensorList", list(outs))), self._add(ListValue("TensorList", list(outs)))]
         elif len(outs) != len(k.outs):
@@ -264,3 +266,22 @@ class Ctx:
             values.append(ret)
         self.plan.calls.append(Call((k.name, k.overload), values, reads, list(outs)))
         return ret
+
+    def call_inplace(self, key: str, target: TensorValue, args: dict) -> TensorValue:
+        """One ``KernelCall`` of the in-place kernel ``key`` (``copy_``) writing ``target``: as exir
+        emits it, ``target`` (the schema's mutated ``self``), the other arguments in schema order
+        (left-out ones taking their defaults), then ``target`` again as the returned value."""
+        k = kernel(key)
+        if len(k.outs) != 1 or k.outs[0].name != "self":
+            raise ConversionError(f"aten::{key} is not an in-place kernel of self")
+        values, reads = [target], []
+        for a in k.inputs:
+            x = args[a.name] if a.name in args else a.default
+            if x is NO_DEFAULT or x == NO_DEFAULT:
+                raise ConversionError(f"aten::{key}: argument {a.name!r} has no value and no default")
+            v = self._arg(a, x)
+            values.append(v)
+            if isinstance(v, TensorValue):
+                reads.append(v)
+        self.plan.calls.append(Call((k.name, k.overload), values + [target], reads + [target], [target]))
+        return target
