@@ -4,7 +4,7 @@ The phases, in order:
 
 1. ``open_program`` (the front end's prechecks), the pre-scan for operators with no PTE
    lowering, and the programs slice 1 refuses as a whole (parameters it writes, inputs other
-   than float32 tensors, a shape symbol with no upper bound: ``max_dims``
+   than float32 tensors or int64 indices, a shape symbol with no upper bound: ``max_dims``
    gives one);
 2. the shared driver lowers every node into a ``Plan`` (``context.Ctx``; ``ops_*.py``): one
    ``KernelCall`` of a portable out-variant kernel per node, arguments in the kernel's schema
@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 
+from ...schema import definitions as d
 from ...serde.codec.symbolic import Symbol
 from ..aten import registry
 from ..aten.failures import report_node
@@ -32,6 +33,7 @@ from .constants import constant_buffers
 from .context import Ctx
 from .kernels import EXECUTORCH_VERSION, out_variant
 from .memory_plan import plan_memory
+from .ops_index import declare_index_input, read_only_as_index
 from .program import Plan, TensorValue
 from .writer import constant_layout, flatbuffer, to_bytes, write_file
 
@@ -42,7 +44,7 @@ _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
 
 
 def _load_lowerings() -> None:
-    from . import ops_attention, ops_elementwise, ops_nn, ops_shape  # noqa: F401  (registration side effects)
+    from . import ops_attention, ops_elementwise, ops_index, ops_nn, ops_shape  # noqa: F401  (registration side effects)
 
 
 def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None):
@@ -152,7 +154,8 @@ def _declare_inputs(view: ProgramView, ctx: Ctx) -> None:
             ctx.state.poisoned.add(u.name)
             continue
         try:
-            ctx.plan.inputs.append(ctx.declare_input(u.name))
+            index = view.tensor(u.name).dtype != d.ScalarType.FLOAT and read_only_as_index(view, u.name)
+            ctx.plan.inputs.append(declare_index_input(ctx, u.name) if index else ctx.declare_input(u.name))
         except Unsupported as e:
             ctx.state.problems.add_value("tensor input", u.name, e.reason)
             ctx.state.poisoned.add(u.name)

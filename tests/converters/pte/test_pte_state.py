@@ -1,7 +1,9 @@
 """State in the .pte target (converters/pte/state.py): buffers a program writes are planned tensors
 that carry their value from one ``execute()`` of a loaded method to the next, start from the
 buffer's saved value (the mutable data segment), and are written back by ``copy_`` as exir does;
-written inputs come back as the first outputs. Every program is converted where ``import torch`` fails and run in
+written inputs come back as the first outputs; KV caches written at an input position through
+``index_copy_``, ``index_put_`` (``k[:, :, pos] = v``) and ``index_add_`` match eager over
+several decode steps. Every program is converted where ``import torch`` fails and run in
 ExecuTorch's runtime against the eager module called as many times."""
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 import torch
 
 from paths import PT2_FIXTURES
-from pt2x.converters.errors import ConversionError
+from pt2x.converters.errors import ConversionError, UnsupportedOpsError
 from pt2x.converters.pte import schema_generated as fb
 from tolerances import assert_close
 from torchfree import convert_torch_free
@@ -192,6 +194,26 @@ def test_validate_reads_initial_values(counters, tmp_path, capsys):
     assert "valid for executorch==1.5" in capsys.readouterr().out
 
 
+class Lifted(torch.nn.Module):
+    """A plain tensor attribute written in place: torch.export lifts it as a constant (as it lifts
+    transformers' StaticCache), and it is state all the same."""
+
+    def __init__(self):
+        super().__init__()
+        self.counter = torch.zeros(3)
+
+    def forward(self, x):
+        self.counter.add_(x)
+        return x * 2 + self.counter
+
+
+def test_a_lifted_tensor_constant_written_in_place_is_state(tmp_path):
+    path = _save(tmp_path, Lifted(), (torch.ones(3),), "lifted")
+    g = torch.Generator().manual_seed(0)
+    _check_steps(convert_torch_free("to_pte", path), Lifted(), [(torch.randn(3, generator=g),) for _ in range(STEPS)],
+                 "lifted")
+
+
 class RunningSum(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -214,6 +236,28 @@ def test_state_across_dynamic_batches(tmp_path):
     g = torch.Generator().manual_seed(1)
     inputs = [(torch.randn(b, 4, generator=g),) for b in (3, 5, 1, 8)]
     _check_steps(convert_torch_free("to_pte", path), eager, inputs, "running sum")
+
+
+class Ring(torch.nn.Module):
+    """A buffer written through views of it (slice assignment): found while lowering."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("hist", torch.arange(6.0).reshape(1, 6))
+
+    def forward(self, x):
+        old = self.hist * 1.0
+        self.hist[:, :-1] = self.hist[:, 1:].clone()
+        self.hist[:, -1:] = x
+        return old + self.hist.sum(dim=1, keepdim=True)
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["in_place", "signature"])
+def test_a_buffer_written_through_views(tmp_path, decompose):
+    path = _save(tmp_path, Ring(), (torch.randn(1, 1),), "ring", decompose)
+    g = torch.Generator().manual_seed(0)
+    _check_steps(convert_torch_free("to_pte", path), Ring(), [(torch.randn(1, 1, generator=g),) for _ in range(STEPS)],
+                 "ring")
 
 
 # ------------------------------------------------------------------ inputs and parameters
@@ -258,3 +302,91 @@ def test_a_written_parameter_is_refused(tmp_path, decompose):
     path = _save(tmp_path, WritesParameter(), (torch.randn(3),), "param", decompose)
     with pytest.raises(ConversionError, match="writes parameter 'w'.*ExecuTorch keeps parameters constant"):
         convert_torch_free("to_pte", path)
+
+
+class PositionMath(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.zeros(4, 2))
+
+    def forward(self, v, pos):
+        self.k.index_copy_(0, pos, v)
+        return self.k + pos[:, None]
+
+
+def test_an_index_input_read_otherwise_is_refused(tmp_path):
+    path = _save(tmp_path, PositionMath(), (torch.randn(1, 2), torch.tensor([1])), "posmath")
+    with pytest.raises(UnsupportedOpsError, match=r"pos = tensor input\(\)\s+reason: is LONG: the pte target converts "
+                                                  "float32"):
+        convert_torch_free("to_pte", path)
+
+
+# ------------------------------------------------------------------------------ KV caches
+
+
+class CacheWrite(torch.nn.Module):
+    """tests/converters/test_cache_writes.py's single writes into a [1, 2, 6, 4] cache."""
+
+    def __init__(self, mode):
+        super().__init__()
+        self.mode = mode
+        self.register_buffer("k", torch.zeros(1, 2, 6, 4))
+
+    def forward(self, v, pos):
+        if self.mode == "index_copy_":
+            self.k.index_copy_(2, pos, v)
+        elif self.mode == "setitem":
+            self.k[:, :, pos] = v
+        else:
+            self.k.index_add_(2, pos, v, alpha=0.5)
+        return self.k * 2.0
+
+
+@pytest.mark.parametrize("decompose", [False, True], ids=["exported", "decomposed"])
+@pytest.mark.parametrize("mode", ["index_copy_", "setitem", "index_add_"])
+def test_cache_write_over_decode_steps(tmp_path, mode, decompose):
+    path = _save(tmp_path, CacheWrite(mode), (torch.randn(1, 2, 1, 4), torch.tensor([3])), mode, decompose)
+    g = torch.Generator().manual_seed(0)
+    positions = [0, 1, 2, 1, 5] if mode == "index_add_" else [0, 1, 2, 3, 5]  # index_add_ adds twice at 1
+    inputs = [(torch.randn(1, 2, 1, 4, generator=g), torch.tensor([p])) for p in positions]
+    _check_steps(convert_torch_free("to_pte", path), CacheWrite(mode), inputs, mode)
+
+
+class DecoderLayer(torch.nn.Module):
+    """Pre-norm attention over a static KV cache written at ``pos``, then an MLP."""
+
+    def __init__(self, write, batch=2, d=32, heads=4, max_len=8):
+        super().__init__()
+        self.write, self.h, self.hd = write, heads, d // heads
+        self.ln = torch.nn.LayerNorm(d)
+        self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.GELU(), torch.nn.Linear(2 * d, d))
+        self.register_buffer("k_cache", torch.zeros(batch, heads, max_len, d // heads))
+        self.register_buffer("v_cache", torch.zeros(batch, heads, max_len, d // heads))
+
+    def forward(self, x, pos):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).view(b, t, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
+        if self.write == "index_copy_":
+            self.k_cache.index_copy_(2, pos, k)
+            self.v_cache.index_copy_(2, pos, v)
+        else:
+            self.k_cache[:, :, pos] = k
+            self.v_cache[:, :, pos] = v
+        y = torch.nn.functional.scaled_dot_product_attention(q, self.k_cache, self.v_cache)
+        x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(x)
+
+
+@pytest.mark.parametrize("write", ["index_copy_", "setitem"])
+def test_decoder_layer_with_a_kv_cache_matches_eager_step_by_step(tmp_path, write):
+    torch.manual_seed(0)
+    m = DecoderLayer(write).eval()
+    path = _save(tmp_path, m, (torch.randn(2, 1, 32), torch.tensor([0])), f"decoder_{write}")
+    data = convert_torch_free("to_pte", path)
+    eager = DecoderLayer(write).eval()
+    eager.load_state_dict(m.state_dict())
+    g = torch.Generator().manual_seed(1)
+    steps = [(torch.randn(2, 1, 32, generator=g), torch.tensor([s])) for s in range(6)]
+    _check_steps(data, eager, steps, f"decoder {write}")
+    assert ("aten::index_put.out" in {name for name, _ in _operators(data)})
