@@ -111,6 +111,10 @@ def write_back(view: ProgramView, ctx: Ctx) -> None:
     buffers = {v.initial: v for v in ctx.plan.state}
     written_inputs = []
     new_values = _new_values(view, ctx)
+    unplanned = sorted(set(new_values) - set(buffers) - set(inputs))
+    if unplanned:  # never dropped: a write nothing carries would be silently lost
+        raise ConversionError(f"the program writes {', '.join(unplanned)}, which is no planned buffer or input",
+                              member=view.member)
     for placeholder in [*buffers, *inputs]:
         if placeholder not in new_values:
             continue
