@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+import pte_zoo
 from paths import PT2_FIXTURES
 from pt2x.converters.errors import ConversionError, UnsupportedOpsError
 from pt2x.converters.pte import schema_generated as fb
@@ -352,39 +353,13 @@ def test_cache_write_over_decode_steps(tmp_path, mode, decompose):
     _check_steps(convert_torch_free("to_pte", path), CacheWrite(mode), inputs, mode)
 
 
-class DecoderLayer(torch.nn.Module):
-    """Pre-norm attention over a static KV cache written at ``pos``, then an MLP."""
-
-    def __init__(self, write, batch=2, d=32, heads=4, max_len=8):
-        super().__init__()
-        self.write, self.h, self.hd = write, heads, d // heads
-        self.ln = torch.nn.LayerNorm(d)
-        self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.GELU(), torch.nn.Linear(2 * d, d))
-        self.register_buffer("k_cache", torch.zeros(batch, heads, max_len, d // heads))
-        self.register_buffer("v_cache", torch.zeros(batch, heads, max_len, d // heads))
-
-    def forward(self, x, pos):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.ln(x)).view(b, t, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
-        if self.write == "index_copy_":
-            self.k_cache.index_copy_(2, pos, k)
-            self.v_cache.index_copy_(2, pos, v)
-        else:
-            self.k_cache[:, :, pos] = k
-            self.v_cache[:, :, pos] = v
-        y = torch.nn.functional.scaled_dot_product_attention(q, self.k_cache, self.v_cache)
-        x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(x)
-
-
 @pytest.mark.parametrize("write", ["index_copy_", "setitem"])
 def test_decoder_layer_with_a_kv_cache_matches_eager_step_by_step(tmp_path, write):
     torch.manual_seed(0)
-    m = DecoderLayer(write).eval()
+    m = pte_zoo.KVDecoderLayer(write).eval()
     path = _save(tmp_path, m, (torch.randn(2, 1, 32), torch.tensor([0])), f"decoder_{write}")
     data = convert_torch_free("to_pte", path)
-    eager = DecoderLayer(write).eval()
+    eager = pte_zoo.KVDecoderLayer(write).eval()
     eager.load_state_dict(m.state_dict())
     g = torch.Generator().manual_seed(1)
     steps = [(torch.randn(2, 1, 32, generator=g), torch.tensor([s])) for s in range(6)]
