@@ -115,16 +115,16 @@ def write_back(view: ProgramView, ctx: Ctx) -> None:
     if unplanned:  # never dropped: a write nothing carries would be silently lost
         raise ConversionError(f"the program writes {', '.join(unplanned)}, which is no planned buffer or input",
                               member=view.member)
-    for placeholder in [*buffers, *inputs]:
-        if placeholder not in new_values:
-            continue
-        target = buffers.get(placeholder) or inputs[placeholder]
+    targets = {p: buffers.get(p) or inputs[p] for p in [*buffers, *inputs] if p in new_values}
+    written = {t.storage(): p for p, t in targets.items()}
+    for placeholder, target in targets.items():
         new = ctx.by_name.get(new_values[placeholder])
         if not isinstance(new, TensorValue):
             raise ConversionError(f"the new value of {placeholder!r} is not a tensor", member=view.member)
         if new is not target:
-            if new.storage() is target.storage():
-                raise ConversionError(f"the new value of {placeholder!r} is a view of its old one: not converted",
+            if new.storage() in written:  # its old contents: a copy_ before this one may have replaced them
+                raise ConversionError(f"the new value of {placeholder!r} is (a view of) the old value of "
+                                      f"{written[new.storage()]!r}, which the program writes too: not converted",
                                       member=view.member)
             ctx.call_inplace("copy_", target, {"src": new, "non_blocking": False})
         if placeholder in inputs:
