@@ -15,7 +15,7 @@ import numpy as np
 from .arrays import byte_chunks
 from .program import Plan, TensorValue
 
-__all__ = ["constant_buffers"]
+__all__ = ["constant_buffers", "shared_buffers"]
 
 _COMPARE = 1 << 20  # bytes compared at once
 
@@ -43,6 +43,12 @@ def constant_buffers(plan: Plan, weights: dict) -> tuple[list[np.ndarray], dict[
     """(buffer i+1's array, weight placeholder -> its buffer index) for the weights ``plan``
     reads, in first-use order; ``weights``: the program's (``ProgramView.weights``)."""
     used = list(dict.fromkeys(v.weight for v in plan.values if isinstance(v, TensorValue) and v.weight))
+    return shared_buffers(used, weights)
+
+
+def shared_buffers(used: list[str], weights: dict) -> tuple[list[np.ndarray], dict[str, int]]:
+    """(buffer i+1's array, placeholder -> its buffer index) for the weight placeholders ``used``,
+    in their order, byte-identical ones sharing a buffer."""
     by_size: dict[tuple, list[str]] = {}
     for name in used:
         arr = weights[name].array

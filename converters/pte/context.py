@@ -227,6 +227,8 @@ class Ctx:
             return self.scalar("Null")
         if isinstance(x, (TensorValue, ScalarValue, ListValue)):
             return x
+        if t.startswith("List[Optional[Tensor]]"):  # an index list: None for a dim taken whole
+            return self._add(ListValue("OptionalTensorList", [None if r is None else self.tensor(r) for r in x]))
         if "Tensor" in t and "List" in t:
             return self._add(ListValue("TensorList", [self.tensor(r) if isinstance(r, TensorRef) else r for r in x]))
         if "Tensor" in t:
@@ -260,12 +262,12 @@ class Ctx:
             if isinstance(v, TensorValue):
                 reads.append(v)
                 typed.append((a.name, v))
-            elif isinstance(v, ListValue) and v.kind == "TensorList":
-                reads.extend(v.items)
-                typed.extend((a.name, t) for t in v.items)
+            elif isinstance(v, ListValue) and v.kind in ("TensorList", "OptionalTensorList"):
+                reads.extend(x for x in v.items if x is not None)
+                typed.extend((a.name, t) for t in v.items if t is not None)
         out_names = [o.name for o in k.outs] if len(k.outs) == len(outs) else [k.outs[0].name] * len(outs)
         typed.extend(zip(out_names, outs))
-        check_call(key, lambda t: t.name or t.weight or "a constant", typed)
+        check_call(key, _value_name, typed)
         if len(k.outs) == 1 and k.outs[0].type.startswith("List[Tensor]"):  # one list of outs
             values += [self._add(ListValue("TensorList", list(outs))), self._add(ListValue("TensorList", list(outs)))]
         elif len(outs) != len(k.outs):
@@ -281,7 +283,32 @@ class Ctx:
         self.plan.calls.append(Call((k.name, k.overload), values, reads, list(outs)))
         return ret
 
+    def call_inplace(self, key: str, target: TensorValue, args: dict) -> TensorValue:
+        """One ``KernelCall`` of the in-place kernel ``key`` (``copy_``) writing ``target``: as exir
+        emits it, ``target`` (the schema's mutated ``self``), the other arguments in schema order
+        (left-out ones taking their defaults), then ``target`` again as the returned value."""
+        k = kernel(key)
+        if len(k.outs) != 1 or k.outs[0].name != "self":
+            raise ConversionError(f"aten::{key} is not an in-place kernel of self")
+        values, reads = [target], []
+        for a in k.inputs:
+            x = args[a.name] if a.name in args else a.default
+            if x is NO_DEFAULT or x == NO_DEFAULT:
+                raise ConversionError(f"aten::{key}: argument {a.name!r} has no value and no default")
+            v = self._arg(a, x)
+            values.append(v)
+            if isinstance(v, TensorValue):
+                reads.append(v)
+        check_call(key, _value_name, [("self", target)] + [(a.name, v) for a, v in zip(k.inputs, values[1:])
+                                                              if isinstance(v, TensorValue)])
+        self.plan.calls.append(Call((k.name, k.overload), values + [target], reads + [target], [target]))
+        return target
+
 
 def _tensor_outputs(node: d.Node) -> list[str]:
     return [a.value.name for a in node.outputs if a.type == "as_tensor"] or \
            [t.name for a in node.outputs if a.type == "as_tensors" for t in a.value]
+
+
+def _value_name(t: TensorValue) -> str:
+    return t.name or t.weight or "a constant"

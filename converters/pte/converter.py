@@ -3,11 +3,13 @@
 The phases, in order:
 
 1. ``open_program`` (the front end's prechecks), the pre-scan for operators with no PTE
-   lowering, and the programs slice 1 refuses as a whole (state it writes, inputs other than
-   float32 tensors, a shape symbol with no upper bound: ``max_dims`` gives one);
+   lowering, and the programs slice 1 refuses as a whole (parameters it writes, inputs of a dtype
+   the target does not write, a shape symbol with no upper bound: ``max_dims``
+   gives one);
 2. the shared driver lowers every node into a ``Plan`` (``context.Ctx``; ``ops_*.py``): one
    ``KernelCall`` of a portable out-variant kernel per node, arguments in the kernel's schema
-   order; every refusal is collected into one ``UnsupportedOpsError``;
+   order; every refusal is collected into one ``UnsupportedOpsError``. The buffers the program
+   writes are planned tensors bound before it, and written back after it (``state.py``);
 3. ``memory_plan``: one arena, lifetime-based offsets;
 4. ``writer``: the flatbuffer, its extended header, the constants streamed into the segment.
 """
@@ -25,6 +27,7 @@ from ..aten.lower import LoweringState, Names, lower_graph, program_names
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from ..report import Problems
+from . import state
 from .constants import constant_buffers
 from .context import Ctx
 from .kernels import EXECUTORCH_VERSION, out_variant
@@ -39,7 +42,7 @@ _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
 
 
 def _load_lowerings() -> None:
-    from . import ops_attention, ops_elementwise, ops_nn, ops_quant, ops_shape  # noqa: F401  (registration side effects)
+    from . import ops_attention, ops_elementwise, ops_index, ops_nn, ops_quant, ops_shape  # noqa: F401  (registration side effects)
 
 
 def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None):
@@ -60,12 +63,14 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
         with stage(member, "writing the ExecuTorch program"):
             arrays, buffer_of = constant_buffers(plan, view.weights)
             constants = constant_layout(arrays)
+            initial_arrays, initial_of = state.initial_buffers(plan, view.weights)
+            initial = constant_layout(initial_arrays) if initial_arrays else None
             in_spec, out_spec = _specs(view)
-            program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec)
+            program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec, initial, initial_of)
             if dst is None:
-                return to_bytes(program, constants)
+                return to_bytes(program, constants, initial)
         with stage(member, "writing the .pte file", passthrough=(OSError,)):
-            write_file(os.fspath(dst), program, constants)
+            write_file(os.fspath(dst), program, constants, initial)
         return None
     finally:
         del keep
@@ -75,17 +80,28 @@ def plan_program(view: ProgramView, bounds: dict[str, int]) -> Plan:
     """Every node of ``view`` lowered into a numbered ``Plan`` (``bounds``: each shape symbol's
     upper bound); every refusal collected into one ``UnsupportedOpsError``."""
     _load_lowerings()
-    lowering = LoweringState(_missing_lowerings(view))
-    ctx = Ctx(view, Names(program_names(view)), lowering, bounds)
-    _refuse_programs(view)
-    _declare_inputs(view, ctx)
-    lower_graph(ctx)
-    lowering.problems.raise_if_any()
-    _refuse_state(view, ctx)
+    state.refuse_parameters(view)
+    buffers = state.written_buffers(view)
+    ctx = _lowered(view, bounds, buffers)
+    late = state.late_buffers(view, ctx, buffers)
+    if late:  # written through a view of them: lowered again with every read of them seeing the state
+        ctx = _lowered(view, bounds, buffers + late)
+    state.write_back(view, ctx)
     _declare_outputs(view, ctx)
-    lowering.problems.raise_if_any()
+    ctx.state.problems.raise_if_any()
     ctx.plan.number()
     return ctx.plan
+
+
+def _lowered(view: ProgramView, bounds: dict[str, int], buffers: list[str]) -> Ctx:
+    """The program's nodes lowered, with ``buffers`` (the placeholders it writes) planned as state."""
+    lowering = LoweringState(_missing_lowerings(view))
+    ctx = Ctx(view, Names(program_names(view)), lowering, bounds)
+    _declare_inputs(view, ctx)
+    state.declare_buffers(view, ctx, buffers)
+    lower_graph(ctx)
+    lowering.problems.raise_if_any()
+    return ctx
 
 
 def _missing_lowerings(view: ProgramView) -> Problems:
@@ -127,19 +143,6 @@ def _bounds(view: ProgramView, max_dims: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _refuse_programs(view: ProgramView) -> None:
-    if view.mutations:
-        raise ConversionError("the program writes buffers or inputs (state): the pte target does not convert "
-                              "mutations yet", member=view.member)
-
-
-def _refuse_state(view: ProgramView, ctx: Ctx) -> None:
-    """In-place writes to a weight or input (training IR lists no mutation for them) are state too."""
-    if ctx.state.mutated:
-        raise ConversionError(f"the program writes {', '.join(sorted(ctx.state.mutated))} in place (state): the pte "
-                              "target does not convert mutations yet", member=view.member)
-
-
 def _declare_inputs(view: ProgramView, ctx: Ctx) -> None:
     for u in view.user_inputs:
         if u.kind == "constant":
@@ -171,9 +174,9 @@ def _declare_outputs(view: ProgramView, ctx: Ctx) -> None:
             ctx.state.problems.add_value("graph output", name, "an output that is a view of a weight: not converted yet")
             continue
         if not isinstance(v, TensorValue) or v in ctx.plan.inputs or v.storage() in ctx.plan.inputs \
-                or v in ctx.plan.outputs:
-            ctx.state.problems.add_value("graph output", name, "an output that is an input or repeats another "
-                                         "output: not converted yet")
+                or v in ctx.plan.outputs or v.storage() in ctx.plan.state:
+            ctx.state.problems.add_value("graph output", name, "an output that is an input, a mutable buffer (or a "
+                                         "view of one) or repeats another output: not converted yet")
             continue
         ctx.plan.outputs.append(v)
 

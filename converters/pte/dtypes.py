@@ -70,7 +70,10 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
     # data movement: any dtype, the same in and out
     **{k: (ALL, {}) for k in ("permute_copy.out", "transpose_copy.int_out", "view_copy.out", "clone.out",
                                "cat.out", "slice_copy.Tensor_out", "select_copy.int_out", "expand_copy.out",
-                               "split_with_sizes_copy.out", "sym_size.int")},
+                               "split_with_sizes_copy.out", "sym_size.int", "slice_scatter.out",
+                               "select_scatter.out", "copy.out", "copy_")},
+    # writes at int64 positions (a KV cache's update)
+    "index_put.out": (ALL, {"indices": frozenset({_S.LONG})}),
     # casts: any dtype to any dtype
     "dim_order_ops::_to_dim_order_copy.out": (ALL, {}),
     "embedding.out": (ALL, {"indices": INDICES}),

@@ -50,7 +50,7 @@ def kernel(key: str) -> Kernel:
         EXECUTORCH_PRIM.get(bare) if namespace == "executorch_prim" else PORTABLE.get(key)
     if args is None:
         raise Unsupported(f"ExecuTorch {EXECUTORCH_VERSION}'s portable kernels have no {namespace}::{bare}")
-    op, overload = bare.split(".", 1)
+    op, _, overload = bare.partition(".")  # an in-place kernel (copy_) has no overload name
     parsed = [KernelArg(n, t, dflt, out) for n, t, dflt, _kw, out in args]
     return Kernel(f"{namespace}::{op}", overload, tuple(a for a in parsed if not a.is_out),
                   tuple(a for a in parsed if a.is_out))

@@ -3,7 +3,9 @@
 constant slot).
 
 A tensor's storage lives from the call that writes it (inputs: from before the first call)
-to the last call that reads it or any view of it (outputs: to the end). Storages are placed
+to the last call that reads it or any view of it (outputs: to the end). A mutable buffer
+(``Plan.state``) lives from before the first call to the end, so no other tensor ever shares
+its bytes and its value carries from one ``execute()`` to the next. Storages are placed
 largest first at the lowest ``ALIGNMENT``-aligned offset whose bytes no storage with an
 overlapping lifetime holds. A view (``TensorValue.alias_of``) shares its base's offset.
 """
@@ -34,7 +36,8 @@ def _align(n: int) -> int:
 
 
 def lifetimes(plan: Plan) -> dict:
-    """Planned storage -> (first, last) call index; inputs start at -1, outputs end past the last call."""
+    """Planned storage -> (first, last) call index; inputs start at -1, outputs end past the last
+    call, mutable buffers do both."""
     end = len(plan.calls)
     span: dict = {}
 
@@ -45,7 +48,7 @@ def lifetimes(plan: Plan) -> dict:
         first, last = span.get(s, (i, i))
         span[s] = (min(first, i), max(last, i))
 
-    for t in plan.inputs:
+    for t in plan.inputs + plan.state:
         if isinstance(t, TensorValue):
             touch(t, -1)
     for i, c in enumerate(plan.calls):
@@ -53,7 +56,7 @@ def lifetimes(plan: Plan) -> dict:
             touch(t, i)
         for t in c.reads:
             touch(t, i)
-    for t in plan.outputs:
+    for t in plan.outputs + plan.state:
         if isinstance(t, TensorValue):
             touch(t, end)
     return span

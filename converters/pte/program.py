@@ -4,7 +4,9 @@
 weight's constant, or a view sharing another tensor's storage), scalars (Int, Double, Bool,
 String, Null) and lists (an ``IntList`` or ``TensorList`` holds the indices of other values).
 ``Call``s are the chain's ``KernelCall``s: an operator index and value indices in the kernel's
-schema order, its ``out`` tensors, then the returned value. Every tensor value has a name (the
+schema order, its ``out`` tensors, then the returned value. ``state`` lists the planned tensors
+that persist from one call of the method to the next (mutable buffers, each starting from its
+``initial`` value). Every tensor value has a name (the
 driver renames a node's output after the program's value).
 """
 
@@ -26,6 +28,7 @@ class TensorValue:
     dynamic: bool = False  # DYNAMIC_BOUND: the kernels resize it, within ``sizes``
     weight: str | None = None  # the weight placeholder whose bytes are this constant
     alias_of: "TensorValue | None" = None  # a view: the storage of this tensor
+    initial: str | None = None  # a mutable buffer: the weight placeholder whose bytes it holds at method load
     index: int = -1
 
     @property
@@ -69,6 +72,7 @@ class Plan:
     calls: list = field(default_factory=list)
     inputs: list = field(default_factory=list)  # TensorValues (or ScalarValues)
     outputs: list = field(default_factory=list)
+    state: list = field(default_factory=list)  # TensorValues that persist across calls (mutable buffers)
 
     def add(self, value):
         self.values.append(value)

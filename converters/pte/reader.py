@@ -269,11 +269,13 @@ def _read(c: _Checked, size: int, name: str, header, where: list) -> dict:
                                  "location": f"segment {seg_index}"}
                                 for i, off in enumerate(offsets) if i > 0]
             n_constants = len(offsets)
+    n_mutable = []  # per mutable_data_segments entry: its buffers (entry 0 reserved)
     for i in range(c.vector(program._tab, _SLOT["mutable_data_segments"], 4, "mutable_data_segments", MAX_PLANS)):
         p = f"mutable_data_segments[{i}]"
         m = program.MutableDataSegments(i)
         c.table(m._tab, p)
-        if c.vector(m._tab, _SUBSEGMENT_OFFSETS, 8, f"{p}.offsets", MAX_VALUES) and m.SegmentIndex() >= len(segments):
+        n_mutable.append(c.vector(m._tab, _SUBSEGMENT_OFFSETS, 8, f"{p}.offsets", MAX_VALUES))
+        if n_mutable[-1] and m.SegmentIndex() >= len(segments):
             _fail(f"{p}.segment_index", f"segment {m.SegmentIndex()} does not exist (the file has {len(segments)})")
     plans = []
     for k in range(c.vector(program._tab, _SLOT["execution_plan"], 4, "execution_plan", MAX_PLANS)):
@@ -281,7 +283,7 @@ def _read(c: _Checked, size: int, name: str, header, where: list) -> dict:
         where[0] = p
         plan = program.ExecutionPlan(k)
         c.table(plan._tab, p)
-        plans.append(_plan(c, fb, plan, p, n_constants, len(segments), len(inline_delegate_data), where))
+        plans.append(_plan(c, fb, plan, p, (n_constants, n_mutable), len(segments), len(inline_delegate_data), where))
     return {
         "file": name,
         "kind": "executorch-program",
@@ -302,7 +304,9 @@ def _dtype_names(fb) -> dict:
     return {v: k for k, v in vars(fb.ScalarType).items() if k.isupper()}
 
 
-def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buffer_sizes: list) -> dict:
+def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, buffer_sizes: list) -> dict:
+    """One tensor; ``data_buffers``: the constant buffers' count and each mutable data segment's
+    (a planned tensor's ``data_buffer_idx`` names its initial value in the mutable one)."""
     t = fb.Tensor()
     t.Init(val.Bytes, val.Pos)
     dtype = t.ScalarType()
@@ -316,9 +320,18 @@ def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buff
     if dyn not in _DYNAMISM:
         _fail(f"{p}.shape_dynamism", f"{dyn} is not a TensorShapeDynamism")
     buffer = t.DataBufferIdx()
-    if buffer and buffer >= n_constants:
+    planned = c.target(t._tab, _TENSOR_SLOT["allocation_info"], f"{p}.allocation_info") is not None
+    mutable_segment = 0
+    if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is not None:
+        c.table(t.ExtraTensorInfo()._tab, f"{p}.extra_tensor_info")
+        mutable_segment = t.ExtraTensorInfo().MutableDataSegmentsIdx()
+    n_constants, n_mutable = data_buffers
+    if buffer and not planned and buffer >= n_constants:
         _fail(f"{p}.data_buffer_idx", f"constant buffer {buffer} does not exist (the file has {n_constants})")
-    if c.target(t._tab, _TENSOR_SLOT["allocation_info"], f"{p}.allocation_info") is not None:
+    if buffer and planned and (mutable_segment >= len(n_mutable) or buffer >= n_mutable[mutable_segment]):
+        _fail(f"{p}.data_buffer_idx", f"initial value {buffer} of a mutable tensor does not exist (mutable data "
+                                      f"segment {mutable_segment} of {len(n_mutable)})")
+    if planned:
         a = t.AllocationInfo()
         c.table(a._tab, f"{p}.allocation_info")
         if not 0 < a.MemoryId() < n_buffers:
@@ -329,14 +342,12 @@ def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buff
         end = (a.MemoryOffsetHigh() << 32 | a.MemoryOffsetLow()) + numel * _ELEMENT_BYTES[dtype]
         if end > buffer_sizes[a.MemoryId()]:
             _fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
-    if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is not None:
-        c.table(t.ExtraTensorInfo()._tab, f"{p}.extra_tensor_info")
     dtype_name = _dtype_names(fb).get(dtype, str(dtype))
     return {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
-            "dynamic": dyn != 0, "constant": bool(buffer)}
+            "dynamic": dyn != 0, "constant": bool(buffer) and not planned}
 
 
-def _plan(c: _Checked, fb, plan, p: str, n_constants: int, n_segments: int, n_inline: int, where: list) -> dict:
+def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n_inline: int, where: list) -> dict:
     name = c.string(plan._tab, _PLAN_SLOT["name"], f"{p}.name")
     buffer_sizes = c.vector_values(plan._tab, _PLAN_SLOT["non_const_buffer_sizes"], "q", f"{p}.non_const_buffer_sizes", MAX_PLANS)
     if any(s < 0 for s in buffer_sizes):
@@ -360,7 +371,7 @@ def _plan(c: _Checked, fb, plan, p: str, n_constants: int, n_segments: int, n_in
         val = ev.Val()
         c.table(val, f"{vp}.val")
         if kind == "Tensor":
-            values.append(_tensor(c, fb, val, f"{vp}.val", n_constants, len(buffer_sizes), buffer_sizes))
+            values.append(_tensor(c, fb, val, f"{vp}.val", data_buffers, len(buffer_sizes), buffer_sizes))
         elif kind in ("IntList", "TensorList", "OptionalTensorList"):
             fmt = "q" if kind == "IntList" else "i"
             items = c.vector_values(val, _ITEMS, fmt, f"{vp}.val.items", MAX_VALUES)

@@ -10,9 +10,11 @@ The layout, as exir writes it::
     [40:]   the rest of the flatbuffer
     pad to SEGMENT_ALIGNMENT, then segment 0: the constants, each CONSTANT_ALIGNMENT-aligned;
     ``constant_segment.offsets[i]`` is buffer i's offset in it (entry 0 is reserved)
+    with mutable buffers, pad to SEGMENT_ALIGNMENT, then segment 1: their initial values, laid
+    out as the constants; ``mutable_data_segments[0].offsets[i]`` is buffer i's offset in it
 
-Each weight is streamed from the archive's memory map into the file once (``write_file``);
-nothing holds all of them at once.
+Each weight (and each mutable buffer's initial value) is streamed from the archive's memory
+map into the file once (``write_file``); nothing holds all of them at once.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _tables(b: flatbuffers.Builder, offsets: list) -> int:
     return b.EndVector()
 
 
-def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_of: dict) -> int:
+def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_of: dict, initial_of: dict) -> int:
     sizes = _ints(b, t.sizes, np.int32)
     dim_order = _ints(b, range(len(t.sizes)), np.uint8)
     storage = t.storage()
@@ -93,7 +95,9 @@ def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_o
     fb.TensorAddSizes(b, sizes)
     fb.TensorAddDimOrder(b, dim_order)
     fb.TensorAddRequiresGrad(b, False)
-    fb.TensorAddDataBufferIdx(b, buffer_of.get(storage.weight, 0) if storage.weight is not None else 0)
+    # a constant's buffer in the constant segment; a mutable buffer's initial value in the mutable one
+    fb.TensorAddDataBufferIdx(b, buffer_of.get(storage.weight, 0) if storage.weight is not None else
+                              initial_of.get(storage.initial, 0) if t is storage and storage.initial else 0)
     if alloc is not None:
         fb.TensorAddAllocationInfo(b, alloc)
     fb.TensorAddLayout(b, 0)
@@ -131,15 +135,20 @@ def _list(b: flatbuffers.Builder, v: ListValue) -> tuple[int, int]:
         fb.IntListStart(b)
         fb.IntListAddItems(b, items)
         return fb.KernelTypes.IntList, fb.IntListEnd(b)
+    if v.kind == "OptionalTensorList":  # -1 for None, as exir writes it
+        items = _ints(b, (-1 if x is None else x.index for x in v.items), np.int32)
+        fb.OptionalTensorListStart(b)
+        fb.OptionalTensorListAddItems(b, items)
+        return fb.KernelTypes.OptionalTensorList, fb.OptionalTensorListEnd(b)
     items = _ints(b, (x.index for x in v.items), np.int32)
     fb.TensorListStart(b)
     fb.TensorListAddItems(b, items)
     return fb.KernelTypes.TensorList, fb.TensorListEnd(b)
 
 
-def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict) -> int:
+def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict, initial_of: dict) -> int:
     if isinstance(v, TensorValue):
-        kind, table = fb.KernelTypes.Tensor, _tensor(b, v, memory, buffer_of)
+        kind, table = fb.KernelTypes.Tensor, _tensor(b, v, memory, buffer_of, initial_of)
     elif isinstance(v, ListValue):
         kind, table = _list(b, v)
     else:
@@ -183,12 +192,14 @@ def _operators(b: flatbuffers.Builder, ops: list) -> int:
 
 
 def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer_of: dict,
-               in_spec: str, out_spec: str) -> bytes:
-    """The ``Program`` flatbuffer (no extended header yet)."""
+               in_spec: str, out_spec: str, initial: ConstantLayout | None = None,
+               initial_of: dict | None = None) -> bytes:
+    """The ``Program`` flatbuffer (no extended header yet). ``initial``/``initial_of``: the
+    mutable buffers' initial values (segment 1) and each buffer placeholder's index in them."""
     b = flatbuffers.Builder(1024)
     ops = plan.operators()
     op_index = {op: i for i, op in enumerate(ops)}
-    values = [_evalue(b, v, memory, buffer_of) for v in plan.values]
+    values = [_evalue(b, v, memory, buffer_of, initial_of or {}) for v in plan.values]
     values_vec = _tables(b, values)
     chain = _chain(b, plan, op_index)
     chains = _tables(b, [chain])
@@ -215,16 +226,16 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     fb.ExecutionPlanAddNonConstBufferSizes(b, sizes)
     plan_table = fb.ExecutionPlanEnd(b)
     plans = _tables(b, [plan_table])
-    offsets = _ints(b, constants.offsets, np.uint64)
-    fb.SubsegmentOffsetsStart(b)
-    fb.SubsegmentOffsetsAddSegmentIndex(b, 0)
-    fb.SubsegmentOffsetsAddOffsets(b, offsets)
-    constant_segment = fb.SubsegmentOffsetsEnd(b)
-    fb.DataSegmentStart(b)
-    fb.DataSegmentAddOffset(b, 0)
-    fb.DataSegmentAddSize(b, constants.size)
-    segment = fb.DataSegmentEnd(b)
-    segments = _tables(b, [segment])
+    constant_segment = _subsegments(b, 0, constants)
+    mutable_segments = _tables(b, [_subsegments(b, 1, initial)]) if initial is not None else None
+    layouts = _segment_layouts(constants, initial)
+    segment_tables = []
+    for offset, layout in layouts:
+        fb.DataSegmentStart(b)
+        fb.DataSegmentAddOffset(b, offset)
+        fb.DataSegmentAddSize(b, layout.size)
+        segment_tables.append(fb.DataSegmentEnd(b))
+    segments = _tables(b, segment_tables)
     empty_buffers = _tables(b, [])
     fb.ProgramStart(b)
     fb.ProgramAddVersion(b, 0)
@@ -232,6 +243,8 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     fb.ProgramAddConstantBuffer(b, empty_buffers)
     fb.ProgramAddSegments(b, segments)
     fb.ProgramAddConstantSegment(b, constant_segment)
+    if mutable_segments is not None:
+        fb.ProgramAddMutableDataSegments(b, mutable_segments)
     b.Finish(fb.ProgramEnd(b), file_identifier=FILE_IDENTIFIER)
     out = bytes(b.Output())
     if len(out) > _MAX_FLATBUFFER:
@@ -239,7 +252,29 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     return out
 
 
+def _subsegments(b: flatbuffers.Builder, segment_index: int, layout: ConstantLayout) -> int:
+    offsets = _ints(b, layout.offsets, np.uint64)
+    fb.SubsegmentOffsetsStart(b)
+    fb.SubsegmentOffsetsAddSegmentIndex(b, segment_index)
+    fb.SubsegmentOffsetsAddOffsets(b, offsets)
+    return fb.SubsegmentOffsetsEnd(b)
+
+
 # ------------------------------------------------------------------ header and segments
+
+
+def _segment_layouts(constants: ConstantLayout, initial: ConstantLayout | None) -> list[tuple[int, ConstantLayout]]:
+    """(offset from the segment base, layout) of each segment: the constants, then the mutable
+    buffers' initial values (when there are any), each SEGMENT_ALIGNMENT-aligned."""
+    out = [(0, constants)]
+    if initial is not None:
+        out.append((_align(constants.size, SEGMENT_ALIGNMENT), initial))
+    return out
+
+
+def _segments_size(constants: ConstantLayout, initial: ConstantLayout | None) -> int:
+    offset, last = _segment_layouts(constants, initial)[-1]
+    return offset + last.size
 
 
 def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
@@ -254,15 +289,17 @@ def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
     return struct.pack("<I", root) + program[4:8] + header + program[8:], base
 
 
-def _write_segments(f, head: bytes, base: int, constants: ConstantLayout) -> None:
+def _write_segments(f, head: bytes, base: int, constants: ConstantLayout, initial: ConstantLayout | None) -> None:
     f.write(head)
-    at = len(head)
-    f.write(b"\0" * (base - at))
-    at = 0
-    for arr, off in zip(constants.arrays, constants.offsets[1:]):
-        f.write(b"\0" * (off - at))
-        _write_array(f, arr)
-        at = off + arr.nbytes
+    f.write(b"\0" * (base - len(head)))
+    at = 0  # bytes written past the segment base
+    for start, layout in _segment_layouts(constants, initial):
+        for arr, off in zip(layout.arrays, layout.offsets[1:]):
+            f.write(b"\0" * (start + off - at))
+            _write_array(f, arr)
+            at = start + off + arr.nbytes
+        f.write(b"\0" * (start + layout.size - at))
+        at = start + layout.size
 
 
 def _write_array(f, arr: np.ndarray) -> None:
@@ -271,15 +308,15 @@ def _write_array(f, arr: np.ndarray) -> None:
         f.write(part)
 
 
-def to_bytes(program: bytes, constants: ConstantLayout) -> bytes:
+def to_bytes(program: bytes, constants: ConstantLayout, initial: ConstantLayout | None = None) -> bytes:
     import io
 
-    head, base = with_header(program, constants.size)
+    head, base = with_header(program, _segments_size(constants, initial))
     buf = io.BytesIO()
-    _write_segments(buf, head, base, constants)
+    _write_segments(buf, head, base, constants, initial)
     return buf.getvalue()
 
 
-def write_file(dst, program: bytes, constants: ConstantLayout) -> None:
-    head, base = with_header(program, constants.size)
-    write_atomically(dst, lambda f: _write_segments(f, head, base, constants))
+def write_file(dst, program: bytes, constants: ConstantLayout, initial: ConstantLayout | None = None) -> None:
+    head, base = with_header(program, _segments_size(constants, initial))
+    write_atomically(dst, lambda f: _write_segments(f, head, base, constants, initial))

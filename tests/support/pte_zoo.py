@@ -142,6 +142,33 @@ class TwoOutputs(torch.nn.Module):
         return (x * 2.0 + y).relu(), torch.cat([x, y], 0).mean(dim=0)
 
 
+class KVDecoderLayer(torch.nn.Module):
+    """A decoder layer with a static KV cache: pre-norm attention (no mask) over two cache buffers
+    written at the input position ``pos`` (``index_copy_`` or ``k[:, :, pos] = v``), then an MLP."""
+
+    def __init__(self, write, batch=2, d=32, heads=4, max_len=8):
+        super().__init__()
+        self.write, self.h, self.hd = write, heads, d // heads
+        self.ln = torch.nn.LayerNorm(d)
+        self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(d, 2 * d), torch.nn.GELU(), torch.nn.Linear(2 * d, d))
+        self.register_buffer("k_cache", torch.zeros(batch, heads, max_len, d // heads))
+        self.register_buffer("v_cache", torch.zeros(batch, heads, max_len, d // heads))
+
+    def forward(self, x, pos):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln(x)).view(b, t, 3, self.h, self.hd).permute(2, 0, 3, 1, 4)
+        if self.write == "index_copy_":
+            self.k_cache.index_copy_(2, pos, k)
+            self.v_cache.index_copy_(2, pos, v)
+        else:
+            self.k_cache[:, :, pos] = k
+            self.v_cache[:, :, pos] = v
+        y = torch.nn.functional.scaled_dot_product_attention(q, self.k_cache, self.v_cache)
+        x = x + self.o(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(x)
+
+
 PROGRAMS = {
     # name -> (module, example inputs, dynamic_shapes or None, extra input sets to run)
     "mlp": (MLP, lambda: (torch.randn(2, 8),), None, []),

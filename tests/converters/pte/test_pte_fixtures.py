@@ -28,7 +28,6 @@ CASES = sorted(glob.glob(os.path.join(PT2_FIXTURES, "torch-*", "*.pt2")))
 
 # case -> words of the refusal every release's file gets
 REFUSED: dict[str, str] = {
-    "buffer_mutation": "the program writes .*state.*: the pte target does not convert mutations yet",
     "cond": "higher_order.cond",
 }
 # case -> the stored inputs that are constants of the program (a kwarg torch baked in at export)
