@@ -127,7 +127,8 @@ def _branch(ctx, graph_arg, operands: list, outs: list) -> list:
     values, storages = [], set()
     for arg, out in zip(view.output_args, outs):
         v = _branch_output(ctx, child, arg, graph_arg.name)
-        if id(v.storage()) not in made or id(v.storage()) in storages:
+        s = v.storage()
+        if id(s) not in made or id(s) in storages or s.weight is not None:
             v = _copy(child, v, arg.value.name)
         storages.add(id(v.storage()))
         ctx.plan.calls.append(Move(v, out))
