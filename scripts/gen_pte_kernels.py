@@ -26,9 +26,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET = os.path.join(os.path.dirname(_HERE), "converters", "pte", "_kernel_table.py")
 # registered by the runtime itself (runtime/kernel/prim_ops), not by functions.yaml; ATen schemas
 PRIM_OPS = ("sym_size.int",)
-# the runtime's executorch_prim operators pt2x calls: symbolic int arithmetic, schemas as exir
-# registers them with torch (executorch/exir/passes/executorch_prim_ops_registry.py)
-EXECUTORCH_PRIM_OPS = ("mul.Scalar",)
+# the runtime's executorch_prim operators pt2x calls: symbolic int arithmetic and the comparisons a
+# cond's SymBool predicate is made of, schemas as exir registers them with torch
+# (executorch/exir/passes/executorch_prim_ops_registry.py)
+EXECUTORCH_PRIM_OPS = ("mul.Scalar", "eq.Scalar", "gt.Scalar", "lt.Scalar", "ge.Scalar", "le.Scalar")
 
 _ARG = re.compile(r"^(?P<type>[A-Za-z_]+(?:\([a-z]!?\))?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
 
@@ -146,7 +147,7 @@ def generate() -> str:
     lines += ["}", "", "# primitive operators the runtime registers (aten namespace)", "PRIM = {"]
     for name in sorted(prims):
         lines.append(f"    {name!r}: {_fmt(prims[name])},")
-    lines += ["}", "", "# the runtime's executorch_prim operators (symbolic int arithmetic)", "EXECUTORCH_PRIM = {"]
+    lines += ["}", "", "# the runtime's executorch_prim operators (symbolic int arithmetic and comparisons)", "EXECUTORCH_PRIM = {"]
     for name in sorted(et_prims):
         lines.append(f"    {name!r}: {_fmt(et_prims[name])},")
     lines += ["}", ""]

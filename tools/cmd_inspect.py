@@ -16,6 +16,9 @@ from .summary import archive_summary
 
 _SHOWN_CHARS = 120  # of an invalid expression's text, in the text output
 _AOTI_FACTS = ("platform", "machine", "device", "cpu_isa", "compute_capability")
+# a .pte's instruction kinds, as the text output counts them
+_INSTRUCTION_WORDS = {"KernelCall": "kernel calls", "DelegateCall": "delegate calls", "MoveCall": "moves",
+                      "JumpFalseCall": "jumps", "FreeCall": "frees"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -76,8 +79,9 @@ def _run_pte(args: argparse.Namespace) -> int:
     say(f"{P(s['file'])}: ExecuTorch program ({s['file_identifier']}), schema version {s['schema_version']}, "
         f"{s['size']} bytes" + (f", flatbuffer {h['program_size']} bytes" if h else ", no extended header"))
     for plan in s["execution_plans"]:
+        kinds = ", ".join(f"{n} {_INSTRUCTION_WORDS[k]}" for k, n in plan["instructions"].items() if n)
         say(f"\nexecution plan {P(repr(plan['name']))}: {plan['value_count']} values, "
-            f"{plan['instruction_count']} instructions")
+            f"{plan['instruction_count']} instructions" + (f" ({kinds})" if kinds else ""))
         for io in ("inputs", "outputs"):
             say(f"  {io}:")
             for e in plan[io]:

@@ -6,8 +6,9 @@ planned into one arena (``memory_plan.py``), weights streamed into the constant 
 (``writer.py``, with flatc's ``schema_generated.py`` of ExecuTorch's ``program.fbs``).
 
 Modules, in the order data flows: ``converter`` (``to_pte``: the phases) -> ``ops_*`` (one
-lowering per ATen overload, registered as backend ``"pte"``) -> ``context`` (the driver's
-target and the verbs lowerings use) -> ``kernels`` -> ``program`` (the plan: values and calls)
+lowering per ATen overload, registered as backend ``"pte"``) and ``control_flow`` (``cond`` as
+jumps and moves around its branches) -> ``context`` (the driver's target and the verbs lowerings
+use) -> ``kernels`` -> ``program`` (the plan: values and the chain's instructions)
 -> ``memory_plan`` -> ``constants`` (byte-identical weights share a buffer) -> ``writer``.
 """
 

@@ -223,7 +223,12 @@ PRIM = {
     'sym_size.int': (('self', 'Tensor', NO_DEFAULT, False, False), ('dim', 'int', NO_DEFAULT, False, False)),
 }
 
-# the runtime's executorch_prim operators (symbolic int arithmetic)
+# the runtime's executorch_prim operators (symbolic int arithmetic and comparisons)
 EXECUTORCH_PRIM = {
+    'eq.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
+    'ge.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
+    'gt.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
+    'le.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
+    'lt.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'mul.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
 }

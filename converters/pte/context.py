@@ -5,11 +5,14 @@ target (``Target``), and the few verbs every lowering uses.
 first use); ``ctx.output(i)`` a new tensor shaped like the node's i-th output; ``ctx.scratch``
 an internal one (a kernel's extra outputs); ``ctx.call(key, args, outs)`` one ``KernelCall``
 of the portable kernel ``key`` (``add.out``), its arguments bound by schema name, left-out
-ones taking the kernel schema's defaults. Tensors take the dtypes of ``dtypes.ET_SCALAR_TYPE``;
+ones taking the kernel schema's defaults; ``ctx.child(view)`` the context of a subgraph (a
+``cond`` branch) emitting into the same plan. Tensors take the dtypes of ``dtypes.ET_SCALAR_TYPE``;
 every call's tensors are checked against the dtypes its kernel takes (``dtypes.check_call``).
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
@@ -52,6 +55,16 @@ class Ctx:
 
     def end_node(self) -> None:
         pass
+
+    def child(self, view) -> "Ctx":
+        """The context of a subgraph of ``view`` (a ``cond`` branch) emitting into the same plan:
+        names, weights and state are shared; its ``env`` is its own (the caller binds the
+        subgraph's inputs), and so are the run-time shape symbols it finds (a branch may be
+        skipped: a ``sym_size`` it computes holds nothing on the other path)."""
+        c = copy.copy(self)
+        c.view, c.env, c._marks, c._node = view, {}, [], None
+        c._syms = dict(self._syms)
+        return c
 
     def made_since(self, mark: int) -> set[str]:
         start = self._marks[mark][0]
@@ -146,7 +159,7 @@ class Ctx:
         name = ref.name
         if name in self.env:
             v = self.by_name[self.env[name]]
-        elif name in self.view.weights:
+        elif name in self.root.view.weights:
             v = self._weights.get(name)
             if v is None:
                 info = self.view.tensor(name)
@@ -198,11 +211,11 @@ class Ctx:
             raise Unsupported(f"a dim that is an expression of shape symbols ({dim}) is not computed at run time")
         v = self._syms.get(dim.name)
         if v is None:
-            source = self.view.symbol_sources().get(dim.name)
+            source = self.root.view.symbol_sources().get(dim.name)
             if source is None:
                 raise Unsupported(f"the shape symbol {dim.name} comes from no input dim")
             name, axis = source
-            v = self.call("sym_size.int", {"self": self.tensor(TensorRef(name)), "dim": axis}, [])
+            v = self.call("sym_size.int", {"self": self.root.tensor(TensorRef(name)), "dim": axis}, [])
             self._syms[dim.name] = v
         return v
 
@@ -241,10 +254,10 @@ class Ctx:
             return self.scalar("Double", float(x))
         return self.number(x)
 
-    def call(self, key: str, args: dict, outs: list):
+    def call(self, key: str, args: dict, outs: list, *, returns: str = "Int"):
         """One ``KernelCall`` of ``key`` with ``args`` by schema name (left-out ones take the
         kernel's defaults), writing ``outs``; returns what the call returns (its out tensor,
-        or for a prim op its new Int)."""
+        or for a prim op its new scalar of kind ``returns``: an Int, or a comparison's Bool)."""
         k = kernel(key)
         unknown = set(args) - {a.name for a in k.inputs}
         if unknown:
@@ -278,7 +291,7 @@ class Ctx:
         if outs:
             ret = values[-1]
         else:  # a prim op returning an int
-            ret = self._add(ScalarValue("Int", 0, self.names.fresh("sym")))
+            ret = self._add(ScalarValue(returns, False if returns == "Bool" else 0, self.names.fresh("sym")))
             values.append(ret)
         self.plan.calls.append(Call((k.name, k.overload), values, reads, list(outs)))
         return ret

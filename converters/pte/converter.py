@@ -8,7 +8,8 @@ The phases, in order:
    gives one);
 2. the shared driver lowers every node into a ``Plan`` (``context.Ctx``; ``ops_*.py``): one
    ``KernelCall`` of a portable out-variant kernel per node, arguments in the kernel's schema
-   order; every refusal is collected into one ``UnsupportedOpsError``. The buffers the program
+   order (a ``cond``: its branches' instructions between jumps, ``control_flow.py``); every
+   refusal is collected into one ``UnsupportedOpsError``. The buffers the program
    writes are planned tensors bound before it, and written back after it (``state.py``);
 3. ``memory_plan``: one arena, lifetime-based offsets;
 4. ``writer``: the flatbuffer, its extended header, the constants streamed into the segment.
@@ -23,7 +24,7 @@ from ...serde.codec.symbolic import Symbol
 from ..aten import registry
 from ..aten.failures import report_node
 from ..aten.graph import ProgramView, open_program
-from ..aten.lower import LoweringState, Names, lower_graph, program_names
+from ..aten.lower import LoweringState, Names, all_graphs, lower_graph, program_names
 from ..errors import ConversionError, Unsupported
 from ..guard import stage
 from ..report import Problems
@@ -43,6 +44,7 @@ _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
 
 def _load_lowerings() -> None:
     from . import ops_attention, ops_elementwise, ops_index, ops_nn, ops_quant, ops_shape  # noqa: F401  (registration side effects)
+    from . import control_flow, ops_sym  # noqa: F401  (registration side effects)
 
 
 def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None):
@@ -123,7 +125,7 @@ def _missing_lowerings(view: ProgramView) -> Problems:
 
 def _bounds(view: ProgramView, max_dims: dict[str, int]) -> dict[str, int]:
     """Each shape symbol's upper bound: ``max_dims``', else its range's; unbounded is refused."""
-    used = {s.name for t in view.tensors.values() for s in t.shape if isinstance(s, Symbol)}
+    used = {s.name for g in all_graphs(view) for t in g.tensors.values() for s in t.shape if isinstance(s, Symbol)}
     unknown = set(max_dims) - used
     if unknown:
         raise ConversionError(f"max_dims names {sorted(unknown)[0]!r}, which is no shape symbol of the program "

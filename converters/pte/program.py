@@ -3,11 +3,12 @@
 ``Values`` are the plan's ``EValue``s in order: tensors (a planned activation or input, a
 weight's constant, or a view sharing another tensor's storage), scalars (Int, Double, Bool,
 String, Null) and lists (an ``IntList`` or ``TensorList`` holds the indices of other values).
-``Call``s are the chain's ``KernelCall``s: an operator index and value indices in the kernel's
-schema order, its ``out`` tensors, then the returned value. ``state`` lists the planned tensors
-that persist from one call of the method to the next (mutable buffers, each starting from its
-``initial`` value). Every tensor value has a name (the
-driver renames a node's output after the program's value).
+``Plan.calls`` is the chain, in order: ``Call``s are its ``KernelCall``s (an operator index and
+value indices in the kernel's schema order, its ``out`` tensors, then the returned value);
+``JumpFalse`` and ``Move`` are the control-flow instructions a ``cond`` becomes
+(``control_flow.py``). ``state`` lists the planned tensors that persist from one call of the
+method to the next (mutable buffers, each starting from its ``initial`` value). Every tensor
+value has a name (the driver renames a node's output after the program's value).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "Plan"]
+__all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "JumpFalse", "Move", "Plan"]
 
 
 @dataclass(eq=False)
@@ -66,10 +67,45 @@ class Call:
     writes: list  # tensor values it writes
 
 
+@dataclass(eq=False)
+class JumpFalse:
+    """``JumpFalseCall``: unless ``cond`` holds, the next instruction is ``destination`` (an index
+    into ``Plan.calls``, set once the instructions jumped over are emitted). ``cond`` is a Bool
+    value, or a bool tensor: the runtime takes it as true when every element is."""
+
+    cond: object  # ScalarValue (Bool) or TensorValue (bool)
+    destination: int = -1
+
+    @property
+    def reads(self) -> list:
+        return [self.cond] if isinstance(self.cond, TensorValue) else []
+
+    @property
+    def writes(self) -> list:
+        return []
+
+
+@dataclass(eq=False)
+class Move:
+    """``MoveCall``: value ``dest`` becomes value ``source`` (the ``EValue``: for a tensor, its
+    ``TensorImpl``, sizes included; no bytes are copied)."""
+
+    source: TensorValue
+    dest: TensorValue
+
+    @property
+    def reads(self) -> list:
+        return [self.source]
+
+    @property
+    def writes(self) -> list:
+        return [self.dest]
+
+
 @dataclass
 class Plan:
     values: list = field(default_factory=list)
-    calls: list = field(default_factory=list)
+    calls: list = field(default_factory=list)  # the chain: Call, JumpFalse, Move
     inputs: list = field(default_factory=list)  # TensorValues (or ScalarValues)
     outputs: list = field(default_factory=list)
     state: list = field(default_factory=list)  # TensorValues that persist across calls (mutable buffers)
@@ -85,4 +121,4 @@ class Plan:
 
     def operators(self) -> list[tuple]:
         """The distinct operators in first-use order."""
-        return list(dict.fromkeys(c.op for c in self.calls))
+        return list(dict.fromkeys(c.op for c in self.calls if isinstance(c, Call)))

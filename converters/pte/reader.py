@@ -420,6 +420,7 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
         c.vector(d._tab, _DELEGATE_SLOT["compile_specs"], 4, f"{dp}.compile_specs", MAX_PLANS)
         delegates.append({"id": delegate_id, "location": "inline" if ref.Location() == 0 else "segment", "index": ref.Index()})
     counts = {op: 0 for op in operators}
+    kinds = {k: 0 for k in _INSTRUCTIONS.values()}
     delegate_calls = 0
     n_instructions = 0
     for ci in range(c.vector(plan._tab, _PLAN_SLOT["chains"], 4, f"{p}.chains", MAX_PLANS)):
@@ -443,6 +444,7 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
             if c.target(ins._tab, 6, f"{ip}.instr_args") is None:
                 _fail(f"{ip}.instr_args", f"a {kind} with no arguments")
             args = c.table(ins.InstrArgs(), f"{ip}.instr_args")
+            kinds[kind] += 1
             if kind in ("KernelCall", "DelegateCall"):
                 call = fb.KernelCall() if kind == "KernelCall" else fb.DelegateCall()
                 call.Init(args.Bytes, args.Pos)
@@ -465,11 +467,18 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
                 call = fb.JumpFalseCall()
                 call.Init(args.Bytes, args.Pos)
                 c.index(call.CondValueIndex(), n_values, "value", f"{ip}.instr_args.cond_value_index")
-                c.index(call.DestinationInstruction(), n, "instruction", f"{ip}.instr_args.destination_instruction")
+                _jump_destination(call.DestinationInstruction(), n, f"{ip}.instr_args.destination_instruction")
             else:
                 call = fb.FreeCall()
                 call.Init(args.Bytes, args.Pos)
                 c.index(call.ValueIndex(), n_values, "value", f"{ip}.instr_args.value_index")
     return {"name": name, "inputs": ios["inputs"], "outputs": ios["outputs"], "value_count": n_values,
-            "instruction_count": n_instructions, "operators": counts, "delegates": delegates,
+            "instruction_count": n_instructions, "instructions": kinds, "operators": counts, "delegates": delegates,
             "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes}
+
+
+def _jump_destination(dest: int, n: int, path: str) -> None:
+    """A ``JumpFalseCall``'s destination: an instruction of its chain, or ``n``, the chain's end
+    (exir jumps there past a ``cond`` that ends the chain)."""
+    if not 0 <= dest <= n:
+        _fail(path, f"instruction index {dest} is out of range (the chain has {n} instructions; {n} is its end)")

@@ -30,7 +30,7 @@ from ..errors import ConversionError
 from . import schema_generated as fb
 from .arrays import byte_chunks
 from .memory_plan import MEMORY_ID, MemoryPlan
-from .program import ListValue, Plan, ScalarValue, TensorValue
+from .program import JumpFalse, ListValue, Move, Plan, ScalarValue, TensorValue
 
 __all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "write_file",
            "HEADER_MAGIC", "HEADER_LENGTH", "SEGMENT_ALIGNMENT", "CONSTANT_ALIGNMENT", "FILE_IDENTIFIER"]
@@ -159,17 +159,32 @@ def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict, init
     return fb.EValueEnd(b)
 
 
+def _instruction_args(b: flatbuffers.Builder, c, op_index: dict) -> tuple[int, int]:
+    """(``InstructionArguments`` kind, table) of one entry of ``Plan.calls``."""
+    if isinstance(c, JumpFalse):
+        fb.JumpFalseCallStart(b)
+        fb.JumpFalseCallAddCondValueIndex(b, c.cond.index)
+        fb.JumpFalseCallAddDestinationInstruction(b, c.destination)
+        return fb.InstructionArguments.JumpFalseCall, fb.JumpFalseCallEnd(b)
+    if isinstance(c, Move):
+        fb.MoveCallStart(b)
+        fb.MoveCallAddMoveFrom(b, c.source.index)
+        fb.MoveCallAddMoveTo(b, c.dest.index)
+        return fb.InstructionArguments.MoveCall, fb.MoveCallEnd(b)
+    args = _ints(b, (v.index for v in c.args), np.int32)
+    fb.KernelCallStart(b)
+    fb.KernelCallAddOpIndex(b, op_index[c.op])
+    fb.KernelCallAddArgs(b, args)
+    return fb.InstructionArguments.KernelCall, fb.KernelCallEnd(b)
+
+
 def _chain(b: flatbuffers.Builder, plan: Plan, op_index: dict) -> int:
     instructions = []
     for c in plan.calls:
-        args = _ints(b, (v.index for v in c.args), np.int32)
-        fb.KernelCallStart(b)
-        fb.KernelCallAddOpIndex(b, op_index[c.op])
-        fb.KernelCallAddArgs(b, args)
-        call = fb.KernelCallEnd(b)
+        kind, table = _instruction_args(b, c, op_index)
         fb.InstructionStart(b)
-        fb.InstructionAddInstrArgsType(b, fb.InstructionArguments.KernelCall)
-        fb.InstructionAddInstrArgs(b, call)
+        fb.InstructionAddInstrArgsType(b, kind)
+        fb.InstructionAddInstrArgs(b, table)
         instructions.append(fb.InstructionEnd(b))
     vec = _tables(b, instructions)
     empty_in, empty_out = _ints(b, [], np.int32), _ints(b, [], np.int32)

@@ -28,7 +28,6 @@ CASES = sorted(glob.glob(os.path.join(PT2_FIXTURES, "torch-*", "*.pt2")))
 
 # case -> words of the refusal every release's file gets
 REFUSED: dict[str, str] = {
-    "cond": "higher_order.cond",
 }
 # case -> the stored inputs that are constants of the program (a kwarg torch baked in at export)
 CONSTANT_INPUTS = {"dict_inputs": {2}}
@@ -82,3 +81,23 @@ def test_dynamic_batch_fixture_at_its_bounds(path):
         with torch.no_grad():
             want = m(x)
         assert_close(got.numpy(), want.numpy(), "float32", what=f"{_id(path)} batch {batch}")
+
+
+CONDS = [p for p in CASES if os.path.basename(p) == "cond.pt2"]
+
+
+@pytest.mark.parametrize("path", CONDS, ids=[_id(p) for p in CONDS])
+def test_cond_fixture_takes_each_branch(path):
+    """``torch.cond(x.sum() > 0, sin, cos + 1)``: inputs that take each branch, in turn on one loaded
+    method, against torch eager of the loaded program."""
+    from executorch.runtime import Runtime
+
+    data = pte_zoo.convert_torch_free("to_pte", path)
+    m = load_exported_program(path).module()
+    method = Runtime.get().load_program(data).load_method("forward")
+    torch.manual_seed(0)
+    for x in (torch.rand(4), -torch.rand(4), torch.rand(4)):
+        (got,) = method.execute([x])
+        with torch.no_grad():
+            want = m(x)
+        assert_close(got.numpy(), want.numpy(), "float32", what=f"{_id(path)} sum {float(x.sum()):+.2f}")

@@ -145,6 +145,55 @@ def test_exir_written_file(tmp_path, capsys):
     assert rc == 0, out
 
 
+def _cond_at_the_end():
+    """A cond that ends the program: exir's last jump goes to the chain's end (its length)."""
+    import torch
+
+    class CondAtTheEnd(torch.nn.Module):
+        def forward(self, x):
+            return torch.cond(x.shape[0] > 4, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+    return CondAtTheEnd()
+
+
+def _jumps(data: bytes) -> tuple[list, int]:
+    """Each JumpFalseCall table of the first chain, and the chain's length."""
+    chain = fb.Program.GetRootAs(data, 0).ExecutionPlan(0).Chains(0)
+    out = []
+    for i in range(chain.InstructionsLength()):
+        ins = chain.Instructions(i)
+        if ins.InstrArgsType() == fb.InstructionArguments.JumpFalseCall:
+            call = fb.JumpFalseCall()
+            call.Init(ins.InstrArgs().Bytes, ins.InstrArgs().Pos)
+            out.append(call)
+    return out, chain.InstructionsLength()
+
+
+def test_exir_written_cond(tmp_path, capsys):
+    """Jumps and moves counted; a jump to the chain's end is valid (exir writes one), past it is not."""
+    pytest.importorskip("executorch.exir", reason="executorch is not installed: no exir-written file to read")
+    import torch
+    from executorch.exir import to_edge
+
+    ep = torch.export.export(_cond_at_the_end(), (torch.randn(3, 4),),
+                             dynamic_shapes={"x": {0: torch.export.Dim("b", max=16)}})
+    data = to_edge(ep).to_executorch().buffer
+    path = tmp_path / "cond.pte"
+    path.write_bytes(data)
+    rc, out, _ = _cli(capsys, "inspect", str(path))
+    assert rc == 0 and "8 instructions (4 kernel calls, 2 moves, 2 jumps)" in out, out
+    plan = read_pte(data)["execution_plans"][0]
+    assert plan["instructions"] == {"KernelCall": 4, "DelegateCall": 0, "MoveCall": 2, "JumpFalseCall": 2,
+                                    "FreeCall": 0}
+    assert _cli(capsys, "validate", str(path), "--target", "executorch==1.5")[0] == 0
+    jumps, n = _jumps(data)
+    assert jumps[-1].DestinationInstruction() == n  # past the false branch: the end
+    bad = bytearray(data)
+    struct.pack_into("<i", bad, jumps[-1]._tab.Pos + jumps[-1]._tab.Offset(6), n + 1)
+    e = _refused(bytes(bad), "instructions[5].instr_args.destination_instruction")
+    assert f"index {n + 1} is out of range" in str(e)
+
+
 def test_exir_delegated_file(tmp_path, capsys):
     pytest.importorskip("executorch.exir", reason="executorch is not installed: no exir-written file to read")
     xnn = pytest.importorskip("executorch.backends.xnnpack.partition.xnnpack_partitioner",
