@@ -53,6 +53,8 @@ _TENSOR_SLOT = {n: 4 + 2 * i for i, n in enumerate(
 _CHAIN_SLOT = {n: 4 + 2 * i for i, n in enumerate(("inputs", "outputs", "instructions", "stacktrace"))}
 _CALL_ARGS = 6  # KernelCall.args / DelegateCall.args
 _ITEMS = 4  # IntList / DoubleList / BoolList / TensorList / OptionalTensorList .items
+_EXTRA_SLOT = {"fully_qualified_name": 6}
+_EXTERNAL = 1  # TensorDataLocation.EXTERNAL: the data is in a .ptd, found by the tensor's key
 _OPERATOR_SLOT = {"name": 4, "overload": 6}
 _DELEGATE_SLOT = {"id": 4, "processed": 6, "compile_specs": 8}
 _SUBSEGMENT_OFFSETS = 6
@@ -315,8 +317,9 @@ def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buff
     dyn = t.ShapeDynamism()
     if dyn not in _DYNAMISM:
         _fail(f"{p}.shape_dynamism", f"{dyn} is not a TensorShapeDynamism")
+    key = _external_key(c, t, p)
     buffer = t.DataBufferIdx()
-    if buffer and buffer >= n_constants:
+    if key is None and buffer and buffer >= n_constants:  # an external tensor's index is not read
         _fail(f"{p}.data_buffer_idx", f"constant buffer {buffer} does not exist (the file has {n_constants})")
     if c.target(t._tab, _TENSOR_SLOT["allocation_info"], f"{p}.allocation_info") is not None:
         a = t.AllocationInfo()
@@ -329,11 +332,26 @@ def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buff
         end = (a.MemoryOffsetHigh() << 32 | a.MemoryOffsetLow()) + numel * _ELEMENT_BYTES[dtype]
         if end > buffer_sizes[a.MemoryId()]:
             _fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
-    if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is not None:
-        c.table(t.ExtraTensorInfo()._tab, f"{p}.extra_tensor_info")
     dtype_name = _dtype_names(fb).get(dtype, str(dtype))
-    return {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
-            "dynamic": dyn != 0, "constant": bool(buffer)}
+    out = {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
+           "dynamic": dyn != 0, "constant": bool(buffer) or key is not None}
+    if key is not None:
+        out["external"] = key
+    return out
+
+
+def _external_key(c: _Checked, t, p: str) -> str | None:
+    """The key of a tensor whose data is in a .ptd (``extra_tensor_info.location == EXTERNAL``)."""
+    if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is None:
+        return None
+    extra = t.ExtraTensorInfo()
+    c.table(extra._tab, f"{p}.extra_tensor_info")
+    key = c.string(extra._tab, _EXTRA_SLOT["fully_qualified_name"], f"{p}.extra_tensor_info.fully_qualified_name")
+    if extra.Location() != _EXTERNAL:
+        return None
+    if not key:
+        _fail(f"{p}.extra_tensor_info.fully_qualified_name", "an external tensor with no key")
+    return key
 
 
 def _plan(c: _Checked, fb, plan, p: str, n_constants: int, n_segments: int, n_inline: int, where: list) -> dict:
@@ -378,6 +396,8 @@ def _plan(c: _Checked, fb, plan, p: str, n_constants: int, n_segments: int, n_in
     for lp, items, optional in lists:
         for j, x in enumerate(items):
             c.index(x, n_values, "value", f"{lp}[{j}]", optional)
+    external = [{"key": v["external"], "dtype": v["dtype"], "sizes": v["sizes"], "value": i}
+                for i, v in enumerate(values) if "external" in v]
     ios = {}
     for io in ("inputs", "outputs"):
         idx = c.vector_values(plan._tab, _PLAN_SLOT[io], "i", f"{p}.{io}", MAX_VALUES)
@@ -461,4 +481,4 @@ def _plan(c: _Checked, fb, plan, p: str, n_constants: int, n_segments: int, n_in
                 c.index(call.ValueIndex(), n_values, "value", f"{ip}.instr_args.value_index")
     return {"name": name, "inputs": ios["inputs"], "outputs": ios["outputs"], "value_count": n_values,
             "instruction_count": n_instructions, "operators": counts, "delegates": delegates,
-            "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes}
+            "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes, "external_tensors": external}

@@ -11,8 +11,11 @@ The layout, as exir writes it::
     pad to SEGMENT_ALIGNMENT, then segment 0: the constants, each CONSTANT_ALIGNMENT-aligned;
     ``constant_segment.offsets[i]`` is buffer i's offset in it (entry 0 is reserved)
 
-Each weight is streamed from the archive's memory map into the file once (``write_file``);
-nothing holds all of them at once.
+A weight kept in a ``.ptd`` (``external``: ``ptd.py``) is a tensor with no buffer here: its
+``extra_tensor_info`` names its key (``fully_qualified_name``) with ``location = EXTERNAL``, and
+its ``data_buffer_idx`` is its segment's index in the ``.ptd`` (as exir writes it; the runtime
+reads the key). Each weight is streamed from the archive's memory map into the file once
+(``segments.stream``); nothing holds all of them at once.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ import numpy as np
 from ...serde.atomic_write import write_atomically
 from ..errors import ConversionError
 from . import schema_generated as fb
-from .arrays import byte_chunks
 from .memory_plan import MEMORY_ID, MemoryPlan
 from .program import ListValue, Plan, ScalarValue, TensorValue
+from .segments import Packing, align, pack, stream
 
 __all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "write_file",
            "HEADER_MAGIC", "HEADER_LENGTH", "SEGMENT_ALIGNMENT", "CONSTANT_ALIGNMENT", "FILE_IDENTIFIER"]
@@ -41,24 +44,22 @@ CONSTANT_ALIGNMENT = 16  # exir's default constant tensor alignment
 _MAX_FLATBUFFER = 2**31 - 1
 
 
-def _align(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
-
-
 @dataclass
 class ConstantLayout:
-    arrays: list  # buffer i (from 1) -> its numpy array
-    offsets: list  # offsets[i]: buffer i's offset in the segment; offsets[0] reserved (0)
-    size: int  # the segment's bytes
+    packing: Packing  # buffer i (from 1) is packing.arrays[i - 1]
+
+    @property
+    def offsets(self) -> list:
+        """``constant_segment.offsets``: buffer i's offset in the segment; entry 0 reserved (0)."""
+        return [0] + self.packing.offsets
+
+    @property
+    def size(self) -> int:
+        return self.packing.size
 
 
 def constant_layout(arrays: list) -> ConstantLayout:
-    offsets, at = [0], 0
-    for a in arrays:
-        at = _align(at, CONSTANT_ALIGNMENT)
-        offsets.append(at)
-        at += a.nbytes
-    return ConstantLayout(list(arrays), offsets, at)
+    return ConstantLayout(pack(arrays, CONSTANT_ALIGNMENT))
 
 
 # ------------------------------------------------------------------ the flatbuffer
@@ -75,11 +76,24 @@ def _tables(b: flatbuffers.Builder, offsets: list) -> int:
     return b.EndVector()
 
 
-def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_of: dict) -> int:
+def _external_info(b: flatbuffers.Builder, key: str) -> int:
+    name = b.CreateString(key)
+    fb.ExtraTensorInfoStart(b)
+    fb.ExtraTensorInfoAddFullyQualifiedName(b, name)
+    fb.ExtraTensorInfoAddLocation(b, fb.TensorDataLocation.EXTERNAL)
+    return fb.ExtraTensorInfoEnd(b)
+
+
+def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_of: dict, external: dict) -> int:
     sizes = _ints(b, t.sizes, np.int32)
     dim_order = _ints(b, range(len(t.sizes)), np.uint8)
     storage = t.storage()
-    alloc = None
+    alloc = extra = None
+    if storage.weight in external:
+        key, buffer = external[storage.weight]
+        extra = _external_info(b, key)
+    else:
+        buffer = buffer_of.get(storage.weight, 0) if storage.weight is not None else 0
     if storage.weight is None:
         off = memory.offset_of(t)
         fb.AllocationDetailsStart(b)
@@ -93,11 +107,13 @@ def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_o
     fb.TensorAddSizes(b, sizes)
     fb.TensorAddDimOrder(b, dim_order)
     fb.TensorAddRequiresGrad(b, False)
-    fb.TensorAddDataBufferIdx(b, buffer_of.get(storage.weight, 0) if storage.weight is not None else 0)
+    fb.TensorAddDataBufferIdx(b, buffer)
     if alloc is not None:
         fb.TensorAddAllocationInfo(b, alloc)
     fb.TensorAddLayout(b, 0)
     fb.TensorAddShapeDynamism(b, fb.TensorShapeDynamism.DYNAMIC_BOUND if t.dynamic else fb.TensorShapeDynamism.STATIC)
+    if extra is not None:
+        fb.TensorAddExtraTensorInfo(b, extra)
     return fb.TensorEnd(b)
 
 
@@ -137,9 +153,9 @@ def _list(b: flatbuffers.Builder, v: ListValue) -> tuple[int, int]:
     return fb.KernelTypes.TensorList, fb.TensorListEnd(b)
 
 
-def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict) -> int:
+def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict, external: dict) -> int:
     if isinstance(v, TensorValue):
-        kind, table = fb.KernelTypes.Tensor, _tensor(b, v, memory, buffer_of)
+        kind, table = fb.KernelTypes.Tensor, _tensor(b, v, memory, buffer_of, external)
     elif isinstance(v, ListValue):
         kind, table = _list(b, v)
     else:
@@ -183,12 +199,13 @@ def _operators(b: flatbuffers.Builder, ops: list) -> int:
 
 
 def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer_of: dict,
-               in_spec: str, out_spec: str) -> bytes:
-    """The ``Program`` flatbuffer (no extended header yet)."""
+               in_spec: str, out_spec: str, external: dict | None = None) -> bytes:
+    """The ``Program`` flatbuffer (no extended header yet). ``external``: each weight kept in a
+    ``.ptd`` (placeholder name) -> (its key, its segment index there)."""
     b = flatbuffers.Builder(1024)
     ops = plan.operators()
     op_index = {op: i for i, op in enumerate(ops)}
-    values = [_evalue(b, v, memory, buffer_of) for v in plan.values]
+    values = [_evalue(b, v, memory, buffer_of, external or {}) for v in plan.values]
     values_vec = _tables(b, values)
     chain = _chain(b, plan, op_index)
     chains = _tables(b, [chain])
@@ -248,7 +265,7 @@ def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
     if program[4:8] != FILE_IDENTIFIER:
         raise ConversionError("the program flatbuffer has no ET12 identifier")
     size = len(program) + HEADER_LENGTH
-    base = _align(size, SEGMENT_ALIGNMENT)
+    base = align(size, SEGMENT_ALIGNMENT)
     root = struct.unpack_from("<I", program, 0)[0] + HEADER_LENGTH
     header = HEADER_MAGIC + struct.pack("<IQQQ", HEADER_LENGTH, size, base, segment_size)
     return struct.pack("<I", root) + program[4:8] + header + program[8:], base
@@ -256,19 +273,8 @@ def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
 
 def _write_segments(f, head: bytes, base: int, constants: ConstantLayout) -> None:
     f.write(head)
-    at = len(head)
-    f.write(b"\0" * (base - at))
-    at = 0
-    for arr, off in zip(constants.arrays, constants.offsets[1:]):
-        f.write(b"\0" * (off - at))
-        _write_array(f, arr)
-        at = off + arr.nbytes
-
-
-def _write_array(f, arr: np.ndarray) -> None:
-    """One weight's bytes, little-endian, C order, at most ``arrays.CHUNK`` of them copied at once."""
-    for part in byte_chunks(arr):
-        f.write(part)
+    f.write(b"\0" * (base - len(head)))
+    stream(f, constants.packing)
 
 
 def to_bytes(program: bytes, constants: ConstantLayout) -> bytes:
