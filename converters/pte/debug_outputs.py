@@ -37,7 +37,7 @@ from . import schema_generated as fb
 from .converter import plan_program
 from .memory_plan import MEMORY_ID, plan_memory
 from .program import ListValue, Plan, ScalarValue, TensorValue
-from .reader import _PLAN_SLOT, _TENSOR_SLOT
+from .reader import _PLAN_SLOT, _TENSOR_SLOT, _dtype_names
 from .segments import align
 from .writer import HEADER_MAGIC, SEGMENT_ALIGNMENT
 
@@ -108,6 +108,15 @@ def _plan_values(plan: Plan) -> list[tuple]:
     return out
 
 
+def _described(value: tuple) -> str:
+    """``(kind, ...)`` of ``_file_values``/``_plan_values`` in words: ``a planned FLOAT tensor [2, 8]``."""
+    kind = next((k for k, v in vars(fb.KernelTypes).items() if v == value[0] and not k.startswith("_")), str(value[0]))
+    if len(value) == 1:
+        return f"a {kind}"
+    dtype = _dtype_names(fb).get(value[1], str(value[1]))
+    return f"a {'planned' if value[3] else 'constant'} {dtype} tensor {list(value[2])}"
+
+
 def _mismatch(plan: Plan, plan_fb) -> str | None:
     """Why the file is not ``plan`` (None when it is)."""
     have, want = _file_values(plan_fb), _plan_values(plan)
@@ -115,7 +124,7 @@ def _mismatch(plan: Plan, plan_fb) -> str | None:
         return f"it has {len(have)} values, pt2x's conversion of the program {len(want)}"
     for i, (h, w) in enumerate(zip(have, want)):
         if h != w:
-            return f"value {i} is {h}, pt2x's conversion of the program has {w}"
+            return f"value {i} is {_described(h)}, in pt2x's conversion of the program {_described(w)}"
     n = sum(plan_fb.Chains(k).InstructionsLength() for k in range(plan_fb.ChainsLength()))
     if plan_fb.ChainsLength() != 1 or n != len(plan.calls):
         return f"it has {n} instructions, pt2x's conversion of the program {len(plan.calls)}"
