@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 
+from ...serde.atomic_write import write_files_atomically
 from ...serde.codec.symbolic import Symbol
 from ..aten import registry
 from ..aten.failures import report_node
@@ -31,8 +32,8 @@ from .context import Ctx
 from .kernels import EXECUTORCH_VERSION, out_variant
 from .memory_plan import plan_memory
 from .program import Plan, TensorValue
-from .ptd import external_weights as external_data, ptd_bytes, ptd_path, write_ptd
-from .writer import constant_layout, flatbuffer, to_bytes, write_file
+from .ptd import data_writer, external_weights as external_data, ptd_bytes, ptd_path
+from .writer import constant_layout, file_writer, flatbuffer, to_bytes
 
 __all__ = ["to_pte", "plan_program", "MAX_DIM_HINT"]
 
@@ -75,9 +76,10 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
                 pte = to_bytes(program, constants)
                 return (pte, data and ptd_bytes(data)) if external_weights else pte
         with stage(member, "writing the .pte file", passthrough=(OSError,)):
+            files = [(os.fspath(dst), file_writer(program, constants))]
             if data is not None:
-                write_ptd(ptd_path(dst), data)
-            write_file(os.fspath(dst), program, constants)
+                files.append((ptd_path(dst), data_writer(data)))
+            write_files_atomically(files)  # both renamed into place, or neither
         return None
     finally:
         del keep

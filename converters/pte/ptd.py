@@ -38,14 +38,13 @@ from dataclasses import dataclass
 import flatbuffers
 import numpy as np
 
-from ...serde.atomic_write import write_atomically
 from ..errors import ConversionError
 from . import flat_tensor_generated as ft
 from .constants import constant_buffers, used_weights
 from .program import Plan, TensorValue
 from .segments import Packing, align, pack, stream
 
-__all__ = ["DataFile", "external_weights", "ptd_bytes", "write_ptd", "ptd_path", "FILE_IDENTIFIER", "HEADER_MAGIC",
+__all__ = ["DataFile", "external_weights", "ptd_bytes", "data_writer", "ptd_path", "FILE_IDENTIFIER", "HEADER_MAGIC",
            "HEADER_LENGTH", "HEADER_ROOM", "SEGMENT_ALIGNMENT", "VERSION", "LIFTED_TENSOR"]
 
 FILE_IDENTIFIER = b"FT01"
@@ -153,8 +152,9 @@ def ptd_bytes(data: DataFile) -> bytes:
     return buf.getvalue()
 
 
-def write_ptd(dst, data: DataFile) -> None:
-    write_atomically(os.fspath(dst), lambda f: _write(f, data))
+def data_writer(data: DataFile):
+    """What fills the ``.ptd`` (``serde.atomic_write``'s ``Fill``)."""
+    return lambda f: _write(f, data)
 
 
 def ptd_path(pte_path) -> str:

@@ -26,14 +26,13 @@ from dataclasses import dataclass
 import flatbuffers
 import numpy as np
 
-from ...serde.atomic_write import write_atomically
 from ..errors import ConversionError
 from . import schema_generated as fb
 from .memory_plan import MEMORY_ID, MemoryPlan
 from .program import ListValue, Plan, ScalarValue, TensorValue
 from .segments import Packing, align, pack, stream
 
-__all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "write_file",
+__all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "file_writer",
            "HEADER_MAGIC", "HEADER_LENGTH", "SEGMENT_ALIGNMENT", "CONSTANT_ALIGNMENT", "FILE_IDENTIFIER"]
 
 FILE_IDENTIFIER = b"ET12"
@@ -286,6 +285,7 @@ def to_bytes(program: bytes, constants: ConstantLayout) -> bytes:
     return buf.getvalue()
 
 
-def write_file(dst, program: bytes, constants: ConstantLayout) -> None:
+def file_writer(program: bytes, constants: ConstantLayout):
+    """What fills the ``.pte`` (``serde.atomic_write``'s ``Fill``): header, flatbuffer, constants streamed."""
     head, base = with_header(program, constants.size)
-    write_atomically(dst, lambda f: _write_segments(f, head, base, constants))
+    return lambda f: _write_segments(f, head, base, constants)

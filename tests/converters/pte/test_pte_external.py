@@ -149,6 +149,33 @@ def test_cli_torch_free(tmp_path):
     assert r.returncode == 2 and "--external-weights applies only to --to pte" in r.stderr
 
 
+def test_both_files_or_neither(tmp_path):
+    """The .pte and the .ptd are renamed into place together: a failed write leaves both old files."""
+    from pt2x.converters import to_pte
+    from pt2x.serde import atomic_write
+
+    dst, ptd = tmp_path / "m.pte", tmp_path / "m.ptd"
+    dst.write_bytes(b"old program")
+    ptd.write_bytes(b"old data")
+    synced = []
+
+    def fail_second(fd):
+        synced.append(fd)
+        if len(synced) == 2:
+            raise OSError(28, "No space left on device")
+        real(fd)
+
+    real = atomic_write.os.fsync
+    atomic_write.os.fsync = fail_second
+    try:
+        with pytest.raises(OSError):
+            to_pte(pte_zoo.saved("mlp"), str(dst), external_weights=True)
+    finally:
+        atomic_write.os.fsync = real
+    assert len(synced) == 2 and dst.read_bytes() == b"old program" and ptd.read_bytes() == b"old data"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.ptd", "m.pte"]  # no temporary file left
+
+
 # ------------------------------------------------------------------------------ validate --data
 
 def _validate(capsys, *argv) -> tuple[int, dict]:
