@@ -84,6 +84,9 @@ def run_pte(source, label: str, sets, *, src=None, model: str = "model", names=(
     data = data_file(label, summary, data)
     plan = summary["execution_plans"][0]
     n_in, n_out = len(plan["inputs"]), len(plan["outputs"])
+    if sets and n_in != len(sets[0].tensors):
+        raise VerificationError(f"{label}: its {n_in} inputs match the program's {len(sets[0].tensors)} tensor inputs "
+                                "neither by name (a .pte names none) nor by order")
     with tempfile.TemporaryDirectory(prefix="pt2x-verify-") as d:
         model_path = os.path.join(d, "model.pte")
         named, note = _named(src, model, flatbuffer, set(names)) if locate else (None, "")

@@ -36,7 +36,7 @@ from ..errors import ConversionError
 from . import schema_generated as fb
 from .converter import plan_program
 from .memory_plan import MEMORY_ID, plan_memory
-from .program import ListValue, Plan, ScalarValue, TensorValue
+from .program import Plan, TensorValue
 from .reader import _PLAN_SLOT, _TENSOR_SLOT, _dtype_names
 from .segments import align
 from .writer import HEADER_MAGIC, SEGMENT_ALIGNMENT
@@ -79,8 +79,9 @@ def _bounds(view, program) -> dict[str, int]:
         out[name] = int(t.Sizes(axis))
     for t in view.tensors.values():
         for s in t.shape:
-            if isinstance(s, Symbol) and s.name not in out:
-                out[s.name] = view.ranges.get(s.name, (None, None))[1]
+            hi = view.ranges.get(s.name, (None, None))[1] if isinstance(s, Symbol) else None
+            if hi is not None and s.name not in out:
+                out[s.name] = hi
     return out
 
 
@@ -158,12 +159,15 @@ def name_values(view, data: bytes, names) -> tuple[NamedValues | None, str]:
     """The values of ``data`` (a ``.pte``'s flatbuffer, read by ``read_pte`` first) named after
     the program ``view``'s: its plan, and the values named in ``names`` (the reference's) that a
     call writes, to be made outputs; or None and why the file cannot be named."""
+    if bytes(data[8:12]) != HEADER_MAGIC:
+        return None, "the file has no extended header (pt2x writes one): it is not pt2x's"
+    program = fb.Program.GetRootAs(data, 0)
     try:
-        _head(data)
-        program = fb.Program.GetRootAs(data, 0)
         plan = plan_program(view, _bounds(view, program))
     except ConversionError as e:  # UnsupportedOpsError too: pt2x did not write this file
         return None, f"pt2x does not convert the program to a .pte as it stands ({str(e).splitlines()[0]})"
+    except KeyError as e:  # a shape symbol with no bound: not a program pt2x converted
+        return None, f"the program's shape symbol {e} has no bound the file shows"
     plan_fb = program.ExecutionPlan(0)
     why = _mismatch(plan, plan_fb)
     if why is not None:

@@ -23,7 +23,7 @@ import struct
 
 from ...serde.errors import Pt2FormatError, Pt2UsageError, extra_required
 from ...serde.findings import Finding
-from .reader import _ELEMENT_BYTES, MAX_ITEMS, MAX_RANK, _Checked, _dtype_names
+from .reader import _ELEMENT_BYTES, MAX_RANK, _Checked, _dtype_names
 
 __all__ = ["read_ptd", "is_ptd", "check_data", "MIN_ALIGNMENT", "MAX_ENTRIES"]
 

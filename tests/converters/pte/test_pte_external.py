@@ -13,7 +13,6 @@ import random
 import struct
 import sys
 
-import numpy as np
 import pytest
 import torch
 
