@@ -18,7 +18,10 @@ writes:
   byte-identical weights share one segment under their two keys;
 * every weight the program reads goes there but the lifted tensor constants (placeholders named
   ``*_lifted_tensor*``, tensors made inside ``forward``), which exir's ``external_constants_pass``
-  leaves in the ``.pte``'s constant segment;
+  leaves in the ``.pte``'s constant segment, and a weight the program also reads through a
+  static view (``w.reshape(4, 6)``: a tensor of other sizes sharing its bytes), which stays in the
+  ``.pte`` too: the runtime checks an external tensor's sizes against its key's layout, so a view
+  cannot name the weight's key (exir folds such views into constants of their own);
 * the ``.pte`` does not name the file: the runtime is given its path (``load_program(pte,
   data_path=...)``). exir's ``write_tensor_data_to_file(dir)`` names it after its tag,
   ``_default_external_constant.ptd``; pt2x names it after the ``.pte`` (``M.pte`` -> ``M.ptd``),
@@ -75,7 +78,8 @@ def external_weights(plan: Plan, weights: dict) -> DataFile | None:
     """The weights ``plan`` reads that go to the ``.ptd`` (None when there are none);
     ``weights``: the program's (``ProgramView.weights``)."""
     used = used_weights(plan)
-    names = [n for n in used if LIFTED_TENSOR not in n]
+    viewed = {v.storage().weight for v in plan.values if isinstance(v, TensorValue) and v.alias_of is not None}
+    names = [n for n in used if LIFTED_TENSOR not in n and n not in viewed]
     if not names:
         return None
     arrays, buffer_of = constant_buffers(plan, weights, leave_out=frozenset(used) - set(names))

@@ -32,17 +32,20 @@ needs_runtime = pytest.mark.skipif(
 
 
 class Twins(torch.nn.Module):
-    """Two byte-identical parameters (one segment, two keys) and a constant made in forward (a
-    lifted tensor constant, which stays in the .pte as exir leaves it)."""
+    """Two byte-identical parameters (one segment, two keys), a constant made in forward (a lifted
+    tensor constant, which stays in the .pte as exir leaves it) and a parameter read through a
+    static view (which stays in the .pte: the view cannot name its key, of other sizes)."""
 
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Parameter(torch.full((4,), 0.5))
         self.b = torch.nn.Parameter(torch.full((4,), 0.5))
-        self.fc = torch.nn.Linear(4, 3)
+        self.w = torch.nn.Parameter(torch.randn(24))
+        self.fc = torch.nn.Linear(6, 3)
 
     def forward(self, x):
-        return self.fc(x * self.a + x * self.b + torch.tensor([1.0, -2.0, 3.0, -4.0]))
+        y = x * self.a + x * self.b + torch.tensor([1.0, -2.0, 3.0, -4.0])
+        return self.fc(y @ self.w.reshape(4, 6))
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +129,8 @@ def test_equal_weights_share_a_segment_and_lifted_constants_stay(files):
     assert set(by_key) == {"a", "b", "fc.weight", "fc.bias"}
     assert by_key["a"]["segment_index"] == by_key["b"]["segment_index"] and len(s["segments"]) == 3
     p = read_pte(files["twins"])
-    assert len(p["constant_buffers"]) == 1 and p["constant_bytes"] == 16  # torch.tensor([...]) made in forward
+    assert len(p["constant_buffers"]) == 2  # torch.tensor([...]) made in forward; w, read through a view
+    assert p["constant_bytes"] >= 16 + 96 and {e["key"] for e in p["execution_plans"][0]["external_tensors"]} == set(by_key)
 
 
 def test_bytes_without_dst_and_no_data_file_without_weights(tmp_path):
