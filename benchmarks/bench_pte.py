@@ -15,7 +15,14 @@ Both files are then run in ExecuTorch's runtime (another process) on inputs of t
 shapes (max abs diff against torch eager of the loaded .pt2), and their sizes and arena sizes
 (``non_const_buffer_sizes``) are printed.
 
-    python -m benchmarks.bench_pte [--models mlp,cnn,block,mlp_wide,resnet18] [--runs 3] [--out bench-out/pte]
+``--external-weights``: both sides write the weights to a ``.ptd`` beside the ``.pte`` (pt2x's
+``to_pte(..., external_weights=True)``; exir's ``ExecutorchBackendConfig(external_constants=True)``
+and ``write_tensor_data_to_file``), the runtime loads it (``data_path=``), the bytes column
+counts both files, and pt2x's child also samples its own ``RssAnon`` every 0.5 ms (the memory
+it makes, without the archive's mapped pages), printed as its peak.
+
+    python -m benchmarks.bench_pte [--models mlp,cnn,block,mlp_wide,resnet18] [--runs 3] [--external-weights]
+                                   [--out bench-out/pte]
 """
 
 from __future__ import annotations
@@ -39,14 +46,32 @@ PT2X = textwrap.dedent("""
         with open("/proc/self/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
 
+    def anon():
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("RssAnon")) / 1024
+
+    peak_anon = [anon()]
+    done = []
+
+    def sample():  # RssAnon every 0.5 ms while the conversion runs
+        while not done:
+            peak_anon[0] = max(peak_anon[0], anon())
+            time.sleep(0.0005)
+
     sys.modules["torch"] = None
     t0 = time.perf_counter()
     from pt2x.converters import to_pte
+    import threading
     t1 = time.perf_counter()
-    to_pte(sys.argv[1], sys.argv[2])
+    before = anon()
+    watcher = threading.Thread(target=sample)
+    watcher.start()
+    to_pte(sys.argv[1], sys.argv[2], external_weights=sys.argv[3] == "1")
     t2 = time.perf_counter()
-    print(json.dumps({"convert_s": t2 - t1, "import_s": t1 - t0,
-                      "peak_rss_mb": hwm()}))
+    done.append(1)
+    watcher.join()
+    print(json.dumps({"convert_s": t2 - t1, "import_s": t1 - t0, "peak_rss_mb": hwm(),
+                      "anon_before_mb": before, "peak_anon_mb": peak_anon[0]}))
 """)
 
 EXIR = textwrap.dedent("""
@@ -56,13 +81,18 @@ EXIR = textwrap.dedent("""
         with open("/proc/self/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
 
+    import os
     import torch
-    from executorch.exir import to_edge
+    from executorch.exir import ExecutorchBackendConfig, to_edge
     ep = torch.export.load(sys.argv[1])
+    external = sys.argv[3] == "1"
     t1 = time.perf_counter()
-    et = to_edge(ep).to_executorch()
+    et = to_edge(ep).to_executorch(ExecutorchBackendConfig(external_constants=external))
     with open(sys.argv[2], "wb") as f:
         f.write(et.buffer)
+    if external:  # named after its tag; renamed after the .pte, as pt2x names it
+        et.write_tensor_data_to_file(os.path.dirname(sys.argv[2]))
+        os.replace(os.path.join(os.path.dirname(sys.argv[2]), "_default_external_constant.ptd"), sys.argv[2][:-4] + ".ptd")
     t2 = time.perf_counter()
     print(json.dumps({"convert_s": t2 - t1, "peak_rss_mb": hwm()}))
 """)
@@ -119,7 +149,7 @@ def _arena(path: str) -> int:
 
 
 RUN = textwrap.dedent("""
-    import sys, json
+    import os, sys, json
     import torch
     from executorch.runtime import Runtime
     ep = torch.export.load(sys.argv[1])
@@ -127,7 +157,8 @@ RUN = textwrap.dedent("""
     inputs = [torch.randn(*[int(d) for d in shape.split("x")]) for shape in sys.argv[3:]]
     with open(sys.argv[2], "rb") as f:
         data = f.read()
-    program = Runtime.get().load_program(data)  # reads ``data`` in place: keep both referenced
+    ptd = sys.argv[2][:-4] + ".ptd"
+    program = Runtime.get().load_program(data, data_path=ptd if os.path.exists(ptd) else None)  # reads ``data`` in place
     method = program.load_method("forward")
     got = method.execute(inputs)
     with torch.no_grad():
@@ -147,6 +178,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="mlp,cnn,block,mlp_wide,resnet18")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--external-weights", action="store_true", help="weights in a .ptd beside each .pte")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out", "pte"))
     args = ap.parse_args(argv)
     ensure_support("benchmarks.bench_pte")  # pte_zoo and torchvision_ops (tests/support) on PYTHONPATH
@@ -164,12 +196,17 @@ def main(argv=None) -> int:
         torch.export.save(torch.export.export(m, inputs), src)
         row = {"model": name, "pt2_mb": os.path.getsize(src) / 2**20}
         for side, code in (("pt2x", PT2X), ("exir", EXIR)):
-            dst = os.path.join(args.out, f"{name}.{side}.pte")
-            runs = [_child(code, src, dst) for _ in range(args.runs)]
+            dst = os.path.join(args.out, f"{name}.{side}{'.ext' if args.external_weights else ''}.pte")
+            runs = [_child(code, src, dst, str(int(args.external_weights))) for _ in range(args.runs)]
             row[f"{side}_convert_s"] = statistics.median(r[0]["convert_s"] for r in runs)
             row[f"{side}_process_s"] = statistics.median(r[1] for r in runs)
             row[f"{side}_peak_rss_mb"] = max(r[0]["peak_rss_mb"] for r in runs)
-            row[f"{side}_pte_bytes"] = os.path.getsize(dst)
+            if "peak_anon_mb" in runs[0][0]:
+                row[f"{side}_anon_before_mb"] = max(r[0]["anon_before_mb"] for r in runs)
+                row[f"{side}_peak_anon_mb"] = max(r[0]["peak_anon_mb"] for r in runs)
+            ptd = dst[:-4] + ".ptd"
+            row[f"{side}_pte_bytes"] = os.path.getsize(dst) + (os.path.getsize(ptd) if args.external_weights
+                                                                and os.path.exists(ptd) else 0)
             row[f"{side}_arena_bytes"] = _arena(dst)
             row[f"{side}_max_abs_diff"] = _max_diff(src, dst, inputs)
         row["convert_ratio_exir_over_pt2x"] = row["exir_convert_s"] / row["pt2x_convert_s"]
@@ -177,12 +214,14 @@ def main(argv=None) -> int:
         print(json.dumps(row), flush=True)
     print()
     print("| model | .pt2 MB | pt2x convert s | exir convert s | exir/pt2x | pt2x process s | exir process s "
-          "| pt2x peak RSS MB | exir peak RSS MB | .pte bytes pt2x / exir | arena pt2x / exir | max abs diff pt2x / exir |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| pt2x peak RSS MB | exir peak RSS MB | pt2x RssAnon MB before / peak | .pte bytes pt2x / exir "
+          "| arena pt2x / exir | max abs diff pt2x / exir |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['pt2_mb']:.1f} | {r['pt2x_convert_s']:.3f} | {r['exir_convert_s']:.3f} | "
               f"{r['convert_ratio_exir_over_pt2x']:.0f}x | {r['pt2x_process_s']:.2f} | {r['exir_process_s']:.2f} | "
-              f"{r['pt2x_peak_rss_mb']:.0f} | {r['exir_peak_rss_mb']:.0f} | {r['pt2x_pte_bytes']} / {r['exir_pte_bytes']} | "
+              f"{r['pt2x_peak_rss_mb']:.0f} | {r['exir_peak_rss_mb']:.0f} | "
+              f"{r['pt2x_anon_before_mb']:.1f} / {r['pt2x_peak_anon_mb']:.1f} | {r['pt2x_pte_bytes']} / {r['exir_pte_bytes']} | "
               f"{r['pt2x_arena_bytes']} / {r['exir_arena_bytes']} | {r['pt2x_max_abs_diff']:.2e} / {r['exir_max_abs_diff']:.2e} |")
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)

@@ -1,17 +1,19 @@
 """``pt2x convert FILE --to onnx|tflite|pte|pt2 -o OUT``: dispatch to the converters.
 
 ``--to tflite`` also takes an ``.onnx`` file (from pt2x or anywhere). ``--to pte`` writes an
-ExecuTorch program; ``--max-dim NAME=N`` bounds a shape symbol torch left unbounded.
+ExecuTorch program; ``--max-dim NAME=N`` bounds a shape symbol torch left unbounded;
+``--external-weights`` writes the weights to ``OUT.ptd`` beside it (``M.pte`` -> ``M.ptd``).
 ``--to pt2 --target-schema M.N`` writes a copy an older torch reads, through the one
 planner in ``serde.compat.plan`` (the one ``validate --target`` and ``save(target_schema=)``
 use); its findings go to stderr, and exit 1 means a blocker (nothing written).
 
 The options, the input and output paths are checked before any work (exit 2, one line naming
-the path): an option of another target (``--opset`` is ONNX's, ``--nhwc-io`` TFLite's, ``--max-dim`` PTE's,
+the path): an option of another target (``--opset`` is ONNX's, ``--nhwc-io`` TFLite's, ``--max-dim`` and
+``--external-weights`` PTE's,
 ``--weights`` ONNX's and TFLite's, ``--target-schema`` pt2's) and an ONNX input to anything but TFLite are usage errors; a missing
 extra names the one to install (``pip install 'pt2x[onnx]'``). Outputs are written atomically
 (``serde.atomic_write``): a failed write leaves the old file, and a FIFO or device is refused.
-``--verify`` (``--to onnx|tflite`` from a .pt2) then runs ``pt2x verify`` on the written file:
+``--verify`` (``--to onnx|tflite|pte`` from a .pt2) then runs ``pt2x verify`` on the written file:
 exit 1 when it differs from the program, the file staying written.
 """
 
@@ -39,6 +41,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-dim", action="append", default=None, metavar="NAME=N",
                    help="pte only: the upper bound of shape symbol NAME (s77) that torch left unbounded "
                         "(ExecuTorch plans a dynamic tensor at its largest size); repeatable")
+    p.add_argument("--external-weights", action="store_true",
+                   help="pte only: write the weights to OUT.ptd beside the program (ExecuTorch's FlatTensor file, "
+                        "keyed by their names, as exir's external_constants=True)")
     p.add_argument("--nhwc-io", action="store_true", help="tflite only: every 4-D input and output channels-last (NHWC)")
     p.add_argument("--weights", choices=("fp16", "int8"), default=None,
                    help="onnx/tflite: store the weights as float16, or as per-channel int8 (dynamic range), "
@@ -51,13 +56,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drop-sample-inputs", action="store_true",
                    help="pt2 only: write the sample inputs empty (torch 2.9+ layouts), e.g. when they are an unsafe pickle")
     p.add_argument("--verify", action="store_true",
-                   help="onnx/tflite from a .pt2: run the written file against the program (as pt2x verify); exit 1 if it differs")
+                   help="onnx/tflite/pte from a .pt2: run the written file against the program (as pt2x verify); exit 1 if it differs")
     add_verify_options(p)
     p.set_defaults(func=run)
 
 
-_ONLY_FOR = {"max_dim": "pte", "opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
-             "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite"),
+_ONLY_FOR = {"max_dim": "pte", "external_weights": "pte", "opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
+             "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite", "pte"),
              "state": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
 target, an option would be silently ignored, so it is a usage error."""
@@ -118,12 +123,18 @@ def _converter(to: str):
 
     elif to == "pte":
         from ..converters import to_pte
+        from ..converters.pte.ptd import ptd_path
 
         def convert(src, dst, args):
             max_dims = _max_dims(args.max_dim)
+            data = ptd_path(dst) if args.external_weights else None
+            if data is not None:
+                check_output(data)
             with ConversionProgress(f"converting {printable(src)} to ExecuTorch"):
-                to_pte(src, dst, model=args.model or "model", max_dims=max_dims)
+                to_pte(src, dst, model=args.model or "model", max_dims=max_dims, external_weights=args.external_weights)
             say(f"wrote {printable(dst)}")
+            if data is not None:
+                say(_data_written(dst, data))
             return 0
 
     else:
@@ -132,6 +143,17 @@ def _converter(to: str):
             return _write_pt2_for_target(src, dst, args.target_schema, args.drop_sample_inputs)
 
     return convert
+
+
+def _data_written(pte: str, data: str) -> str:
+    """What ``--external-weights`` wrote beside the program (read back from the two files)."""
+    from ..converters.pte.ptd_reader import read_ptd
+    from ..converters.pte.reader import read_pte
+
+    if not any(p["external_tensors"] for p in read_pte(pte)["execution_plans"]):
+        return "the program reads no weight a .ptd would hold: no .ptd written"
+    s = read_ptd(data)
+    return f"wrote {printable(data)} ({len(s['named_data'])} weights, {s['data_bytes']} bytes)"
 
 
 def _max_dims(items: list[str] | None) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""``pt2x inspect FILE [--json]``: what is in a .pt2 (or an ExecuTorch .pte), read without torch.
+"""``pt2x inspect FILE [--json]``: what is in a .pt2 (or an ExecuTorch .pte or .ptd), read without torch.
 
 Exit 0; 1 when the file holds what torch would execute: a shape expression the restricted
 parser does not accept (shown as invalid, never evaluated: ``pt2x validate`` reports it as
@@ -22,7 +22,7 @@ _INSTRUCTION_WORDS = {"KernelCall": "kernel calls", "DelegateCall": "delegate ca
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inspect", help="show models, signature, shapes, ranges, ops and weights of a .pt2 (or a .pte)")
+    p = sub.add_parser("inspect", help="show models, signature, shapes, ranges, ops and weights of a .pt2 (or a .pte, .ptd)")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable keys; see docs/cli.md)")
     p.set_defaults(func=run)
@@ -46,11 +46,14 @@ def _quoted(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..serde import load
+    from ..converters.pte.ptd_reader import is_ptd
     from ..converters.pte.reader import is_pte
 
     check_input(args.file)
     if is_pte(args.file):
         return _run_pte(args)
+    if is_ptd(args.file):
+        return _run_ptd(args)
     with load(args.file) as archive:
         s = archive_summary(archive)
     invalid = sum(len(m["invalid_expressions"]) for m in s["models"].values())
@@ -99,6 +102,30 @@ def _run_pte(args: argparse.Namespace) -> int:
     say(f"constant buffers: {len(s['constant_buffers'])}, {s['constant_bytes']} bytes")
     for b in s["constant_buffers"]:
         say(f"  {b['index']:>5}  {b['bytes']:>10} bytes  {b['location']}")
+    external = {e["key"]: e for plan in s["execution_plans"] for e in plan["external_tensors"]}
+    if external:
+        say(f"external tensors (read from a .ptd by key): {len(external)}")
+        for key, e in external.items():
+            say(f"  {P(key)}  {e['dtype']}[{', '.join(str(x) for x in e['sizes'])}]")
+    return 0
+
+
+def _run_ptd(args: argparse.Namespace) -> int:
+    """An ExecuTorch data file (FlatTensor): read torch-free (``converters/pte/ptd_reader.py``); exit 0, 2 malformed."""
+    from ..converters.pte.ptd_reader import read_ptd
+
+    s = read_ptd(args.file)
+    if args.json:
+        print(json_text(s, indent=2))
+        return 0
+    h = s["header"]
+    say(f"{P(s['file'])}: ExecuTorch data ({s['file_identifier']}), schema version {s['schema_version']}, "
+        f"{s['size']} bytes, flatbuffer {h['flatbuffer_size']} bytes, segments from byte {h['segment_base_offset']}")
+    say(f"named data ({len(s['named_data'])}):")
+    for e in s["named_data"]:
+        layout = f"{e['dtype']}[{', '.join(str(x) for x in e['sizes'])}]" if "dtype" in e else "(no tensor layout)"
+        say(f"  {P(e['key'])}  {layout}  segment {e['segment_index']}, {e['bytes']} bytes")
+    say(f"segments: {len(s['segments'])}, {s['data_bytes']} bytes")
     return 0
 
 

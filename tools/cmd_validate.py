@@ -1,5 +1,7 @@
 """``pt2x validate FILE [--json] [--target torch==X.Y | --target-schema M.N]``, and
-``pt2x validate FILE.pte [--json] [--target executorch==X.Y]`` (``_check_pte``).
+``pt2x validate FILE.pte [--json] [--target executorch==X.Y] [--data FILE.ptd]`` (``_check_pte``:
+a program that reads weights from a ``.ptd`` is checked against it, ``--data`` or the ``.ptd``
+beside it), and ``pt2x validate FILE.ptd [--json] [--target executorch==X.Y]`` (``_check_ptd``).
 
 Structural and referential checks (``serde.validate``); with a target, also whether
 that torch release can read the file as it is, and whether ``pt2x convert --to pt2
@@ -14,6 +16,7 @@ with a target.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .terminal import json_text, printable, say
@@ -27,13 +30,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--target", help="a torch release that must read the file, e.g. torch==2.10 (for a .pte: executorch==1.5)")
     g.add_argument("--target-schema", help="a schema version that must read the file, e.g. 8.15")
     p.add_argument("--no-crc", action="store_true", help="skip the CRC-32 check of every member")
+    p.add_argument("--data", default=None, metavar="FILE.ptd",
+                   help="for a .pte: the .ptd its external weights are read from (default: the .ptd beside it, M.pte -> M.ptd)")
     p.set_defaults(func=run)
 
 
-def _check_pte(path: str, target: str | None) -> dict:
-    """A .pte: read torch-free (every offset and index checked: structural validity); with
-    ``--target executorch==X.Y``, whether that runtime loads it: the identifier, the schema
-    version, and a kernel for every operator (``converters/pte/releases.py``)."""
+def _check_pte(path: str, target: str | None, data: str | None = None) -> dict:
+    """A .pte: read torch-free (every offset and index checked: structural validity), and the
+    ``.ptd`` its external tensors are read from (``_data_findings``); with ``--target
+    executorch==X.Y``, whether that runtime loads it: the identifier, the schema version, and a
+    kernel for every operator (``converters/pte/releases.py``)."""
     from ..converters.pte.reader import read_pte
     from ..converters.pte.releases import missing_kernels, release
     from ..serde.errors import Pt2Error, Pt2UsageError
@@ -48,6 +54,7 @@ def _check_pte(path: str, target: str | None) -> dict:
         s = read_pte(path)
     except Pt2Error as e:
         return {"file": path, "valid": False, "readable": False, "target": target, "error": str(e), "findings": []}
+    data_used, findings = _data_findings(path, s, data)
     if target:
         rel = release(target)
         if s["schema_version"] > rel.max_schema_version:
@@ -63,10 +70,61 @@ def _check_pte(path: str, target: str | None) -> dict:
                                         "is registered (not part of the portable kernels)", path=f"execution_plan[{k}].delegates"))
     valid = not any(f.severity == "error" for f in findings)
     return {"file": path, "valid": valid, "readable": True, "kind": "executorch-program", "target": target,
+            "data": data_used, "findings": [f.as_dict() for f in findings]}
+
+
+def _data_findings(path: str, pte: dict, data: str | None) -> tuple[str | None, list]:
+    """The ``.ptd`` a program reads its external tensors from (``data``, else the one beside
+    ``path``) and what it lacks (``ptd_reader.check_data``): no such file, a key missing, a key of
+    another dtype or shape, an unreadable file. Returns the file used and the findings."""
+    from ..converters.pte.ptd import ptd_path
+    from ..converters.pte.ptd_reader import check_data, read_ptd
+    from ..serde.errors import Pt2Error
+    from ..serde.findings import Finding
+
+    needed = any(plan["external_tensors"] for plan in pte["execution_plans"])
+    if not needed:
+        unused = [Finding("warning", "unused-data", f"the program reads no tensor from a .ptd: {data} is not used")]
+        return None, unused if data else []
+    where = data or ptd_path(path)
+    if data is None and not os.path.isfile(where):
+        return None, check_data(pte, None, f"no --data given, and no {where} beside it")
+    try:
+        ptd = read_ptd(where)
+    except Pt2Error as e:
+        return where, [Finding("error", "bad-data", f"{where}: {e}")]
+    return where, check_data(pte, ptd, where)
+
+
+def _check_ptd(path: str, target: str | None) -> dict:
+    """A .ptd: read torch-free (header, alignment, every offset and index checked); with
+    ``--target executorch==X.Y``, whether that runtime reads its schema version."""
+    from ..converters.pte.ptd_reader import read_ptd
+    from ..converters.pte.releases import release
+    from ..serde.errors import Pt2Error, Pt2UsageError
+    from ..serde.findings import Finding
+    from .cli import check_input
+
+    findings = []
+    try:
+        check_input(path)
+        if target and not target.strip().startswith("executorch"):
+            raise Pt2UsageError(f"a .ptd is validated against an ExecuTorch release (--target executorch==X.Y), not {target!r}")
+        s = read_ptd(path)
+    except Pt2Error as e:
+        return {"file": path, "valid": False, "readable": False, "target": target, "error": str(e), "findings": []}
+    if target:
+        rel = release(target)
+        if s["schema_version"] > rel.max_data_version:
+            findings.append(Finding("error", "schema-version", f"FlatTensor version {s['schema_version']}: ExecuTorch "
+                                    f"{rel.name} reads up to {rel.max_data_version}", path="version"))
+    valid = not findings
+    return {"file": path, "valid": valid, "readable": True, "kind": "executorch-data", "target": target,
             "findings": [f.as_dict() for f in findings]}
 
 
 def _check_one(path: str, args: argparse.Namespace) -> dict:
+    from ..converters.pte.ptd_reader import is_ptd
     from ..converters.pte.reader import is_pte
     from ..serde import load
     from ..serde.errors import Pt2Error, Pt2UsageError
@@ -76,7 +134,12 @@ def _check_one(path: str, args: argparse.Namespace) -> dict:
 
     target = args.target or args.target_schema
     if is_pte(path):
-        return _check_pte(path, args.target or (f"schema=={args.target_schema}" if args.target_schema else None))
+        return _check_pte(path, args.target or (f"schema=={args.target_schema}" if args.target_schema else None),
+                          args.data)
+    if is_ptd(path):
+        return _check_ptd(path, args.target or (f"schema=={args.target_schema}" if args.target_schema else None))
+    if args.data:
+        raise Pt2UsageError(f"--data is the .ptd of a .pte; {path} is not a .pte")
     try:
         check_input(path)
         if target and target.strip().startswith("executorch"):
@@ -131,7 +194,8 @@ def run(args: argparse.Namespace) -> int:
                     f"{printable(f['message'])} [{f['code']}]")
             verdict = "aoti-package" if r["kind"] == "aoti-package" else "valid" if r["valid"] else "INVALID"
             tgt = f" for {r['target']}" if r["target"] else ""
-            say(f"{printable(r['file'])}: {verdict}{tgt}")
+            data = f" with {printable(r['data'])}" if r.get("data") else ""
+            say(f"{printable(r['file'])}: {verdict}{tgt}{data}")
             if r["target"] and not r["valid"] and "writable" in r:
                 can = "can" if r["writable"] else "cannot"
                 say(f"{printable(r['file'])}: pt2x convert --to pt2 --target-schema {r['target']} {can} write a copy that release reads")

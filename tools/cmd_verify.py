@@ -1,6 +1,7 @@
-"""``pt2x verify MODEL.pt2 CONVERTED.onnx|.tflite [--inputs X.npz] [--locate] [--json]``.
+"""``pt2x verify MODEL.pt2 CONVERTED.onnx|.tflite|.pte [--data M.ptd] [--inputs X.npz] [--locate] [--json]``.
 
-Runs the converted file (ONNX Runtime, or LiteRT as shipped in a child process) against a
+Runs the converted file (ONNX Runtime, LiteRT as shipped in a child process, or ExecuTorch's
+runtime in a child process, a ``.pte``'s ``.ptd`` beside it or ``--data``) against a
 reference (torch eager when torch is importable, else pt2x's own ONNX; ``--reference onnx``
 forces the latter) on the archive's sample inputs, inputs drawn from the signature (``--seed``),
 or ``--inputs``; prints each output's max abs/rel difference and the tolerance used, and with
@@ -22,9 +23,11 @@ EXIT_EQUAL, EXIT_DIFFERENT = 0, 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("verify", help="check a converted .onnx/.tflite against the program (and --locate where it differs)")
+    p = sub.add_parser("verify", help="check a converted .onnx/.tflite/.pte against the program (and --locate where it differs)")
     p.add_argument("model", help="the .pt2 program")
-    p.add_argument("converted", help="the converted .onnx or .tflite (pt2x's, or another tool's)")
+    p.add_argument("converted", help="the converted .onnx, .tflite or .pte (pt2x's, or another tool's)")
+    p.add_argument("--data", default=None, metavar="FILE.ptd",
+                   help="for a .pte: the .ptd its external weights are read from (default: the one beside it)")
     p.add_argument("--model", dest="model_name", default="model", help="model name inside a multi-model archive")
     p.add_argument("--locate", action="store_true", help="compare intermediate values and name the first that differs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -49,7 +52,7 @@ def report(model: str, converted: str, args: argparse.Namespace, *, locate: bool
     with ConversionProgress(f"verifying {printable(converted)} against {printable(model)}"):
         r = verify(model, converted, args.inputs, locate=locate, seed=args.seed,
                    model_name=getattr(args, "model_name", None) or getattr(args, "model", None) or "model",
-                   use_torch=args.reference == "auto")
+                   use_torch=args.reference == "auto", data=getattr(args, "data", None))
     if as_json:
         say(json_text(r.as_dict()))
     else:
@@ -60,4 +63,6 @@ def report(model: str, converted: str, args: argparse.Namespace, *, locate: bool
 def run(args: argparse.Namespace) -> int:
     check_input(args.model)
     check_input(args.converted)
+    if args.data is not None:
+        check_input(args.data)
     return report(args.model, args.converted, args, locate=args.locate, as_json=args.json)

@@ -1,4 +1,4 @@
-"""``verify``: one converted file checked against a reference, phase by phase.
+"""``verify``: one converted file (``.onnx``, ``.tflite``, ``.pte``) checked against a reference, phase by phase.
 
 Open the program (``converters.aten``'s view) -> the input sets (``inputs``) -> the reference
 (``references``: torch eager when torch is importable, else pt2x's own ONNX) -> the converted
@@ -22,11 +22,16 @@ from .errors import VerificationError
 from .locate import first_divergence, onnx_origins, program_origins, quantization_steps
 from .references import Reference, onnx_reference, pt2x_onnx, torch_eager
 from .report import OutputCheck, Report
+from .pte_run import RUNTIME as EXECUTORCH, run_pte
 from .runners import OnnxRun, RunResult, run_litert
 
 __all__ = ["verify", "target_of"]
 
 _TFLITE_MAGIC = b"TFL3"
+_PTE_MAGIC = b"ET12"
+_RUNTIMES = {"onnx": ("onnxruntime", "ONNX Runtime (CPU)"), "tflite": ("litert", "LiteRT (XNNPACK)"),
+             "pte": ("executorch", EXECUTORCH)}
+"""Each target's runtime: its key in ``compare``'s tables, and its name in the report."""
 _ORT_TYPES = {
     "tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(float16)": np.float16,
     "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(int16)": np.int16, "tensor(int8)": np.int8,
@@ -38,15 +43,20 @@ _ORT_TYPES = {
 @dataclass
 class Converted:
     label: str
-    target: str  # "onnx" | "tflite"
-    source: object  # a path, TFLite bytes or an onnx.ModelProto
+    target: str  # "onnx" | "tflite" | "pte"
+    source: object  # a path, TFLite or .pte bytes, or an onnx.ModelProto
+
+
+def _kind(head: bytes, path: str = "") -> str:
+    if head[4:8] == _PTE_MAGIC or path.lower().endswith(".pte"):
+        return "pte"
+    return "tflite" if head[4:8] == _TFLITE_MAGIC or path.lower().endswith(".tflite") else "onnx"
 
 
 def target_of(converted) -> Converted:
-    """What ``converted`` is: ``.tflite`` bytes/files (``TFL3`` at byte 4) or ONNX."""
+    """What ``converted`` is: ``.pte`` (``ET12`` at byte 4) or ``.tflite`` (``TFL3``) bytes/files, or ONNX."""
     if isinstance(converted, (bytes, bytearray)):
-        kind = "tflite" if bytes(converted[4:8]) == _TFLITE_MAGIC else "onnx"
-        return Converted("<bytes>", kind, bytes(converted))
+        return Converted("<bytes>", _kind(bytes(converted[:8])), bytes(converted))
     if hasattr(converted, "graph") and hasattr(converted, "SerializeToString"):
         return Converted("<ModelProto>", "onnx", converted)
     path = os.fspath(converted)
@@ -55,8 +65,7 @@ def target_of(converted) -> Converted:
             head = f.read(8)
     except OSError as e:
         raise VerificationError(f"cannot read {path}: {(e.strerror or str(e)).lower()}") from None
-    kind = "tflite" if head[4:8] == _TFLITE_MAGIC or path.lower().endswith(".tflite") else "onnx"
-    return Converted(path, kind, path)
+    return Converted(path, _kind(head, path), path)
 
 
 # ----------------------------------------------------------------------------------- inputs
@@ -149,7 +158,7 @@ def _reference(src, model_name: str, sets, conv: Converted, locate: bool, use_to
     if ref is not None:
         return ref, None
     proto = pt2x_onnx(src, model_name)
-    ref = onnx_reference(proto, sets, locate, prefer_ort=conv.target == "tflite")
+    ref = onnx_reference(proto, sets, locate, prefer_ort=conv.target != "onnx")
     # pt2x's ONNX writes the user outputs, then the mutated buffers and inputs: keep the user outputs
     written = [o.name for o in proto.graph.output]
     idx = [written.index(n) for n in names] if all(n in written for n in names) else list(range(len(names)))
@@ -205,9 +214,10 @@ def _tolerance_table(runtime: str) -> dict:
 # ---------------------------------------------------------------------------------- verify
 
 def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = inputs_mod.DEFAULT_SEED,
-           model_name: str = "model", use_torch: bool = True) -> Report:
-    """Run ``converted`` (an ``.onnx``/``.tflite`` path, TFLite bytes or an ``onnx.ModelProto``)
-    against the program in ``model`` (a ``.pt2`` path) and return a ``Report``.
+           model_name: str = "model", use_torch: bool = True, data: str | None = None) -> Report:
+    """Run ``converted`` (an ``.onnx``/``.tflite``/``.pte`` path, TFLite or .pte bytes, or an
+    ``onnx.ModelProto``) against the program in ``model`` (a ``.pt2`` path) and return a ``Report``.
+    ``data``: the ``.ptd`` a ``.pte``'s external weights are in (default: the one beside it).
 
     ``inputs``: None (the archive's sample inputs, else two drawn sets with ``seed``), an
     ``.npz`` path, or arrays (a list in input order, or a dict by input name). ``locate``: also
@@ -221,19 +231,25 @@ def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = i
     src = os.fspath(model) if isinstance(model, (str, os.PathLike)) else model
     names = _output_names(view)
     ref, proto = _reference(src, view.name, sets, conv, locate, use_torch, names)
-    got, in_how = _run_converted(conv, sets, [s.name for s in slots if s.kind == "tensor"], locate)
+    if conv.target == "pte":
+        got = run_pte(conv.source, conv.label, sets, src=src, model=view.name, locate=locate, data=data,
+                      names=set().union(*ref.values) if locate else ())
+        in_how = "order"
+    else:
+        got, in_how = _run_converted(conv, sets, [s.name for s in slots if s.kind == "tensor"], locate)
     idx, out_how = _match("output", [n or f"#{i}" for i, n in enumerate(names)], got.output_names) \
         if all(names) else (list(range(min(len(names), len(got.output_names)))), "order")
-    runtime = "onnxruntime" if conv.target == "onnx" else "litert"
+    runtime, runtime_name = _RUNTIMES[conv.target]
     checks = _compare_outputs(sets, ref, got, names, idx, runtime)
     inputs_info["sets"] = [{"label": s.label, "shapes": s.shapes()} for s in sets]
     report = Report(ok=all(c.ok for c in checks) and bool(checks), model=str(src), converted=conv.label,
-                    target=conv.target, runtime="ONNX Runtime (CPU)" if runtime == "onnxruntime" else "LiteRT (XNNPACK)",
+                    target=conv.target, runtime=runtime_name,
                     reference=ref.name, inputs=inputs_info, matched_by=out_how if in_how == out_how else
                     f"inputs by {in_how}, outputs by {out_how}", tolerances=_tolerance_table(runtime), outputs=checks,
                     located=locate)
     if not checks:
         report.notes.append("the program has no output to compare")
+    report.notes += got.notes
     if got.channels_last_inputs:
         names_in = [got.input_names[i] for i in got.channels_last_inputs]
         report.notes.append(f"inputs {names_in} are channels-last in the file: fed transposed (NHWC), and 4-D "

@@ -1,4 +1,5 @@
-"""The converted file run in its runtime: ONNX Runtime for ``.onnx``, LiteRT for ``.tflite``.
+"""The converted file run in its runtime: ONNX Runtime for ``.onnx``, LiteRT for ``.tflite`` (a
+``.pte`` runs in ExecuTorch: ``pte_run``).
 
 ``OnnxRun`` opens an ONNX model (a file, with its external data, or a ``ModelProto``) in ONNX
 Runtime on the CPU (``as_reference``: with its graph optimizations off, so a quantized graph is
@@ -39,6 +40,7 @@ class RunResult:
     values: list[dict[str, np.ndarray]] = field(default_factory=list)  # per input set: name -> intermediate
     order: list[tuple[str, str, list[str], list[str]]] = field(default_factory=list)  # (node or op, op type, inputs, outputs) in run order
     channels_last_inputs: list[int] = field(default_factory=list)  # inputs the file declares NHWC (fed transposed)
+    notes: list[str] = field(default_factory=list)  # what the run could not do, for the report
 
 
 def _short(e: BaseException) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 from .arrays import byte_chunks
 from .program import Plan, TensorValue
 
-__all__ = ["constant_buffers", "shared_buffers"]
+__all__ = ["constant_buffers", "shared_buffers", "used_weights"]
 
 _COMPARE = 1 << 20  # bytes compared at once
 
@@ -39,11 +39,16 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
     return True
 
 
-def constant_buffers(plan: Plan, weights: dict) -> tuple[list[np.ndarray], dict[str, int]]:
+def used_weights(plan: Plan) -> list[str]:
+    """The weight placeholders ``plan`` reads, in first-use order."""
+    return list(dict.fromkeys(v.weight for v in plan.values if isinstance(v, TensorValue) and v.weight))
+
+
+def constant_buffers(plan: Plan, weights: dict, leave_out=frozenset()) -> tuple[list[np.ndarray], dict[str, int]]:
     """(buffer i+1's array, weight placeholder -> its buffer index) for the weights ``plan``
-    reads, in first-use order; ``weights``: the program's (``ProgramView.weights``)."""
-    used = list(dict.fromkeys(v.weight for v in plan.values if isinstance(v, TensorValue) and v.weight))
-    return shared_buffers(used, weights)
+    reads, in first-use order, but those in ``leave_out``; ``weights``: the program's
+    (``ProgramView.weights``)."""
+    return shared_buffers([name for name in used_weights(plan) if name not in leave_out], weights)
 
 
 def shared_buffers(used: list[str], weights: dict) -> tuple[list[np.ndarray], dict[str, int]]:

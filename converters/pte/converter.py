@@ -12,7 +12,8 @@ The phases, in order:
    refusal is collected into one ``UnsupportedOpsError``. The buffers the program
    writes are planned tensors bound before it, and written back after it (``state.py``);
 3. ``memory_plan``: one arena, lifetime-based offsets;
-4. ``writer``: the flatbuffer, its extended header, the constants streamed into the segment.
+4. ``writer``: the flatbuffer, its extended header, the constants streamed into the segment;
+   with ``external_weights``, the weights streamed into a ``.ptd`` beside it instead (``ptd``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 
+from ...serde.atomic_write import write_files_atomically
 from ...serde.codec.symbolic import Symbol
 from ..aten import registry
 from ..aten.failures import report_node
@@ -34,7 +36,8 @@ from .context import Ctx
 from .kernels import EXECUTORCH_VERSION, out_variant
 from .memory_plan import plan_memory
 from .program import Plan, TensorValue
-from .writer import constant_layout, flatbuffer, to_bytes, write_file
+from .ptd import data_writer, external_weights as external_data, ptd_bytes, ptd_path
+from .writer import constant_layout, file_writer, flatbuffer, to_bytes
 
 __all__ = ["to_pte", "plan_program", "MAX_DIM_HINT"]
 
@@ -47,10 +50,16 @@ def _load_lowerings() -> None:
     from . import control_flow, ops_sym  # noqa: F401  (registration side effects)
 
 
-def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None):
+def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None,
+           external_weights: bool = False):
     """Convert one model of a .pt2 (path, file, ``Pt2Archive`` or ``Pt2Model``) to an ExecuTorch
     program. Without ``dst``: returns the file's bytes. With ``dst``: writes it atomically, each
     weight streamed from the archive's memory map into the file once, and returns None.
+
+    ``external_weights``: the weights go to a ``.ptd`` (FlatTensor) file keyed by their fully
+    qualified names, as exir's ``external_constants=True`` (``ptd.py``): written beside ``dst``
+    (``M.pte`` -> ``M.ptd``), or without ``dst`` returned as ``(pte bytes, ptd bytes)``; a
+    program that reads no such weight has no ``.ptd`` (None).
 
     ``max_dims`` bounds shape symbols torch left unbounded (``{"s77": 64}``): ExecuTorch plans a
     dynamic tensor at its upper bound. Raises ``UnsupportedOpsError`` naming every ATen node the
@@ -63,16 +72,22 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
         with stage(member, "planning memory"):
             memory = plan_memory(plan)
         with stage(member, "writing the ExecuTorch program"):
-            arrays, buffer_of = constant_buffers(plan, view.weights)
+            data = external_data(plan, view.weights) if external_weights else None
+            arrays, buffer_of = constant_buffers(plan, view.weights, leave_out=data.keys if data else ())
             constants = constant_layout(arrays)
             initial_arrays, initial_of = state.initial_buffers(plan, view.weights)
             initial = constant_layout(initial_arrays) if initial_arrays else None
             in_spec, out_spec = _specs(view)
-            program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec, initial, initial_of)
+            program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec, data.refs() if data else None,
+                                 initial, initial_of)
             if dst is None:
-                return to_bytes(program, constants, initial)
+                pte = to_bytes(program, constants, initial)
+                return (pte, data and ptd_bytes(data)) if external_weights else pte
         with stage(member, "writing the .pte file", passthrough=(OSError,)):
-            write_file(os.fspath(dst), program, constants, initial)
+            files = [(os.fspath(dst), file_writer(program, constants, initial))]
+            if data is not None:
+                files.append((ptd_path(dst), data_writer(data)))
+            write_files_atomically(files)  # both renamed into place, or neither
         return None
     finally:
         del keep

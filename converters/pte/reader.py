@@ -53,6 +53,8 @@ _TENSOR_SLOT = {n: 4 + 2 * i for i, n in enumerate(
 _CHAIN_SLOT = {n: 4 + 2 * i for i, n in enumerate(("inputs", "outputs", "instructions", "stacktrace"))}
 _CALL_ARGS = 6  # KernelCall.args / DelegateCall.args
 _ITEMS = 4  # IntList / DoubleList / BoolList / TensorList / OptionalTensorList .items
+_EXTRA_SLOT = {"fully_qualified_name": 6}
+_EXTERNAL = 1  # TensorDataLocation.EXTERNAL: the data is in a .ptd, found by the tensor's key
 _OPERATOR_SLOT = {"name": 4, "overload": 6}
 _DELEGATE_SLOT = {"id": 4, "processed": 6, "compile_specs": 8}
 _SUBSEGMENT_OFFSETS = 6
@@ -319,14 +321,14 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
     dyn = t.ShapeDynamism()
     if dyn not in _DYNAMISM:
         _fail(f"{p}.shape_dynamism", f"{dyn} is not a TensorShapeDynamism")
+    key = _external_key(c, t, p)
     buffer = t.DataBufferIdx()
     planned = c.target(t._tab, _TENSOR_SLOT["allocation_info"], f"{p}.allocation_info") is not None
     mutable_segment = 0
     if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is not None:
-        c.table(t.ExtraTensorInfo()._tab, f"{p}.extra_tensor_info")
-        mutable_segment = t.ExtraTensorInfo().MutableDataSegmentsIdx()
+        mutable_segment = t.ExtraTensorInfo().MutableDataSegmentsIdx()  # the table checked by _external_key
     n_constants, n_mutable = data_buffers
-    if buffer and not planned and buffer >= n_constants:
+    if key is None and buffer and not planned and buffer >= n_constants:  # an external tensor's index is not read
         _fail(f"{p}.data_buffer_idx", f"constant buffer {buffer} does not exist (the file has {n_constants})")
     if buffer and planned and (mutable_segment >= len(n_mutable) or buffer >= n_mutable[mutable_segment]):
         _fail(f"{p}.data_buffer_idx", f"initial value {buffer} of a mutable tensor does not exist (mutable data "
@@ -343,8 +345,25 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
         if end > buffer_sizes[a.MemoryId()]:
             _fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
     dtype_name = _dtype_names(fb).get(dtype, str(dtype))
-    return {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
-            "dynamic": dyn != 0, "constant": bool(buffer) and not planned}
+    out = {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
+           "dynamic": dyn != 0, "constant": (bool(buffer) and not planned) or key is not None}
+    if key is not None:
+        out["external"] = key
+    return out
+
+
+def _external_key(c: _Checked, t, p: str) -> str | None:
+    """The key of a tensor whose data is in a .ptd (``extra_tensor_info.location == EXTERNAL``)."""
+    if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is None:
+        return None
+    extra = t.ExtraTensorInfo()
+    c.table(extra._tab, f"{p}.extra_tensor_info")
+    key = c.string(extra._tab, _EXTRA_SLOT["fully_qualified_name"], f"{p}.extra_tensor_info.fully_qualified_name")
+    if extra.Location() != _EXTERNAL:
+        return None
+    if not key:
+        _fail(f"{p}.extra_tensor_info.fully_qualified_name", "an external tensor with no key")
+    return key
 
 
 def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n_inline: int, where: list) -> dict:
@@ -389,6 +408,8 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
     for lp, items, optional in lists:
         for j, x in enumerate(items):
             c.index(x, n_values, "value", f"{lp}[{j}]", optional)
+    external = [{"key": v["external"], "dtype": v["dtype"], "sizes": v["sizes"], "value": i}
+                for i, v in enumerate(values) if "external" in v]
     ios = {}
     for io in ("inputs", "outputs"):
         idx = c.vector_values(plan._tab, _PLAN_SLOT[io], "i", f"{p}.{io}", MAX_VALUES)
@@ -474,7 +495,8 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
                 c.index(call.ValueIndex(), n_values, "value", f"{ip}.instr_args.value_index")
     return {"name": name, "inputs": ios["inputs"], "outputs": ios["outputs"], "value_count": n_values,
             "instruction_count": n_instructions, "instructions": kinds, "operators": counts, "delegates": delegates,
-            "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes}
+            "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes,
+            "external_tensors": external}
 
 
 def _jump_destination(dest: int, n: int, path: str) -> None:

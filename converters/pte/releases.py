@@ -3,6 +3,7 @@
 A release is what its runtime checks when it loads a program: the flatbuffer's file identifier,
 the extended header's magic, the highest ``Program.version`` it reads
 (``Program::kMaxSupportedSchemaVersion``, which exir stamps as ``EXECUTORCH_SCHEMA_VERSION``),
+the highest ``FlatTensor.version`` of a ``.ptd`` it reads (``FlatTensorDataMap::kMaxSupportedSchemaVersion``),
 and the operators it has kernels for: the portable kernel library (``_kernel_table.py``,
 generated from that release's ``functions.yaml``) and the primitive operators its runtime
 registers itself (``runtime/kernel/prim_ops``, listed below as its ``portable_lib`` reports them).
@@ -44,12 +45,13 @@ class Release:
     file_identifier: bytes
     header_magic: bytes
     max_schema_version: int
+    max_data_version: int  # of a .ptd (FlatTensor)
     kernels: frozenset  # "aten::add.out", "dim_order_ops::_clone_dim_order.out", "executorch_prim::mul.Scalar"
 
 
 RELEASES = {
     "1.5": Release(
-        "1.5", "1.5.1", b"ET12", b"eh00", 0,
+        "1.5", "1.5.1", b"ET12", b"eh00", 0, 0,
         frozenset([_qualified(k) for k in PORTABLE] + [_qualified(k) for k in PRIM]
                   + [_qualified(k, "executorch_prim") for k in EXECUTORCH_PRIM] + list(_PRIM_OPS_1_5))),
 }

@@ -13,8 +13,11 @@ The layout, as exir writes it::
     with mutable buffers, pad to SEGMENT_ALIGNMENT, then segment 1: their initial values, laid
     out as the constants; ``mutable_data_segments[0].offsets[i]`` is buffer i's offset in it
 
-Each weight (and each mutable buffer's initial value) is streamed from the archive's memory
-map into the file once (``write_file``); nothing holds all of them at once.
+A weight kept in a ``.ptd`` (``external``: ``ptd.py``) is a tensor with no buffer here: its
+``extra_tensor_info`` names its key (``fully_qualified_name``) with ``location = EXTERNAL``, and
+its ``data_buffer_idx`` is its segment's index in the ``.ptd`` (as exir writes it; the runtime
+reads the key). Each weight (and each mutable buffer's initial value) is streamed from the
+archive's memory map into the file once (``segments.stream``); nothing holds all of them at once.
 """
 
 from __future__ import annotations
@@ -25,14 +28,13 @@ from dataclasses import dataclass
 import flatbuffers
 import numpy as np
 
-from ...serde.atomic_write import write_atomically
 from ..errors import ConversionError
 from . import schema_generated as fb
-from .arrays import byte_chunks
 from .memory_plan import MEMORY_ID, MemoryPlan
 from .program import JumpFalse, ListValue, Move, Plan, ScalarValue, TensorValue
+from .segments import Packing, align, pack, stream
 
-__all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "write_file",
+__all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "file_writer",
            "HEADER_MAGIC", "HEADER_LENGTH", "SEGMENT_ALIGNMENT", "CONSTANT_ALIGNMENT", "FILE_IDENTIFIER"]
 
 FILE_IDENTIFIER = b"ET12"
@@ -43,24 +45,22 @@ CONSTANT_ALIGNMENT = 16  # exir's default constant tensor alignment
 _MAX_FLATBUFFER = 2**31 - 1
 
 
-def _align(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
-
-
 @dataclass
 class ConstantLayout:
-    arrays: list  # buffer i (from 1) -> its numpy array
-    offsets: list  # offsets[i]: buffer i's offset in the segment; offsets[0] reserved (0)
-    size: int  # the segment's bytes
+    packing: Packing  # buffer i (from 1) is packing.arrays[i - 1]
+
+    @property
+    def offsets(self) -> list:
+        """``constant_segment.offsets``: buffer i's offset in the segment; entry 0 reserved (0)."""
+        return [0] + self.packing.offsets
+
+    @property
+    def size(self) -> int:
+        return self.packing.size
 
 
 def constant_layout(arrays: list) -> ConstantLayout:
-    offsets, at = [0], 0
-    for a in arrays:
-        at = _align(at, CONSTANT_ALIGNMENT)
-        offsets.append(at)
-        at += a.nbytes
-    return ConstantLayout(list(arrays), offsets, at)
+    return ConstantLayout(pack(arrays, CONSTANT_ALIGNMENT))
 
 
 # ------------------------------------------------------------------ the flatbuffer
@@ -77,11 +77,27 @@ def _tables(b: flatbuffers.Builder, offsets: list) -> int:
     return b.EndVector()
 
 
-def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_of: dict, initial_of: dict) -> int:
+def _external_info(b: flatbuffers.Builder, key: str) -> int:
+    name = b.CreateString(key)
+    fb.ExtraTensorInfoStart(b)
+    fb.ExtraTensorInfoAddFullyQualifiedName(b, name)
+    fb.ExtraTensorInfoAddLocation(b, fb.TensorDataLocation.EXTERNAL)
+    return fb.ExtraTensorInfoEnd(b)
+
+
+def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_of: dict, external: dict,
+            initial_of: dict) -> int:
     sizes = _ints(b, t.sizes, np.int32)
     dim_order = _ints(b, range(len(t.sizes)), np.uint8)
     storage = t.storage()
-    alloc = None
+    alloc = extra = None
+    if storage.weight in external:
+        key, buffer = external[storage.weight]
+        extra = _external_info(b, key)
+    elif storage.weight is not None:  # a constant's buffer in the constant segment
+        buffer = buffer_of.get(storage.weight, 0)
+    else:  # a mutable buffer's initial value in the mutable segment
+        buffer = initial_of.get(storage.initial, 0) if t is storage and storage.initial else 0
     if storage.weight is None:
         off = memory.offset_of(t)
         fb.AllocationDetailsStart(b)
@@ -95,13 +111,13 @@ def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_o
     fb.TensorAddSizes(b, sizes)
     fb.TensorAddDimOrder(b, dim_order)
     fb.TensorAddRequiresGrad(b, False)
-    # a constant's buffer in the constant segment; a mutable buffer's initial value in the mutable one
-    fb.TensorAddDataBufferIdx(b, buffer_of.get(storage.weight, 0) if storage.weight is not None else
-                              initial_of.get(storage.initial, 0) if t is storage and storage.initial else 0)
+    fb.TensorAddDataBufferIdx(b, buffer)
     if alloc is not None:
         fb.TensorAddAllocationInfo(b, alloc)
     fb.TensorAddLayout(b, 0)
     fb.TensorAddShapeDynamism(b, fb.TensorShapeDynamism.DYNAMIC_BOUND if t.dynamic else fb.TensorShapeDynamism.STATIC)
+    if extra is not None:
+        fb.TensorAddExtraTensorInfo(b, extra)
     return fb.TensorEnd(b)
 
 
@@ -146,9 +162,9 @@ def _list(b: flatbuffers.Builder, v: ListValue) -> tuple[int, int]:
     return fb.KernelTypes.TensorList, fb.TensorListEnd(b)
 
 
-def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict, initial_of: dict) -> int:
+def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict, external: dict, initial_of: dict) -> int:
     if isinstance(v, TensorValue):
-        kind, table = fb.KernelTypes.Tensor, _tensor(b, v, memory, buffer_of, initial_of)
+        kind, table = fb.KernelTypes.Tensor, _tensor(b, v, memory, buffer_of, external, initial_of)
     elif isinstance(v, ListValue):
         kind, table = _list(b, v)
     else:
@@ -207,14 +223,15 @@ def _operators(b: flatbuffers.Builder, ops: list) -> int:
 
 
 def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer_of: dict,
-               in_spec: str, out_spec: str, initial: ConstantLayout | None = None,
+               in_spec: str, out_spec: str, external: dict | None = None, initial: ConstantLayout | None = None,
                initial_of: dict | None = None) -> bytes:
-    """The ``Program`` flatbuffer (no extended header yet). ``initial``/``initial_of``: the
-    mutable buffers' initial values (segment 1) and each buffer placeholder's index in them."""
+    """The ``Program`` flatbuffer (no extended header yet). ``external``: each weight kept in a
+    ``.ptd`` (placeholder name) -> (its key, its segment index there). ``initial``/``initial_of``:
+    the mutable buffers' initial values (segment 1) and each buffer placeholder's index in them."""
     b = flatbuffers.Builder(1024)
     ops = plan.operators()
     op_index = {op: i for i, op in enumerate(ops)}
-    values = [_evalue(b, v, memory, buffer_of, initial_of or {}) for v in plan.values]
+    values = [_evalue(b, v, memory, buffer_of, external or {}, initial_of or {}) for v in plan.values]
     values_vec = _tables(b, values)
     chain = _chain(b, plan, op_index)
     chains = _tables(b, [chain])
@@ -283,7 +300,7 @@ def _segment_layouts(constants: ConstantLayout, initial: ConstantLayout | None) 
     buffers' initial values (when there are any), each SEGMENT_ALIGNMENT-aligned."""
     out = [(0, constants)]
     if initial is not None:
-        out.append((_align(constants.size, SEGMENT_ALIGNMENT), initial))
+        out.append((align(constants.size, SEGMENT_ALIGNMENT), initial))
     return out
 
 
@@ -298,7 +315,7 @@ def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
     if program[4:8] != FILE_IDENTIFIER:
         raise ConversionError("the program flatbuffer has no ET12 identifier")
     size = len(program) + HEADER_LENGTH
-    base = _align(size, SEGMENT_ALIGNMENT)
+    base = align(size, SEGMENT_ALIGNMENT)
     root = struct.unpack_from("<I", program, 0)[0] + HEADER_LENGTH
     header = HEADER_MAGIC + struct.pack("<IQQQ", HEADER_LENGTH, size, base, segment_size)
     return struct.pack("<I", root) + program[4:8] + header + program[8:], base
@@ -309,18 +326,10 @@ def _write_segments(f, head: bytes, base: int, constants: ConstantLayout, initia
     f.write(b"\0" * (base - len(head)))
     at = 0  # bytes written past the segment base
     for start, layout in _segment_layouts(constants, initial):
-        for arr, off in zip(layout.arrays, layout.offsets[1:]):
-            f.write(b"\0" * (start + off - at))
-            _write_array(f, arr)
-            at = start + off + arr.nbytes
-        f.write(b"\0" * (start + layout.size - at))
+        f.write(b"\0" * (start - at))
+        stream(f, layout.packing)
+        f.write(b"\0" * (layout.size - layout.packing.size))
         at = start + layout.size
-
-
-def _write_array(f, arr: np.ndarray) -> None:
-    """One weight's bytes, little-endian, C order, at most ``arrays.CHUNK`` of them copied at once."""
-    for part in byte_chunks(arr):
-        f.write(part)
 
 
 def to_bytes(program: bytes, constants: ConstantLayout, initial: ConstantLayout | None = None) -> bytes:
@@ -332,6 +341,8 @@ def to_bytes(program: bytes, constants: ConstantLayout, initial: ConstantLayout 
     return buf.getvalue()
 
 
-def write_file(dst, program: bytes, constants: ConstantLayout, initial: ConstantLayout | None = None) -> None:
+def file_writer(program: bytes, constants: ConstantLayout, initial: ConstantLayout | None = None):
+    """What fills the ``.pte`` (``serde.atomic_write``'s ``Fill``): header, flatbuffer, the constants
+    and the mutable buffers' initial values streamed."""
     head, base = with_header(program, _segments_size(constants, initial))
-    write_atomically(dst, lambda f: _write_segments(f, head, base, constants, initial))
+    return lambda f: _write_segments(f, head, base, constants, initial)

@@ -7,6 +7,9 @@ as numpy arrays, constants as Python values, in the program's input order) throu
 the value of every top-level ``call_function`` node that is one tensor is kept too, keyed by the
 node's name, which is the program's value name (the name pt2x's ONNX and TFLite give the same
 value). bfloat16 tensors come back as ``ml_dtypes.bfloat16`` arrays.
+
+``tensors_from_arrays`` / ``arrays_from_tensors``: the same conversions for a runtime that takes
+and gives torch tensors (ExecuTorch's ``executorch.runtime``, run by ``pt2x verify``).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 
 from .api import _import_torch
 
-__all__ = ["run_program"]
+__all__ = ["run_program", "tensors_from_arrays", "arrays_from_tensors"]
 
 
 def _to_torch(torch, x):
@@ -37,6 +40,18 @@ def _to_numpy(torch, t) -> np.ndarray:
     if t.is_quantized:
         t = t.dequantize()
     return t.contiguous().numpy().copy()
+
+
+def tensors_from_arrays(arrays: list) -> list:
+    """numpy arrays (and Python values, kept) as torch tensors."""
+    torch = _import_torch("running an ExecuTorch program on numpy inputs")
+    return [_to_torch(torch, x) for x in arrays]
+
+
+def arrays_from_tensors(values) -> list[np.ndarray]:
+    """torch tensors (and other values, as numpy sees them) as numpy arrays."""
+    torch = _import_torch("reading an ExecuTorch program's outputs")
+    return [_to_numpy(torch, t) for t in values]
 
 
 def _register_quantized_ops() -> None:

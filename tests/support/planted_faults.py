@@ -1,7 +1,8 @@
 """Faults planted in converted files, for ``pt2x verify --locate``: one weight scaled, one binary
-operator's second operand replaced by its first. ONNX models are edited as protos; ``.tflite``
-files byte by byte (the weight's bytes, and the operator's inputs vector, found in the flatbuffer
-by their exact contents, which the test asserts occur once)."""
+operator's second operand replaced by its first, one operator replaced by another of the same
+arguments. ONNX models are edited as protos; ``.tflite``, ``.pte`` and ``.ptd`` files byte by byte
+(the weight's bytes, the operator's inputs vector or name, found in the file by their exact
+contents, which the test asserts occur once)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,16 @@ def alias_tflite_operand(data: bytes, output: str) -> bytes:
     old = struct.pack(f"<{n + 1}i", n, a, b, *rest)
     new = struct.pack(f"<{n + 1}i", n, a, a, *rest)
     return _replace_once(data, old, new)
+
+
+def scale_pte_weight(data: bytes, weight: np.ndarray, factor: float) -> bytes:
+    """A ``.pte`` or ``.ptd`` whose copy of ``weight`` (float32, as the program holds it) is scaled by ``factor``."""
+    w = np.ascontiguousarray(weight, dtype=np.float32)
+    return _replace_once(data, w.tobytes(), (w * np.float32(factor)).tobytes())
+
+
+def rename_pte_operator(data: bytes, old: str, new: str) -> bytes:
+    """A ``.pte`` whose operator ``old`` (``aten::relu``) is called as ``new`` (``aten::tanh``, the
+    same length and arguments): every call of it now runs the other kernel."""
+    assert len(old) == len(new)
+    return _replace_once(data, old.encode(), new.encode())

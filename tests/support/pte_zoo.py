@@ -226,10 +226,11 @@ def input_sets(name: str) -> list[tuple]:
     return [make_inputs()] + [f() for f in extra]
 
 
-def run(data: bytes, inputs) -> list[torch.Tensor]:
+def run(data: bytes, inputs, data_path: str | None = None) -> list[torch.Tensor]:
+    """ExecuTorch's run of the .pte ``data`` (``data_path``: the .ptd its external weights are in)."""
     from executorch.runtime import Runtime
 
-    program = Runtime.get().load_program(data)  # the runtime reads ``data`` in place: both stay referenced
+    program = Runtime.get().load_program(data, data_path=data_path)  # reads ``data`` in place: both stay referenced
     method = program.load_method("forward")
     out = list(method.execute(list(inputs)))
     del method, program

@@ -36,6 +36,13 @@ inp, out = sys.stdin.buffer, sys.stdout.buffer
 sys.stdout = sys.stderr  # nothing a conversion prints may reach the reply pipe
 import pt2x.converters
 
+def as_reply(result):  # a model as its bytes; None (a file was written); a tuple of files (to_pte's .pte, .ptd)
+    if result is None or isinstance(result, (bytes, memoryview)):
+        return None if result is None else bytes(result)
+    if isinstance(result, tuple):
+        return tuple(as_reply(x) for x in result)
+    return result.SerializeToString()
+
 def read():
     head = inp.read(8)
     return None if len(head) < 8 else pickle.loads(inp.read(struct.unpack("<Q", head)[0]))
@@ -44,7 +51,7 @@ while (req := read()) is not None:
     fn, args, kwargs = req
     try:
         result = getattr(pt2x.converters, fn)(*args, **kwargs)
-        reply = ("ok", bytes(result) if isinstance(result, (bytes, memoryview)) else result.SerializeToString())
+        reply = ("ok", as_reply(result))
     except Exception as e:
         try:
             pickle.loads(pickle.dumps(e))  # it must survive the trip
@@ -60,7 +67,8 @@ while (req := read()) is not None:
 class TorchFreeConverter:
     """``pt2x.converters.<fn>(*args, **kwargs)`` run in one long-lived subprocess where ``import
     torch`` fails, so every conversion the parity suites check is proven torch-free, at the cost
-    of one process start per test session. Returns the serialized model (bytes); an exception the
+    of one process start per test session. Returns the serialized model (bytes; None when the
+    converter wrote a file; a tuple for several files, as ``to_pte``'s .pte and .ptd); an exception the
     converter raised is re-raised here with its own class and attributes."""
 
     def __init__(self):
