@@ -366,3 +366,34 @@ def test_decoder_layer_with_a_kv_cache_matches_eager_step_by_step(tmp_path, writ
     steps = [(torch.randn(2, 1, 32, generator=g), torch.tensor([s])) for s in range(6)]
     _check_steps(data, eager, steps, f"decoder {write}")
     assert ("aten::index_put.out" in {name for name, _ in _operators(data)})
+
+
+class LinearWithCounter(torch.nn.Module):
+    """A weight that goes to the .ptd and a buffer written each call (its initial value in the .pte)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.register_buffer("acc", torch.ones(4))
+
+    def forward(self, x):
+        self.acc.add_(x.sum(0))
+        return self.fc(x) * self.acc
+
+
+def test_state_beside_external_weights(tmp_path):
+    from executorch.runtime import Runtime
+
+    torch.manual_seed(0)
+    m = LinearWithCounter().eval()
+    path = _save(tmp_path, LinearWithCounter().eval().requires_grad_(False), (torch.randn(2, 4),), "counter_ext")
+    m.load_state_dict(torch.export.load(path).state_dict)
+    dst = str(tmp_path / "counter_ext.pte")
+    assert convert_torch_free("to_pte", path, dst, external_weights=True) is None
+    program = Runtime.get().load_program(dst, data_path=dst[:-4] + ".ptd")
+    method = program.load_method("forward")
+    for step in range(3):
+        x = torch.randn(2, 4)
+        (got,) = method.execute([x])
+        with torch.no_grad():
+            assert_close(got.numpy(), m(x).numpy(), "float32", what=f"step {step}")
