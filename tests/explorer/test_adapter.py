@@ -1,0 +1,240 @@
+"""The Model Explorer adapter (``pt2x.explorer``): every fixture and zoo program read where ``import
+torch`` fails, through Model Explorer's own extension manager, into its own graph classes (strictly:
+a key they do not know fails); node ids equal the FX node names ``torch.export.load`` gives, so
+node data made for Model Explorer's built-in ``.pt2`` adapter loads on this one; namespaces follow
+the module calls; inputs and weights carry dtype, symbolic shape and size; hostile files are
+refused with the reader's error and nothing in them runs."""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+import os
+import pickle
+import zipfile
+
+import pytest
+import torch
+
+import zoo
+from paths import REPO
+from torchfree import run_torch_free
+
+FIXTURES = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "pt2", "*", "*.pt2")))
+
+# Runs where `import torch` fails: Model Explorer's extension manager loads pt2x.explorer (its
+# `main` module) and converts each file given; prints {path: graphs JSON or the error}.
+_CONVERT = r"""
+import json, sys
+import model_explorer.extension_manager as em
+assert em.torch is None  # Model Explorer itself found no torch
+manager = em.ExtensionManager(["pt2x.explorer"])
+manager.load_extensions()
+ids = {e.metadata.id: e.type for e in manager.extensions}
+assert ids.get("pt2x_adapter") == "adapter" and ids.get("pt2x_verify") == "node_data_provider", ids
+out = {}
+for path in sys.argv[1:]:
+    try:
+        out[path] = manager.run_cmd({"extensionId": "pt2x_adapter", "cmdId": "convert", "modelPath": path,
+                                     "settings": {"const_element_count_limit": 16}, "deleteAfterConversion": False})
+    except Exception as e:
+        out[path] = {"error": type(e).__name__, "message": str(e)}
+print(json.dumps(out))
+"""
+
+
+def convert_torch_free(paths: list[str]) -> dict:
+    r = run_torch_free(_CONVERT, *paths, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _fx_node_names(ep: torch.export.ExportedProgram) -> dict[str, list[str]]:
+    """Graph id -> its FX node names, subgraphs as the adapter names them (``<parent>/<node>.<attr>``)."""
+    out = {"graph": [n.name for n in ep.graph.nodes]}
+
+    def walk(gm, gid):
+        for n in gm.graph.nodes:
+            for a in n.args if n.op == "call_function" else ():
+                if isinstance(a, torch.fx.Node) and a.op == "get_attr":
+                    sid = f"{gid}/{n.name}.{a.target}"
+                    out[sid] = [m.name for m in getattr(gm, a.target).graph.nodes]
+                    walk(getattr(gm, a.target), sid)
+
+    walk(ep.graph_module, "graph")
+    return out
+
+
+def _check_well_formed(graphs: list[dict]) -> None:
+    """What Model Explorer needs of a graph list: unique node ids, edges and subgraphs that exist."""
+    graph_ids = {g["id"] for g in graphs}
+    assert len(graph_ids) == len(graphs)
+    for g in graphs:
+        ids = [n["id"] for n in g["nodes"]]
+        assert len(ids) == len(set(ids)), g["id"]
+        for n in g["nodes"]:
+            assert "/" not in n["label"]
+            for e in n["incomingEdges"]:
+                assert e["sourceNodeId"] in ids, (g["id"], n["id"], e)
+            assert set(n["subgraphIds"]) <= graph_ids
+
+
+@pytest.fixture(scope="module")
+def zoo_files(tmp_path_factory) -> dict[str, tuple[str, dict]]:
+    """Every exportable zoo program, saved: name -> (path, torch's FX node names of the loaded file)."""
+    d = tmp_path_factory.mktemp("explorer_zoo")
+    out = {}
+    for name in zoo.exportable_names():
+        path = str(d / f"{name}.pt2")
+        torch.export.save(zoo.exported(name), path)
+        out[name] = (path, _fx_node_names(torch.export.load(path)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def converted(zoo_files) -> dict:
+    return convert_torch_free(FIXTURES + [p for p, _ in zoo_files.values()])
+
+
+def test_every_fixture_loads_torch_free(converted):
+    for path in FIXTURES:
+        resp = converted[path]
+        assert "error" not in resp, (path, resp)
+        _check_well_formed(resp["graphs"])
+        assert resp["graphs"][0]["id"] == "graph"
+
+
+def test_node_ids_are_torch_fx_names(converted, zoo_files):
+    """Fixtures torch 2.13 loads, and every zoo program: the same ids in every graph, subgraphs included."""
+    compared = 0
+    for path in FIXTURES:
+        try:
+            ep = torch.export.load(path)
+        except Exception:  # noqa: BLE001 - torch 2.5's flat layout and one 2.6 cond: torch itself refuses them
+            continue
+        mine = {g["id"]: sorted(n["id"] for n in g["nodes"]) for g in converted[path]["graphs"]}
+        assert mine == {k: sorted(v) for k, v in _fx_node_names(ep).items()}, path
+        compared += 1
+    for name, (path, fx) in zoo_files.items():
+        resp = converted[path]
+        assert "error" not in resp, (name, resp)
+        _check_well_formed(resp["graphs"])
+        mine = {g["id"]: sorted(n["id"] for n in g["nodes"]) for g in resp["graphs"]}
+        assert mine == {k: sorted(v) for k, v in fx.items()}, name
+        compared += 1
+    assert compared >= 40 + len(zoo_files)
+    control_flow = {g["id"] for name in ("cond", "while_loop", "map") for g in converted[zoo_files[name][0]]["graphs"]}
+    assert {"graph/cond.true_graph_0", "graph/cond.false_graph_0", "graph/while_loop.while_loop_cond_graph_0",
+            "graph/while_loop.while_loop_body_graph_0", "graph/map_impl.body_graph_0"} <= control_flow
+
+
+class _Inner(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+class _Nested(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 4, 1)
+        self.blocks = torch.nn.ModuleList([_Inner(), _Inner()])
+        self.blocks[1].conv = self.blocks[0].conv  # one weight read from two modules
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        y = self.blocks[1](self.blocks[0](self.stem(x)))
+        return self.head(y.mean(dim=(2, 3)))
+
+
+@pytest.fixture(scope="module")
+def nested(tmp_path_factory) -> dict:
+    path = str(tmp_path_factory.mktemp("nested") / "nested.pt2")
+    ep = torch.export.export(_Nested().eval(), (torch.randn(2, 3, 8, 8),),
+                             dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=16)},))
+    torch.export.save(ep, path)
+    (graph,) = convert_torch_free([path])[path]["graphs"]
+    return {n["id"]: n for n in graph["nodes"]} | {"": graph}
+
+
+def _attrs(node: dict) -> dict:
+    return {kv["key"]: kv["value"] for kv in node["attrs"]}
+
+
+def _meta(node: dict) -> dict:
+    return {kv["key"]: kv["value"] for kv in node["outputsMetadata"][0]["attrs"]}
+
+
+def _by_label(nested: dict, label: str) -> list[dict]:
+    return [n for k, n in nested.items() if k and n["label"] == label]
+
+
+def test_namespaces_follow_module_calls(nested):
+    assert sorted(n["namespace"] for n in _by_label(nested, "aten.conv2d")) == ["blocks.0/conv", "blocks.1/conv", "stem"]
+    assert [n["namespace"] for n in _by_label(nested, "aten.linear")] == ["head"]
+    assert [n["namespace"] for n in _by_label(nested, "aten.mean")] == [""]
+    # a weight sits in the deepest module all its readers share: the tied conv weight at the top
+    assert nested["p_blocks_0_conv_weight"]["namespace"] == ""
+    assert nested["p_blocks_0_bn_weight"]["namespace"] == "blocks.0/bn"
+    groups = nested[""]["groupNodeAttributes"]
+    assert groups["blocks.1/bn"] == {"module": "blocks.1.bn", "class": "torch.nn.modules.batchnorm.BatchNorm2d"}
+    assert groups[""]["range s77"] == "[1, 16]"
+
+
+def test_inputs_and_weights_carry_dtype_shape_and_size(nested):
+    x = nested["x"]
+    assert _attrs(x) == {"kind": "user input", "dtype": "float32", "shape": "[s77, 3, 8, 8]"}
+    assert _meta(x) == {"tensor_name": "x", "tensor_shape": "float32[s77, 3, 8, 8]"}
+    w = _attrs(nested["p_head_weight"])
+    assert w == {"kind": "parameter", "fqn": "head.weight", "dtype": "float32", "shape": "[2, 4]", "size": "32 bytes"}
+    assert _attrs(nested["b_blocks_0_bn_running_mean"])["kind"] == "buffer"
+    assert not any(kv["key"] == "__value" for k, n in nested.items() if k for kv in n.get("attrs", ()))  # no bytes
+    (linear,) = _by_label(nested, "aten.linear")
+    assert _meta(linear)["tensor_shape"] == "float32[s77, 2]"
+    conv = _attrs(next(n for n in _by_label(nested, "aten.conv2d") if n["namespace"] == "stem"))
+    assert conv["target"] == "torch.ops.aten.conv2d.default" and conv["weight"] == "p_stem_weight"
+    assert conv["module"] == "stem (torch.nn.modules.conv.Conv2d)"
+
+
+class _Boom:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _with_boom(torch_zip: bytes, marker) -> bytes:
+    """A ``torch.save`` zip whose ``data.pkl`` would run ``os.system`` when unpickled."""
+    src, buf = zipfile.ZipFile(io.BytesIO(torch_zip)), io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for name in src.namelist():
+            z.writestr(name, pickle.dumps(_Boom(marker)) if name.endswith("/data.pkl") else src.read(name))
+    return buf.getvalue()
+
+
+def test_hostile_files_are_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "MARKER"
+    src = os.path.join(REPO, "tests", "fixtures", "pt2", "torch-2.6.0", "mlp_dynamic.pt2")
+    with zipfile.ZipFile(src) as z:
+        members = [(n, z.read(n)) for n in z.namelist()]
+    pickled = str(tmp_path / "pickled.pt2")
+    with zipfile.ZipFile(pickled, "w") as z:
+        for name, data in members:
+            z.writestr(name, _with_boom(data, marker) if name.endswith("serialized_state_dict.pt") else data)
+    truncated = str(tmp_path / "truncated.pt2")
+    with open(src, "rb") as f, open(truncated, "wb") as g:
+        g.write(f.read()[:300])
+    not_a_zip = str(tmp_path / "text.pt2")
+    with open(not_a_zip, "w") as f:
+        f.write("import os; os.system('touch MARKER')")
+    out = convert_torch_free([pickled, truncated, not_a_zip])
+    for path in (pickled, truncated, not_a_zip):
+        assert out[path]["error"].endswith("Error") and out[path]["message"], out[path]
+    assert "posix.system" in out[pickled]["message"] or "fc1.weight" in out[pickled]["message"], out[pickled]
+    assert not marker.exists()
