@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import glob
 import io
-import json
 import os
 import pickle
 import zipfile
@@ -18,37 +17,10 @@ import pytest
 import torch
 
 import zoo
+from explorer_check import check_well_formed, convert_torch_free
 from paths import REPO
-from torchfree import run_torch_free
 
 FIXTURES = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "pt2", "*", "*.pt2")))
-
-# Runs where `import torch` fails: Model Explorer's extension manager loads pt2x.explorer (its
-# `main` module) and converts each file given; prints {path: graphs JSON or the error}.
-_CONVERT = r"""
-import json, sys
-import model_explorer.extension_manager as em
-assert em.torch is None  # Model Explorer itself found no torch
-manager = em.ExtensionManager(["pt2x.explorer"])
-manager.load_extensions()
-ids = {e.metadata.id: e.type for e in manager.extensions}
-assert ids.get("pt2x_adapter") == "adapter" and ids.get("pt2x_verify") == "node_data_provider", ids
-out = {}
-for path in sys.argv[1:]:
-    try:
-        out[path] = manager.run_cmd({"extensionId": "pt2x_adapter", "cmdId": "convert", "modelPath": path,
-                                     "settings": {"const_element_count_limit": 16}, "deleteAfterConversion": False})
-    except Exception as e:
-        out[path] = {"error": type(e).__name__, "message": str(e)}
-print(json.dumps(out))
-"""
-
-
-def convert_torch_free(paths: list[str]) -> dict:
-    r = run_torch_free(_CONVERT, *paths, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
 
 def _fx_node_names(ep: torch.export.ExportedProgram) -> dict[str, list[str]]:
     """Graph id -> its FX node names, subgraphs as the adapter names them (``<parent>/<node>.<attr>``)."""
@@ -64,20 +36,6 @@ def _fx_node_names(ep: torch.export.ExportedProgram) -> dict[str, list[str]]:
 
     walk(ep.graph_module, "graph")
     return out
-
-
-def _check_well_formed(graphs: list[dict]) -> None:
-    """What Model Explorer needs of a graph list: unique node ids, edges and subgraphs that exist."""
-    graph_ids = {g["id"] for g in graphs}
-    assert len(graph_ids) == len(graphs)
-    for g in graphs:
-        ids = [n["id"] for n in g["nodes"]]
-        assert len(ids) == len(set(ids)), g["id"]
-        for n in g["nodes"]:
-            assert "/" not in n["label"]
-            for e in n["incomingEdges"]:
-                assert e["sourceNodeId"] in ids, (g["id"], n["id"], e)
-            assert set(n["subgraphIds"]) <= graph_ids
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +59,7 @@ def test_every_fixture_loads_torch_free(converted):
     for path in FIXTURES:
         resp = converted[path]
         assert "error" not in resp, (path, resp)
-        _check_well_formed(resp["graphs"])
+        check_well_formed(resp["graphs"])
         assert resp["graphs"][0]["id"] == "graph"
 
 
@@ -119,7 +77,7 @@ def test_node_ids_are_torch_fx_names(converted, zoo_files):
     for name, (path, fx) in zoo_files.items():
         resp = converted[path]
         assert "error" not in resp, (name, resp)
-        _check_well_formed(resp["graphs"])
+        check_well_formed(resp["graphs"])
         mine = {g["id"]: sorted(n["id"] for n in g["nodes"]) for g in resp["graphs"]}
         assert mine == {k: sorted(v) for k, v in fx.items()}, name
         compared += 1
