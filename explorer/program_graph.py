@@ -11,8 +11,8 @@ per subgraph of a higher-order operator (``cond``'s branches, ``while_loop``'s c
   several outputs);
 * a node's namespace is its ``nn_module_stack`` (each call a level, named by its attribute path:
   ``layer1.0/conv1``), so a layer collapses into one box; a weight sits in the deepest module
-  every reader of it shares; a user input, the output node and a node outside any module sit at
-  the top;
+  every reader of it shares (one nothing reads, in its own module); a user input, the output node
+  and a node outside any module sit at the top;
 * every value carries ``tensor_name`` and ``tensor_shape`` (``float32[s77, 8]``); inputs and
   weights also their kind, dtype, shape and size in bytes (weights as the archive holds them,
   their bytes never read), and each shape symbol its range (the graph's attributes);
@@ -131,7 +131,9 @@ class _ProgramGraphs:
                "incomingEdges": _edges([name for a in view.output_args for _, name in value_refs(a)], ids)}
         nodes.append(out)
         if view is self.program:
-            _place_weights(nodes, {i for i in ids.values() if i in self.weights})
+            homes = {attrs["module"]: space for space, attrs in _module_attrs(view).items()}
+            _place_weights(nodes, {i: homes.get(self.weights[i].fqn.rpartition(".")[0], "")
+                                   for i in ids.values() if i in self.weights})
         for node in nodes:  # every list Model Explorer's GraphNode has, present: readers need not guess
             for key in _NODE_LISTS:
                 node.setdefault(key, [])
@@ -196,6 +198,8 @@ class _ProgramGraphs:
     def _getitems(self, view, outs: list[d.Argument], source: str, namespace: str, names: FxNames, ids: dict) -> list[dict]:
         """The ``getitem`` node torch adds for each output value (``fx_names``)."""
         made = []
+        if len(outs) == 1 and isinstance(outs[0].value, list):  # one list: a getitem per item, no list getitem
+            outs = [_item_argument(t) for t in outs[0].value]
         for i, arg in enumerate(outs):
             refs = [name for _, name in value_refs(arg)]
             edge = [{"sourceNodeId": source, "sourceNodeOutputId": "0", "targetNodeInputId": "0"}]
@@ -239,6 +243,18 @@ class _ProgramGraphs:
 
 
 # -------------------------------------------------------------------------------- helpers
+
+_ITEM_MEMBERS = {d.TensorArgument: "as_tensor", d.SymIntArgument: "as_sym_int", d.SymFloatArgument: "as_sym_float",
+                 d.SymBoolArgument: "as_sym_bool"}
+
+
+def _item_argument(item) -> d.Argument:
+    """An item of a list output as the ``Argument`` it would be alone (an optional tensor's as_none kept)."""
+    if isinstance(item, d.OptionalTensorArgument):
+        return d.Argument(as_tensor=item.value) if item.type == "as_tensor" else d.Argument(as_none=True)
+    member = _ITEM_MEMBERS.get(type(item))
+    return d.Argument(**{member: item}) if member else d.Argument(as_none=True)
+
 
 def _hop_tuple(n: d.Node) -> bool:
     """A higher-order call returning its one tensor as a one-element tuple (a ``getitem`` follows)."""
@@ -291,8 +307,9 @@ def _value_meta(view: GraphView, name: str, index: int) -> dict:
     return {"id": str(index), "attrs": attrs}
 
 
-def _place_weights(nodes: list[dict], weights: set[str]) -> None:
-    """Each weight into the deepest namespace every node reading it shares."""
+def _place_weights(nodes: list[dict], weights: dict[str, str]) -> None:
+    """Each weight into the deepest namespace every node reading it shares; one nothing reads
+    (``num_batches_tracked``) into its own module's (``weights``: weight -> that namespace)."""
     readers: dict[str, list[str]] = {}
     for node in nodes:
         for e in node.get("incomingEdges", ()):
@@ -300,7 +317,9 @@ def _place_weights(nodes: list[dict], weights: set[str]) -> None:
                 readers.setdefault(e["sourceNodeId"], []).append(node["namespace"])
     for node in nodes:
         spaces = readers.get(node["id"])
-        if node["id"] in weights and spaces:
+        if node["id"] in weights and not spaces:
+            node["namespace"] = weights[node["id"]]
+        elif node["id"] in weights:
             common = spaces[0].split("/")
             for s in spaces[1:]:
                 parts = s.split("/")

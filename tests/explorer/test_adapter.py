@@ -50,9 +50,28 @@ def zoo_files(tmp_path_factory) -> dict[str, tuple[str, dict]]:
     return out
 
 
+class _Outputs(torch.nn.Module):
+    """Nodes of several outputs: a list (unbind, split), a tuple with unused members (layer norm's
+    mean and rstd after decomposition, max pool's indices)."""
+
+    def forward(self, x):
+        a, b, c = x.unbind(1)
+        d, e = torch.split(x, [1, 2], dim=1)
+        pooled = torch.nn.functional.max_pool2d(x.unsqueeze(0), 2, return_indices=True)[0]
+        norm = torch.nn.functional.layer_norm(a + b * c, (4,))
+        return norm + d.sum() + e.mean() + pooled.sum()
+
+
 @pytest.fixture(scope="module")
-def converted(zoo_files) -> dict:
-    return convert_torch_free(FIXTURES + [p for p, _ in zoo_files.values()])
+def outputs_file(tmp_path_factory) -> tuple[str, dict]:
+    path = str(tmp_path_factory.mktemp("outputs") / "outputs.pt2")
+    torch.export.save(torch.export.export(_Outputs(), (torch.randn(4, 3, 4),)).run_decompositions(), path)
+    return path, _fx_node_names(torch.export.load(path))
+
+
+@pytest.fixture(scope="module")
+def converted(zoo_files, outputs_file) -> dict:
+    return convert_torch_free(FIXTURES + [p for p, _ in zoo_files.values()] + [outputs_file[0]])
 
 
 def test_every_fixture_loads_torch_free(converted):
@@ -63,8 +82,12 @@ def test_every_fixture_loads_torch_free(converted):
         assert resp["graphs"][0]["id"] == "graph"
 
 
-def test_node_ids_are_torch_fx_names(converted, zoo_files):
-    """Fixtures torch 2.13 loads, and every zoo program: the same ids in every graph, subgraphs included."""
+def test_node_ids_are_torch_fx_names(converted, zoo_files, outputs_file):
+    """Fixtures torch 2.13 loads, every zoo program, and nodes of several outputs: the same ids in
+    every graph, subgraphs included."""
+    path, fx = outputs_file
+    mine = {g["id"]: sorted(n["id"] for n in g["nodes"]) for g in converted[path]["graphs"]}
+    assert mine == {k: sorted(v) for k, v in fx.items()}
     compared = 0
     for path in FIXTURES:
         try:
@@ -137,8 +160,10 @@ def test_namespaces_follow_module_calls(nested):
     assert [n["namespace"] for n in _by_label(nested, "aten.linear")] == ["head"]
     assert [n["namespace"] for n in _by_label(nested, "aten.mean")] == [""]
     # a weight sits in the deepest module all its readers share: the tied conv weight at the top
-    assert nested["p_blocks_0_conv_weight"]["namespace"] == ""
+    assert nested["p_blocks_1_conv_weight"]["namespace"] == ""
+    assert nested["p_blocks_0_conv_weight"]["namespace"] == "blocks.0/conv"  # its tied twin is read instead
     assert nested["p_blocks_0_bn_weight"]["namespace"] == "blocks.0/bn"
+    assert nested["b_blocks_1_bn_num_batches_tracked"]["namespace"] == "blocks.1/bn"  # read by nothing: its module
     groups = nested[""]["groupNodeAttributes"]
     assert groups["blocks.1/bn"] == {"module": "blocks.1.bn", "class": "torch.nn.modules.batchnorm.BatchNorm2d"}
     assert groups[""]["range s77"] == "[1, 16]"
