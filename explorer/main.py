@@ -55,7 +55,8 @@ class Pt2xAdapter(model_explorer.Adapter):
         return {"graphs": [as_graph(g) for g in read_graphs(model_path)]}
 
 
-_VALUES = (("ratio", "error / tolerance"), ("max_abs", "max abs error"), ("max_rel", "max rel error"))
+_VALUES = ("max_abs", "max_rel", "ratio")
+"""The node data a run returns, in this order: Model Explorer shows the last, error over tolerance."""
 
 
 class Pt2xVerifyProvider(model_explorer.NodeDataProvider):
@@ -96,4 +97,4 @@ class Pt2xVerifyProvider(model_explorer.NodeDataProvider):
         except (Pt2Error, StopIteration) as e:
             return model_explorer.NodeDataProviderResult(error=str(e) or f"no graph {graph_id!r} in {model_path}")
         return model_explorer.NodeDataProviderResult(
-            result=[as_graph_node_data(data[key][graph_id]) for key, _ in _VALUES])
+            result=[as_graph_node_data(data[key][graph_id]) for key in _VALUES])

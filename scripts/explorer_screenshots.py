@@ -11,8 +11,12 @@ own classes without a browser); this is the check as a person sees it. In order:
    the ``.pt2`` and the node data (its built-in ``.pt2`` adapter is not loaded without torch: the
    graph is pt2x's);
 3. Debian's Chromium, headless, driven over the DevTools protocol on a pipe (no extra package),
-   opens the page, waits for the graph and the node data, and saves PNGs: the overview (layers
-   collapsed, each with its children's colors), and the faulted layer expanded (``--out-dir``).
+   opens the page, waits for the graph and the node data, and saves PNGs (``--out-dir``): the
+   overview (layers collapsed, each with its children's colors), the first diverging node found
+   by Model Explorer's search (its layers opened, it selected: its attributes and node data in the
+   side panel), and, on a fresh server without node data, the node-data provider run from the UI
+   on the faulted file (``explorer-provider.png``). PNGs are reduced to 256 colors where Pillow is
+   installed.
 
 Chromium runs with the flags a closed network needs (no background networking, no component
 update, no sync, no QUIC, other hosts unresolvable). Prints what the page says (node data names,
@@ -78,7 +82,7 @@ def prepare(d: str, model: str, fault: str) -> dict:
 
     labels = {n["id"]: n["label"] for n in program_graphs(pt2)[0]["nodes"]}
     # the last node data loaded is the one shown: error over tolerance
-    return {"pt2": pt2, "node_data": [nd[: -len(".json")] + ".max_abs.json", nd], "verify_exit": rc,
+    return {"pt2": pt2, "converted": bad, "node_data": [nd[: -len(".json")] + ".max_abs.json", nd], "verify_exit": rc,
             "weight": weight, "first_divergence": first, "first_label": labels.get(first[0]) if first else None, "past": sum(r["value"] > 1 for r in results.values()),
             "compared": len(results)}
 
@@ -231,6 +235,62 @@ def shoot(info: dict, out_dir: str, port: int) -> list[str]:
     return shots
 
 
+_DIALOG_INPUTS = """[...document.querySelectorAll('input')].filter(e => e.closest('mat-dialog-container, [role=dialog]'))
+  .map(e => { const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2, e.value]; })"""
+
+
+def shoot_provider(info: dict, out_dir: str, port: int) -> list[str]:
+    """The node-data provider as a person runs it: "Add per-node data", pt2x verify, the converted
+    file's path typed in, Run; the overlay it computes (torch-free: against pt2x's ONNX)."""
+    proc, url = _server(info["pt2"], [], port)
+    profile = tempfile.mkdtemp(prefix="pt2x-chromium-")
+    browser = Chromium(profile)
+    shots = []
+    try:
+        browser.open(url)
+        browser.wait_for_text("GRAPH INFO")
+        time.sleep(2)
+        for text in ("Add per-node data", "pt2x verify: where a converted file differs"):
+            at = browser.js(_RECT.format(text))
+            if not at:
+                raise RuntimeError(f"no {text!r} on the page")
+            browser.click(*at)
+            time.sleep(2)
+        empty = [i for i in browser.js(_DIALOG_INPUTS) or [] if i[2] == ""]
+        if not empty:
+            raise RuntimeError("the provider's dialog has no path field")
+        browser.click(*empty[0][:2])
+        browser.send("Input.insertText", {"text": info["converted"]})
+        time.sleep(1)
+        browser.click(*browser.js(_RECT.format("Run")))
+        body = browser.wait_for_text("error / tolerance", timeout=600)
+        time.sleep(3)
+        print("provider:", " | ".join(x for x in body.splitlines() if "tolerance (" in x or "max abs error (" in x)[:300])
+        shots.append(os.path.join(out_dir, "explorer-provider.png"))
+        browser.screenshot(shots[-1])
+    finally:
+        browser.close()
+        shutil.rmtree(profile, ignore_errors=True)
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return shots
+
+
+def _compact(path: str) -> None:
+    """The screenshot with a 256-color palette (a user interface has few colors; a third of the
+    bytes), where Pillow is installed."""
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as im:
+        small = im.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scripts.explorer_screenshots", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="tv_resnet18", help="a model of tests/support/model_zoo.py")
@@ -258,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         info = json.loads(lines[-1])
         print(f"verify exit {info['verify_exit']}: {info['weight']} x1.5; first divergence {info['first_divergence']}, "
               f"{info['past']} of {info['compared']} compared nodes past tolerance")
-        for shot in shoot(info, args.out_dir, args.port):
+        for shot in shoot(info, args.out_dir, args.port) + shoot_provider(info, args.out_dir, args.port + 1):
+            _compact(shot)
             print(f"wrote {shot} ({os.path.getsize(shot)} bytes)")
     return 0
 
