@@ -48,6 +48,8 @@ def program_graphs(src) -> list[dict]:
     """Every model of the archive at ``src`` (a path or file object) and its subgraphs."""
     with load(src) as archive:
         names = sorted(archive.models)
+        if not names:  # an AOTInductor package (compiled code) or no model: the archive's own refusal
+            archive.model(None)
         graphs: list[dict] = []
         for name in names:
             view, _ = open_program(archive.model(name), name)

@@ -216,8 +216,10 @@ def test_hostile_files_are_refused_and_nothing_runs(tmp_path):
     not_a_zip = str(tmp_path / "text.pt2")
     with open(not_a_zip, "w") as f:
         f.write("import os; os.system('touch MARKER')")
-    out = convert_torch_free([pickled, truncated, not_a_zip])
-    for path in (pickled, truncated, not_a_zip):
+    aoti = os.path.join(REPO, "tests", "fixtures", "aoti", "linear_cpu.pt2")  # compiled code, never loaded
+    out = convert_torch_free([pickled, truncated, not_a_zip, aoti])
+    for path in (pickled, truncated, not_a_zip, aoti):
         assert out[path]["error"].endswith("Error") and out[path]["message"], out[path]
+    assert out[aoti]["error"] == "UnsafeContentError" and "an AOTInductor package" in out[aoti]["message"]
     assert "posix.system" in out[pickled]["message"] or "fc1.weight" in out[pickled]["message"], out[pickled]
     assert not marker.exists()
