@@ -86,6 +86,5 @@ def target_label(target: str) -> str:
     """A node's label, as Model Explorer's ``.pt2`` adapter writes it: the overload packet
     (``aten.linear``), a higher-order operator's name (``cond``), or the function's (``getitem``)."""
     parts = _op_parts(target)
-    if len(parts) >= 3:
-        return f"{parts[0]}.{parts[1]}"
-    return parts[-1]
+    label = f"{parts[0]}.{parts[1]}" if len(parts) >= 3 else parts[-1]
+    return label.replace("/", "\u2215")  # Model Explorer reads "/" as a namespace separator

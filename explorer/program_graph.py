@@ -83,14 +83,24 @@ def _kv(key: str, value) -> dict:
     return {"key": key, "value": str(value)}
 
 
+def _ref_text(x) -> str:
+    """A value reference as text: a tensor's or symbol's name, a literal a symbolic slot holds, None."""
+    if hasattr(x, "type") and hasattr(x, "value"):  # a union: SymIntArgument, OptionalTensorArgument...
+        if x.type == "as_none":
+            return "None"
+        return str(x.value) if isinstance(x.value, (str, int, float, bool)) else _ref_text(x.value)
+    return str(getattr(x, "name", x))
+
+
 def _arg_text(arg: d.Argument) -> str:
+    """An argument as the side panel shows it: value names, literals as written, dtypes by name."""
     kind = ARGUMENT_MEMBERS.get(arg.type)
     if kind == "graph":
         return arg.value.name
     if kind is not None and kind != "mapping":
-        names = [name for _, name in value_refs(arg)]
-        return names[0] if arg.type in ("as_tensor", "as_sym_int", "as_sym_bool", "as_sym_float", "as_custom_obj",
-                                        "as_optional_tensor") and names else f"[{', '.join(names)}]"
+        if isinstance(arg.value, list):
+            return "[" + ", ".join(_ref_text(x) for x in arg.value) + "]"
+        return _ref_text(arg.value)
     if arg.type == "as_none":
         return "None"
     if arg.type == "as_scalar_type":
