@@ -139,8 +139,10 @@ class _ProgramGraphs:
                               "attrs": [_kv("kind", "constant input"), _kv("value", _arg_text(arg))]})
         for n in view.nodes:
             nodes += self._node(view, n, names, ids, graph_id)
+        returned = [name for a in view.output_args for _, name in value_refs(a)]
         out = {"id": names.create(OUTPUT_NODE), "label": OUTPUT_NODE, "namespace": "",
-               "incomingEdges": _edges([name for a in view.output_args for _, name in value_refs(a)], ids)}
+               "incomingEdges": _edges(returned, ids),
+               "attrs": [_kv(f"output {i}", f"{name}: {shape_text(view, name) or '?'}") for i, name in enumerate(returned)]}
         nodes.append(out)
         if view is self.program:
             homes = {attrs["module"]: space for space, attrs in _module_attrs(view).items()}

@@ -179,6 +179,7 @@ def test_inputs_and_weights_carry_dtype_shape_and_size(nested):
     assert not any(kv["key"] == "__value" for k, n in nested.items() if k for kv in n.get("attrs", ()))  # no bytes
     (linear,) = _by_label(nested, "aten.linear")
     assert _meta(linear)["tensor_shape"] == "float32[s77, 2]"
+    assert _attrs(nested["output"]) == {"output 0": f"{linear['id']}: float32[s77, 2]"}
     conv = _attrs(next(n for n in _by_label(nested, "aten.conv2d") if n["namespace"] == "stem"))
     assert conv["target"] == "torch.ops.aten.conv2d.default" and conv["weight"] == "p_stem_weight"
     assert conv["module"] == "stem (torch.nn.modules.conv.Conv2d)"
