@@ -98,12 +98,12 @@ def _depth(nodes: list[dict]) -> int:
     return best
 
 
-def dot_text(graph: dict, node_data: dict | None = None, module_attrs: dict | None = None) -> str:
+def dot_text(graph: dict, node_data: dict | None = None) -> str:
     """The DOT source of ``graph`` (a Model Explorer graph dict), collapsed by module, colored by
     ``node_data``."""
     data = _graph_data(node_data, graph["id"])
     results, value_name = data.get("results", {}), str(data.get("name", ""))
-    module_attrs = module_attrs if module_attrs is not None else graph.get("groupNodeAttributes") or {}
+    module_attrs = graph.get("groupNodeAttributes") or {}
     nodes = _drawn(graph)
     depth = _depth(nodes)
     box: dict[str, str] = {}  # node id -> the box drawn for it
@@ -127,11 +127,14 @@ def dot_text(graph: dict, node_data: dict | None = None, module_attrs: dict | No
              '  node [shape=box, style="rounded,filled", fillcolor="#ffffff", fontname="Helvetica", fontsize=10];',
              '  edge [color="#607d8b", arrowsize=0.6];']
     weight_count: dict[str, int] = {}
+    box_results: dict[str, list[dict]] = {}  # box -> the node data of the nodes drawn as it
     edges: set[tuple[str, str]] = set()
     for n in graph["nodes"]:
         target = drawn_as(n["id"])
         if target is None:
             continue
+        if n["id"] in results:
+            box_results.setdefault(target, []).append(results[n["id"]])
         for e in n.get("incomingEdges", ()):
             src = e["sourceNodeId"]
             if src in weights:
@@ -141,7 +144,7 @@ def dot_text(graph: dict, node_data: dict | None = None, module_attrs: dict | No
             if source is not None and source != target:
                 edges.add((source, target))
     for b, group in members.items():
-        lines.append(f"  {_quoted(b)} [{_box_style(b, group, results, value_name, module_attrs, weight_count.get(b, 0), graph)}];")
+        lines.append(f"  {_quoted(b)} [{_box_style(b, group, box_results.get(b, []), value_name, module_attrs, weight_count.get(b, 0))}];")
     order = {b: i for i, b in enumerate(members)}
     for s, t in sorted(edges, key=lambda e: (order[e[0]], order[e[1]])):
         lines.append(f"  {_quoted(s)} -> {_quoted(t)};")
@@ -149,8 +152,9 @@ def dot_text(graph: dict, node_data: dict | None = None, module_attrs: dict | No
     return "\n".join(lines) + "\n"
 
 
-def _box_style(b: str, group: list[dict], results: dict, value_name: str, module_attrs: dict, weights: int,
-               graph: dict) -> str:
+def _box_style(b: str, group: list[dict], found: list[dict], value_name: str, module_attrs: dict, weights: int) -> str:
+    """A box's DOT attributes: its label (a module's path, class and size, or a node's id and
+    label), and the color of its worst node data (``found``), the first divergence first."""
     if b.startswith("module:"):
         namespace = b[len("module:"):]
         info = module_attrs.get(namespace, {})
@@ -163,10 +167,6 @@ def _box_style(b: str, group: list[dict], results: dict, value_name: str, module
         shape = ', shape=ellipse' if _attr(n, "kind") or n["label"] == "output" else ""
     if weights:
         label.append(f"{weights} weight{'s' if weights > 1 else ''}")
-    ids = {n["id"] for n in group} | {m["id"] for m in graph["nodes"] if m.get("incomingEdges")
-                                      and m["label"] == "getitem" and m["incomingEdges"][0]["sourceNodeId"] in
-                                      {n["id"] for n in group}}
-    found = [results[i] for i in ids if i in results]
     style = f"label={_quoted(chr(10).join(x for x in label if x))}{shape}"
     if found:
         first = [r for r in found if r.get("bgColor") == FIRST[0]]
