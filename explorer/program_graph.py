@@ -144,16 +144,17 @@ class _ProgramGraphs:
                "incomingEdges": _edges(returned, ids),
                "attrs": [_kv(f"output {i}", f"{name}: {shape_text(view, name) or '?'}") for i, name in enumerate(returned)]}
         nodes.append(out)
-        if view is self.program:
-            homes = {attrs["module"]: space for space, attrs in _module_attrs(view).items()}
+        modules = _module_attrs(view) if top else {}
+        if top:
+            homes = {attrs["module"]: space for space, attrs in modules.items()}
             _place_weights(nodes, {i: homes.get(self.weights[i].fqn.rpartition(".")[0], "")
                                    for i in ids.values() if i in self.weights})
         for node in nodes:  # every list Model Explorer's GraphNode has, present: readers need not guess
             for key in _NODE_LISTS:
                 node.setdefault(key, [])
         graph = {"id": graph_id, "nodes": nodes}
-        if view is self.program:
-            graph["groupNodeAttributes"] = {"": self._program_attrs(), **_module_attrs(view)}
+        if top:
+            graph["groupNodeAttributes"] = {"": self._program_attrs(), **modules}
         self.graphs[at] = graph
 
     # ---------------------------------------------------------------------------- nodes
@@ -193,7 +194,7 @@ class _ProgramGraphs:
         node["incomingEdges"] += [{"sourceNodeId": a["id"], "sourceNodeOutputId": "0",
                                    "targetNodeInputId": str(len(node["incomingEdges"]) + k)} for k, a in enumerate(attr_nodes)]
         sub_ids = []
-        for (na, sub), attr in zip(graph_args, attr_nodes):
+        for (_, sub), attr in zip(graph_args, attr_nodes):
             sub_id = f"{graph_id}/{node_id}.{sub.name}"
             sub_ids.append(sub_id)
             attr["subgraphIds"] = [sub_id]
