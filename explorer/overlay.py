@@ -126,9 +126,13 @@ def _converted_results(report: Report, stamps: dict[str, str]) -> dict[str, dict
     """``stamps``: an ONNX node as verify names it -> the ATen node its origin stamp names ({} for TFLite)."""
     first = report.divergence.tensor if report.divergence else None
     target = report.target
+    written: dict[str, list[ValueDifference]] = {}
+    for v in report.values:  # the writer of each compared value: its worst, marked when one is the first
+        written.setdefault(converted_node_id(target, v.converted_node), []).append(v)
     results: dict[str, dict] = {}
-    for v in report.values:  # the writer of each compared value
-        results[converted_node_id(target, v.converted_node)] = _result(v.ratio, v.ratio, v.tensor == first)
+    for node, values in written.items():
+        worst = max(values, key=lambda v: v.ratio)
+        results[node] = _result(worst.ratio, worst.ratio, any(v.tensor == first for v in values))
     for v in report.values:  # then the nodes that helped compute it, the first value they feed
         for key in v.computed_by:
             results.setdefault(converted_node_id(target, key), _result(v.ratio, v.ratio, False))
