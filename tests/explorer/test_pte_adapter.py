@@ -84,3 +84,29 @@ def test_dynamic_input_and_shapes(graphs, files):
 def test_malformed_file_is_refused(graphs, files):
     resp = graphs[files["broken"]]
     assert resp["error"] == "Pt2FormatError" and "program: table at" in resp["message"], resp
+
+
+def test_random_byte_flips_are_pt2_errors(files):
+    """The graph reads more of the file than inspect does (every value and instruction): flipped
+    bytes and truncations still end in a Pt2Error or a graph, never another exception."""
+    import random
+
+    from pt2x.explorer.pte_graph import pte_graphs
+    from pt2x.serde.errors import Pt2Error
+
+    with open(files["cnn"], "rb") as f:
+        data = f.read()
+    rng, drawn = random.Random(0), 0
+    for i in range(500):
+        raw = bytearray(data)
+        if i % 10 == 0:
+            raw = raw[: rng.randrange(len(raw))]
+        for _ in range(rng.randint(1, 8)):
+            if raw:
+                raw[rng.randrange(min(len(raw), 6000))] = rng.randrange(256)  # the flatbuffer, not the weights
+        try:
+            pte_graphs(bytes(raw))
+            drawn += 1
+        except Pt2Error:
+            pass
+    assert 0 < drawn < 500
