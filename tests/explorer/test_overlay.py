@@ -181,3 +181,17 @@ def test_node_data_needs_locate(files, tmp_path, capsys):
     assert main(["verify", files["pt2"], files["onnx"], "--node-data", str(tmp_path / "x.json")]) == 2
     assert "--node-data needs --locate" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_node_data_loads_on_model_explorers_own_pt2_adapter(files, capsys):
+    """Model Explorer's built-in adapter (it needs torch: torch.export.load) names the same nodes:
+    the program's node data applies to its graph as well."""
+    from model_explorer.builtin_pytorch_exportedprogram_adapter import BuiltinPytorchExportedProgramAdapter
+
+    _, paths = _node_data(files, "onnx", "fault", capsys)
+    (graph,) = BuiltinPytorchExportedProgramAdapter().convert(files["pt2"], {"const_element_count_limit": 16})["graphs"]
+    with open(paths["ratio"]) as f:
+        data = json.load(f)
+    assert list(data) == [graph.id]
+    assert set(data[graph.id]["results"]) <= {n.id for n in graph.nodes}
+    assert FAULTED in {n.id for n in graph.nodes}
