@@ -24,19 +24,17 @@ the plan's name, ``forward``):
 from __future__ import annotations
 
 from ..converters.pte.reader import read_pte
+from ..schema import definitions as d
+from ..schema.dtypes import row
 
 __all__ = ["pte_graphs"]
 
-_DTYPES = {"BYTE": ("uint8", 1), "CHAR": ("int8", 1), "SHORT": ("int16", 2), "INT": ("int32", 4),
-           "LONG": ("int64", 8), "HALF": ("float16", 2), "FLOAT": ("float32", 4), "DOUBLE": ("float64", 8),
-           "BOOL": ("bool", 1), "BFLOAT16": ("bfloat16", 2), "UINT16": ("uint16", 2), "UINT32": ("uint32", 4),
-           "UINT64": ("uint64", 8), "QINT8": ("qint8", 1), "QUINT8": ("quint8", 1), "QINT32": ("qint32", 4)}
-"""ExecuTorch's ScalarType names (scalar_type.fbs) -> torch's dtype name, as the .pt2 graphs show
-them, and the element's size in bytes."""
-
-
 def _dtype(v: dict) -> str:
-    return _DTYPES.get(v["dtype"], (v["dtype"].lower(), 0))[0]
+    """A tensor's dtype as the .pt2 graphs name it: ExecuTorch's ScalarType names are those of
+    torch's export schema (BYTE, FLOAT, BFLOAT16...), whose one table names them as torch does;
+    the quantized types torch's schema lacks (QINT8) keep their own name, in lower case."""
+    st = getattr(d.ScalarType, v["dtype"], None)
+    return row(st).torch_name if st is not None and st != d.ScalarType.UNKNOWN else v["dtype"].lower()
 
 
 def _kv(key: str, value) -> dict:
@@ -175,12 +173,8 @@ def _instruction(k: int, ins: dict, values: list[dict], holders: _Holders) -> li
 
 
 def _constant(index: int, v: dict) -> dict:
-    numel = 1
-    for s in v["sizes"]:
-        numel *= s
-    size = numel * _DTYPES.get(v["dtype"], ("", 0))[1]
     return _node(f"value{index}", "constant", [_kv("kind", "constant tensor"), _kv("dtype", _dtype(v)),
-                                                _kv("sizes", v["sizes"]), _kv("size", f"{size} bytes")],
+                                                _kv("sizes", v["sizes"]), _kv("size", f"{v['nbytes']} bytes")],
                  outputs=[_value_meta(index, v)])
 
 

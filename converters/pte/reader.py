@@ -183,7 +183,7 @@ def read_pte(source, name: str | None = None, *, detail: bool = False) -> dict:
     size from the extended header): the segments (weights) are checked against the file's size.
 
     ``detail``: each execution plan also lists every value (``values``: the summary of each, a
-    list's ``item_values``, a scalar's ``value``, a tensor's ``memory``) and every instruction of each chain
+    list's ``item_values``, a scalar's ``value``, a tensor's ``memory`` and ``nbytes``) and every instruction of each chain
     (``instructions``: ``chain``, ``kind``, ``operator`` or ``delegate``, ``args``), as checked."""
     with extra_required("reading a .pte", "flatbuffers", "pte"):
         import flatbuffers  # noqa: F401  (the generated module needs it)
@@ -342,7 +342,11 @@ def _tensor(c: _Checked, fb, val, p: str, n_constants: int, n_buffers: int, buff
     out = {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
            "dynamic": dyn != 0, "constant": bool(buffer)}
     if detail:
+        numel = 1
+        for size in sizes:
+            numel *= size
         out["memory"] = memory  # [memory id, offset] of a planned tensor, else None
+        out["nbytes"] = numel * _ELEMENT_BYTES[dtype]
     return out
 
 
