@@ -26,27 +26,10 @@ SUPPORT = os.path.join(ROOT, "tests", "support")
 FORMS = ("exported", "decomposed")
 
 
-def _fx_names(ep) -> dict[str, list[str]]:
-    import torch
-
-    out = {"graph": [n.name for n in ep.graph.nodes]}
-
-    def walk(gm, gid):
-        for n in gm.graph.nodes:
-            for a in n.args if n.op == "call_function" else ():
-                if isinstance(a, torch.fx.Node) and a.op == "get_attr":
-                    sid = f"{gid}/{n.name}.{a.target}"
-                    out[sid] = [m.name for m in getattr(gm, a.target).graph.nodes]
-                    walk(getattr(gm, a.target), sid)
-
-    walk(ep.graph_module, "graph")
-    return out
-
-
 def worker(name: str, form: str) -> dict:
     """One model in one form (run in a child whose PYTHONPATH holds tests/support)."""
     import torch
-    from explorer_check import check_well_formed, convert_torch_free
+    from explorer_check import check_well_formed, convert_torch_free, fx_node_names
     from model_zoo import MODELS, export
 
     zm = MODELS[name]
@@ -54,7 +37,7 @@ def worker(name: str, form: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="pt2x-explorer-zoo-") as d:
         path = os.path.join(d, f"{name}.pt2")
         torch.export.save(export(zm, zm.build().eval(), form), path)
-        want = {k: sorted(v) for k, v in _fx_names(torch.export.load(path)).items()}
+        want = {k: sorted(v) for k, v in fx_node_names(torch.export.load(path)).items()}
         t = time.perf_counter()
         resp = convert_torch_free([path])[path]
         adapter_s = time.perf_counter() - t

@@ -17,26 +17,10 @@ import pytest
 import torch
 
 import zoo
-from explorer_check import check_well_formed, convert_torch_free
+from explorer_check import check_well_formed, convert_torch_free, fx_node_names
 from paths import REPO
 
 FIXTURES = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "pt2", "*", "*.pt2")))
-
-def _fx_node_names(ep: torch.export.ExportedProgram) -> dict[str, list[str]]:
-    """Graph id -> its FX node names, subgraphs as the adapter names them (``<parent>/<node>.<attr>``)."""
-    out = {"graph": [n.name for n in ep.graph.nodes]}
-
-    def walk(gm, gid):
-        for n in gm.graph.nodes:
-            for a in n.args if n.op == "call_function" else ():
-                if isinstance(a, torch.fx.Node) and a.op == "get_attr":
-                    sid = f"{gid}/{n.name}.{a.target}"
-                    out[sid] = [m.name for m in getattr(gm, a.target).graph.nodes]
-                    walk(getattr(gm, a.target), sid)
-
-    walk(ep.graph_module, "graph")
-    return out
-
 
 @pytest.fixture(scope="module")
 def zoo_files(tmp_path_factory) -> dict[str, tuple[str, dict]]:
@@ -46,7 +30,7 @@ def zoo_files(tmp_path_factory) -> dict[str, tuple[str, dict]]:
     for name in zoo.exportable_names():
         path = str(d / f"{name}.pt2")
         torch.export.save(zoo.exported(name), path)
-        out[name] = (path, _fx_node_names(torch.export.load(path)))
+        out[name] = (path, fx_node_names(torch.export.load(path)))
     return out
 
 
@@ -66,7 +50,7 @@ class _Outputs(torch.nn.Module):
 def outputs_file(tmp_path_factory) -> tuple[str, dict]:
     path = str(tmp_path_factory.mktemp("outputs") / "outputs.pt2")
     torch.export.save(torch.export.export(_Outputs(), (torch.randn(4, 3, 4),)).run_decompositions(), path)
-    return path, _fx_node_names(torch.export.load(path))
+    return path, fx_node_names(torch.export.load(path))
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +79,7 @@ def test_node_ids_are_torch_fx_names(converted, zoo_files, outputs_file):
         except Exception:  # noqa: BLE001 - torch 2.5's flat layout and one 2.6 cond: torch itself refuses them
             continue
         mine = {g["id"]: sorted(n["id"] for n in g["nodes"]) for g in converted[path]["graphs"]}
-        assert mine == {k: sorted(v) for k, v in _fx_node_names(ep).items()}, path
+        assert mine == {k: sorted(v) for k, v in fx_node_names(ep).items()}, path
         compared += 1
     for name, (path, fx) in zoo_files.items():
         resp = converted[path]

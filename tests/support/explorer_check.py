@@ -1,6 +1,7 @@
 """The Model Explorer adapter run as Model Explorer's server runs it, where ``import torch`` fails:
-its extension manager loads ``pt2x.explorer`` and converts each file (``convert_torch_free``), and
-what every graph list must be for Model Explorer to draw it (``check_well_formed``)."""
+its extension manager loads ``pt2x.explorer`` and converts each file (``convert_torch_free``); what
+every graph list must be for Model Explorer to draw it (``check_well_formed``); and the node names
+torch gives a loaded program, which the adapter's ids must equal (``fx_node_names``)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,22 @@ def check_well_formed(graphs: list[dict]) -> None:
             for e in n["incomingEdges"]:
                 assert e["sourceNodeId"] in ids, (g["id"], n["id"], e)
             assert set(n["subgraphIds"]) <= graph_ids
+
+
+def fx_node_names(ep) -> dict[str, list[str]]:
+    """Graph id -> the FX node names of ``ep`` (a loaded ``ExportedProgram``), subgraphs as the
+    adapter names them (``<parent>/<node>.<attribute>``)."""
+    import torch
+
+    out = {"graph": [n.name for n in ep.graph.nodes]}
+
+    def walk(gm, gid):
+        for n in gm.graph.nodes:
+            for a in n.args if n.op == "call_function" else ():
+                if isinstance(a, torch.fx.Node) and a.op == "get_attr":
+                    sid = f"{gid}/{n.name}.{a.target}"
+                    out[sid] = [m.name for m in getattr(gm, a.target).graph.nodes]
+                    walk(getattr(gm, a.target), sid)
+
+    walk(ep.graph_module, "graph")
+    return out
