@@ -11,6 +11,8 @@ each (but cli) only if the one before succeeded:
             ``serde.compat.check_target`` for a torch release
   onnx      ``pt2x.converters.to_onnx`` for every model, serialized
   tflite    ``pt2x.converters.to_tflite`` for every model (needs only load to have succeeded)
+  explorer  the Model Explorer adapter's graphs (``pt2x.explorer.program_graphs``) of the file,
+            as JSON (reads the file itself; needs only load to have succeeded)
   cli       ``pt2x inspect`` (text and --json), ``pt2x validate`` (text, and --json with a
             --target), ``pt2x convert --to pt2 --target-schema`` for a release and for 8.8
             or 8.2 in turn where that is another schema (the torch 2.8 and 2.6 layouts;
@@ -88,7 +90,7 @@ __all__ = [
     "worker_main",
 ]
 
-STAGES = ("load", "validate", "onnx", "tflite", "cli", "scan", "resume")
+STAGES = ("load", "validate", "onnx", "tflite", "explorer", "cli", "scan", "resume")
 ONNX_STAGES = ("tflite-onnx", "cli-onnx")
 """The stages of an ``--onnx`` run (cases are ``.onnx`` models, not archives)."""
 _SELFTEST = ("selftest-sleep", "selftest-alloc", "selftest-crash", "selftest-escape", "selftest-marker")
@@ -299,6 +301,12 @@ def _stage_onnx(ctx: _Ctx) -> None:
         to_onnx(ctx.archive, model=name).SerializeToString()
 
 
+def _stage_explorer(ctx: _Ctx) -> None:
+    from pt2x.explorer.program_graph import program_graphs
+
+    json.dumps(program_graphs(ctx.data))
+
+
 def _stage_tflite(ctx: _Ctx) -> None:
     from pt2x.converters import to_tflite
 
@@ -486,9 +494,9 @@ def _stage_resume(ctx: _Ctx) -> None:
 
 
 _STAGE_FUNCS = {"load": _stage_load, "validate": _stage_validate, "onnx": _stage_onnx, "tflite": _stage_tflite,
-                "cli": _stage_cli, "scan": _stage_scan, "resume": _stage_resume,
+                "explorer": _stage_explorer, "cli": _stage_cli, "scan": _stage_scan, "resume": _stage_resume,
                 "tflite-onnx": _stage_tflite_onnx, "cli-onnx": _stage_cli_onnx}
-_NEEDS = {"load": "chain", "validate": "chain", "onnx": "chain", "tflite": "load", "cli": None,
+_NEEDS = {"load": "chain", "validate": "chain", "onnx": "chain", "tflite": "load", "explorer": "load", "cli": None,
           "scan": None, "resume": None, "tflite-onnx": None, "cli-onnx": None}
 """What a stage needs before it runs: ``chain`` every stage before it succeeded, ``load`` the
 load stage succeeded (it uses the loaded archive), None nothing (it reads the file itself; it

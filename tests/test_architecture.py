@@ -45,7 +45,8 @@ def test_import_contracts_hold():
 # --------------------------------------------------------------- every extra a user installs is used
 
 # Third-party modules the library imports without declaring them: they come with a declared one.
-COMES_WITH = {"sympy": "torch"}  # torch's symbolic shapes, used only under pt2x.serde.torch
+COMES_WITH = {"sympy": "torch",  # torch's symbolic shapes, used only under pt2x.serde.torch
+              "dacite": "ai-edge-model-explorer"}  # Model Explorer's dataclass reader, in pt2x.explorer.main
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,4 +1,5 @@
-"""``pt2x inspect FILE [--json]``: what is in a .pt2 (or an ExecuTorch .pte or .ptd), read without torch.
+"""``pt2x inspect FILE [--json] [--graph OUT.svg|png|dot [--node-data ND.json]]``: what is in a .pt2 (or an
+ExecuTorch .pte or .ptd), read without torch; ``--graph`` draws its main graph (``explorer.picture``).
 
 Exit 0; 1 when the file holds what torch would execute: a shape expression the restricted
 parser does not accept (shown as invalid, never evaluated: ``pt2x validate`` reports it as
@@ -25,6 +26,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="show models, signature, shapes, ranges, ops and weights of a .pt2 (or a .pte, .ptd)")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="machine-readable output (stable keys; see docs/cli.md)")
+    p.add_argument("--graph", default=None, metavar="OUT.svg|png|dot",
+                   help="draw the program's graph, collapsed by module (Graphviz's dot; .dot without it)")
+    p.add_argument("--node-data", default=None, metavar="NODE_DATA.json",
+                   help="with --graph: color it by node data (pt2x verify --node-data)")
     p.set_defaults(func=run)
 
 
@@ -50,6 +55,12 @@ def run(args: argparse.Namespace) -> int:
     from ..converters.pte.reader import is_pte
 
     check_input(args.file)
+    if args.graph is not None:
+        return _draw(args)
+    if args.node_data is not None:
+        from ..serde.errors import Pt2UsageError
+
+        raise Pt2UsageError("--node-data colors the picture --graph draws: give --graph OUT.svg too")
     if is_pte(args.file):
         return _run_pte(args)
     if is_ptd(args.file):
@@ -68,6 +79,33 @@ def run(args: argparse.Namespace) -> int:
     if unsafe:
         say(f"UNSAFE: {unsafe} pickle(s) torch would run code from (never loaded by pt2x)")
     return 1 if invalid or unsafe else 0
+
+
+def _draw(args: argparse.Namespace) -> int:
+    """``--graph OUT``: the main graph as a picture (``explorer.picture``); exit 0, 2 unreadable."""
+    import json
+
+    from ..explorer import graphs
+    from ..explorer.picture import write_picture
+    from ..serde.errors import Pt2UsageError
+    from .cli import check_output, writing
+
+    check_output(args.graph)
+    node_data = None
+    if args.node_data is not None:
+        check_input(args.node_data)
+        try:
+            with open(args.node_data, encoding="utf-8") as f:
+                node_data = json.load(f)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise Pt2UsageError(f"cannot read {args.node_data}: not JSON node data ({e})") from None
+        if not isinstance(node_data, dict):
+            raise Pt2UsageError(f"cannot read {args.node_data}: node data is a JSON object")
+    main = graphs(args.file)[0]
+    with writing(args.graph):
+        write_picture(main, args.graph, node_data)
+    say(f"wrote {P(args.graph)}")
+    return 0
 
 
 def _run_pte(args: argparse.Namespace) -> int:

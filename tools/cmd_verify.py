@@ -1,4 +1,4 @@
-"""``pt2x verify MODEL.pt2 CONVERTED.onnx|.tflite|.pte [--data M.ptd] [--inputs X.npz] [--locate] [--json]``.
+"""``pt2x verify MODEL.pt2 CONVERTED.onnx|.tflite|.pte [--data M.ptd] [--inputs X.npz] [--locate [--node-data OUT.json]] [--json]``.
 
 Runs the converted file (ONNX Runtime, LiteRT as shipped in a child process, or ExecuTorch's
 runtime in a child process, a ``.pte``'s ``.ptd`` beside it or ``--data``) against a
@@ -6,7 +6,9 @@ reference (torch eager when torch is importable, else pt2x's own ONNX; ``--refer
 forces the latter) on the archive's sample inputs, inputs drawn from the signature (``--seed``),
 or ``--inputs``; prints each output's max abs/rel difference and the tolerance used, and with
 ``--locate`` the first diverging value with its ATen node, module path and converted node/op.
-Exit 0 equal, 1 different, 2 a file or input that cannot be used (one line, no traceback).
+With ``--node-data``, also writes Model Explorer node data of every compared value
+(``explorer.overlay``). Exit 0 equal, 1 different, 2 a file or input that cannot be used (one
+line, no traceback).
 On a terminal, a run past a few seconds shows a progress line (``conversion_progress``).
 ``add_verify_options``/``report`` are shared with ``pt2x convert --verify``.
 """
@@ -31,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", dest="model_name", default="model", help="model name inside a multi-model archive")
     p.add_argument("--locate", action="store_true", help="compare intermediate values and name the first that differs")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--node-data", default=None, metavar="OUT.json",
+                   help="with --locate: write Model Explorer node data, each node's error over its tolerance (OUT.json "
+                        "for the program's graph; OUT.max_abs.json, OUT.max_rel.json; OUT.onnx|tflite.json for the "
+                        "converted file's)")
     add_verify_options(p)
     p.set_defaults(func=run)
 
@@ -49,10 +55,13 @@ def report(model: str, converted: str, args: argparse.Namespace, *, locate: bool
 
     if args.inputs is not None:
         check_input(args.inputs)
+    node_data = getattr(args, "node_data", None)
+    model_name = getattr(args, "model_name", None) or getattr(args, "model", None) or "model"
     with ConversionProgress(f"verifying {printable(converted)} against {printable(model)}"):
-        r = verify(model, converted, args.inputs, locate=locate, seed=args.seed,
-                   model_name=getattr(args, "model_name", None) or getattr(args, "model", None) or "model",
+        r = verify(model, converted, args.inputs, locate=locate, seed=args.seed, model_name=model_name,
                    use_torch=args.reference == "auto", data=getattr(args, "data", None))
+        if node_data is not None:
+            _write_node_data(r, model, converted, node_data, model_name)
     if as_json:
         say(json_text(r.as_dict()))
     else:
@@ -60,9 +69,27 @@ def report(model: str, converted: str, args: argparse.Namespace, *, locate: bool
     return EXIT_EQUAL if r.ok else EXIT_DIFFERENT
 
 
+def _write_node_data(r, model: str, converted: str, out: str, model_name: str) -> None:
+    """The Model Explorer node data of a located report, each file written atomically."""
+    from ..explorer.overlay import overlay_files
+    from ..serde.atomic_write import write_atomically
+    from .cli import writing
+
+    for path, data in overlay_files(r, model, converted, out, model_name):
+        with writing(path):
+            write_atomically(path, lambda f, data=data: f.write(json_text(data, indent=1).encode()))
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..serde.errors import Pt2UsageError
+    from .cli import check_output
+
     check_input(args.model)
     check_input(args.converted)
     if args.data is not None:
         check_input(args.data)
+    if args.node_data is not None:
+        if not args.locate:
+            raise Pt2UsageError("--node-data needs --locate (the per-node errors are those --locate compares)")
+        check_output(args.node_data)
     return report(args.model, args.converted, args, locate=args.locate, as_json=args.json)

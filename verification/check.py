@@ -19,7 +19,7 @@ from . import inputs as inputs_mod
 from .compare import QUANTIZED_STEPS, TOLERANCES, compare, tolerance
 from ..serde.errors import Pt2Error
 from .errors import VerificationError
-from .locate import first_divergence, onnx_origins, program_origins, quantization_steps
+from .locate import first_divergence, onnx_origins, program_origins, quantization_steps, value_differences
 from .references import Reference, onnx_reference, pt2x_onnx, torch_eager
 from .report import OutputCheck, Report
 from .pte_run import RUNTIME as EXECUTORCH, run_pte
@@ -255,9 +255,10 @@ def verify(model, converted, inputs=None, *, locate: bool = False, seed: int = i
         report.notes.append(f"inputs {names_in} are channels-last in the file: fed transposed (NHWC), and 4-D "
                             "outputs of channels-last shape compared transposed back")
     if locate:
-        stamps = _stamps(conv, proto)
+        stamps, origins, steps = _stamps(conv, proto), program_origins(view), quantization_steps(view)
         report.divergence, report.compared_values = first_divergence(got.order, got.values, ref.values, runtime, stamps,
-                                                                     program_origins(view), quantization_steps(view))
+                                                                     origins, steps)
+        report.values = value_differences(got.order, got.values, ref.values, runtime, stamps, origins, steps)
     return report
 
 

@@ -73,6 +73,7 @@ class Difference:
     total: int
     note: str = ""  # a shape or dtype problem, in words
     tolerance: str = ""  # the tolerance as applied (float: the magnitude used, the fills set apart)
+    ratio: float = 0.0  # the worst element's difference over what its tolerance allows: past it above 1
 
 
 def tolerance(dtype_name: str, runtime: str = "onnxruntime") -> Tolerance:
@@ -101,22 +102,25 @@ def compare(got, want, tol: Tolerance) -> Difference:
             got = got.reshape(want.shape)
         else:
             return Difference(False, float("inf"), float("inf"), want.size, want.size,
-                              f"shape {list(got.shape)}, reference {list(want.shape)}")
+                              f"shape {list(got.shape)}, reference {list(want.shape)}", ratio=float("inf"))
     if want.size == 0:
         return Difference(True, 0.0, 0.0, 0, 0)
     g, w = _as_float64(got), _as_float64(want)
     nan_same = np.isnan(g) & np.isnan(w) if g.dtype.kind in "fc" else np.zeros(g.shape, bool)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.where(nan_same | (g == w), 0.0, np.abs(g - w))
         diff = np.where(np.isnan(diff), np.inf, diff)
         scale = np.abs(w)
         rel = np.where(diff == 0, 0.0, diff / np.where(scale == 0, 1.0, scale))
         if tol.rule == "float":
-            bad, text = _float_bad(diff, w, scale, tol, sentinel_floor(want.dtype))
+            allowed, text = _float_allowed(w, scale, tol, sentinel_floor(want.dtype))
         else:
-            bad, text = diff > tol.atol, tol.text()
+            allowed, text = np.full(diff.shape, tol.atol), tol.text()
+        bad = diff > allowed
+        ratio = float(np.max(np.where(diff == 0, 0.0, diff / np.where(allowed == 0, 0.0, allowed))))
     mismatched = int(np.count_nonzero(bad))
-    return Difference(mismatched == 0, float(diff.max()), float(rel.max()), mismatched, int(want.size), "", text)
+    return Difference(mismatched == 0, float(diff.max()), float(rel.max()), mismatched, int(want.size), "", text,
+                      ratio)
 
 
 def sentinel_floor(dtype) -> float:
@@ -128,17 +132,18 @@ def sentinel_floor(dtype) -> float:
     return min(SENTINEL_FLOOR, top / 2)
 
 
-def _float_bad(diff: np.ndarray, w: np.ndarray, scale: np.ndarray, tol: Tolerance, floor: float):
-    """The elements beyond the float tolerance, and the tolerance in words: the absolute part
-    scaled by the largest finite reference value that is no fill; fills by the relative part."""
+def _float_allowed(w: np.ndarray, scale: np.ndarray, tol: Tolerance, floor: float):
+    """What each element may differ by under the float tolerance, and the tolerance in words: the
+    absolute part scaled by the largest finite reference value that is no fill; fills by the
+    relative part."""
     finite = np.isfinite(w)
     fills = finite & (scale >= floor)
     kept = scale[finite & ~fills]
     magnitude = float(kept.max()) if kept.size else 0.0
     atol = tol.atol * max(1.0, magnitude)
-    bad = diff > np.where(fills, 0.0, atol) + tol.rtol * scale
+    allowed = np.where(fills, 0.0, atol) + tol.rtol * scale
     text = f"rtol {tol.rtol:g}, atol {tol.atol:g} x max(1, max|ref| {magnitude:.3g}) = {atol:.3g}"
     n = int(np.count_nonzero(fills))
     if n:
         text += f"; {n} mask fills (|ref| >= {floor:.3g}) set apart, by rtol only"
-    return bad, text
+    return allowed, text

@@ -7,8 +7,10 @@ The JSON object (``pt2x verify --json``, ``pt2x.verify(...).as_dict()``) has the
 ``name``, ``dtype``, ``shape``, ``max_abs``, ``max_rel``, ``tolerance``, ``mismatched``,
 ``total``, ``ok``, ``note``), ``divergence`` (null, or ``aten_node``, ``aten_target``,
 ``module_path``, ``converted_node``, ``converted_op``, ``tensor``, ``max_abs``, ``max_rel``,
-``tolerance``, ``compared``, ``note``, ``converted_nodes``), ``compared_values`` (with ``--locate``) and
-``notes``. Infinite differences are written as null.
+``tolerance``, ``compared``, ``note``, ``converted_nodes``), ``compared_values`` and ``values`` (with
+``--locate``: every value compared, at its worst over the input sets: ``tensor``, ``aten_node``,
+``converted_node``, ``converted_op``, ``computed_by``, ``ok``, ``max_abs``, ``max_rel``, ``ratio``,
+``tolerance``, ``note``) and ``notes``. Infinite differences are written as null.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["OutputCheck", "Divergence", "Report"]
+__all__ = ["OutputCheck", "Divergence", "ValueDifference", "Report"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,24 @@ class Divergence:
     # through values the reference lacks, in execution order: where the divergence arises
 
 
+@dataclass(frozen=True)
+class ValueDifference:
+    """One value of the program the converted file also holds, compared (``--locate``), at its
+    worst over the input sets."""
+
+    tensor: str  # the value's name in the program, the file and the reference
+    aten_node: str | None  # the ATen node that makes it (None: a value of the converted file only)
+    converted_node: str  # the converted node that writes it (ONNX node name, "#i" for TFLite operator i)
+    converted_op: str
+    computed_by: list  # the converted nodes that made it from values already found equal, in order
+    ok: bool
+    max_abs: float
+    max_rel: float
+    ratio: float  # the worst element's difference over what its tolerance allows: past it above 1
+    tolerance: str
+    note: str = ""
+
+
 @dataclass
 class Report:
     ok: bool
@@ -70,11 +90,13 @@ class Report:
     located: bool = False  # --locate was asked
     compared_values: int = 0  # intermediates compared by --locate
     notes: list[str] = field(default_factory=list)
+    values: list[ValueDifference] = field(default_factory=list)  # with --locate: every value compared
 
     def as_dict(self) -> dict:
         d = asdict(self)
         if not d.pop("located"):
             d.pop("compared_values")
+            d.pop("values")
         return _finite(d)
 
     def table(self, escape=str) -> str:

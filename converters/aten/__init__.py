@@ -14,7 +14,8 @@ and builds its own values. The modules, in the order data flows:
 * ``views`` and ``layouts``: the view-mutation pass (writes through views reach their base)
   and what torch recorded about memory layout;
 * ``dtypes``: torch's dtypes as numpy's and torch's promotion rules;
-* ``failures``: ATen nodes named in the unsupported-operator report and in lowering errors.
+* ``failures``: ATen nodes named in the unsupported-operator report and in lowering errors;
+* ``module_stack``: a node's ``nn_module_stack``, the module calls it sits in.
 
 It imports no target; the targets import it.
 """

@@ -179,16 +179,20 @@ def _header(data, size: int) -> dict | None:
     return {"length": length, "program_size": program_size, "segment_base_offset": base, "segment_data_size": seg_size}
 
 
-def read_pte(source, name: str | None = None) -> dict:
+def read_pte(source, name: str | None = None, *, detail: bool = False) -> dict:
     """The summary of a ``.pte`` given as a path or its bytes; ``Pt2FormatError`` when malformed,
     ``Pt2UsageError`` when the path cannot be read. Of a file only the flatbuffer is read (its
-    size from the extended header): the segments (weights) are checked against the file's size."""
+    size from the extended header): the segments (weights) are checked against the file's size.
+
+    ``detail``: each execution plan also lists every value (``values``: the summary of each, a
+    list's ``item_values``, a scalar's ``value``, a tensor's ``memory`` and ``nbytes``) and every instruction of each chain
+    (``instructions``: ``chain``, ``kind``, ``operator`` or ``delegate``, ``args``), as checked."""
     with extra_required("reading a .pte", "flatbuffers", "pte"):
         import flatbuffers  # noqa: F401  (the generated module needs it)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         header = _header(data, len(data))
-        return _summary(data[:header["program_size"]] if header else data, len(data), name or "<bytes>", header)
+        return _summary(data[:header["program_size"]] if header else data, len(data), name or "<bytes>", header, detail)
     try:
         with open(source, "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -204,14 +208,14 @@ def read_pte(source, name: str | None = None) -> dict:
         raise Pt2UsageError(f"cannot read {source}: {(e.strerror or str(e)).lower()}") from None
     if len(data) != end:
         _fail("file", "the file changed while it was read")
-    return _summary(data, size, name or str(source), header)
+    return _summary(data, size, name or str(source), header, detail)
 
 
-def _summary(data: bytes, size: int, name: str, header) -> dict:
+def _summary(data: bytes, size: int, name: str, header, detail: bool = False) -> dict:
     c = _Checked(data, len(data))
     where = ["program"]
     try:
-        return _read(c, size, name, header, where)
+        return _read(c, size, name, header, where, detail)
     except Pt2FormatError:
         raise
     except (struct.error, IndexError, ValueError, TypeError, OverflowError) as e:
@@ -219,7 +223,7 @@ def _summary(data: bytes, size: int, name: str, header) -> dict:
         raise Pt2FormatError(f"malformed flatbuffer ({type(e).__name__}: {e})", path=where[0]) from None
 
 
-def _read(c: _Checked, size: int, name: str, header, where: list) -> dict:
+def _read(c: _Checked, size: int, name: str, header, where: list, detail: bool = False) -> dict:
     from . import schema_generated as fb
 
     root = c.u32(0, "root")
@@ -285,7 +289,8 @@ def _read(c: _Checked, size: int, name: str, header, where: list) -> dict:
         where[0] = p
         plan = program.ExecutionPlan(k)
         c.table(plan._tab, p)
-        plans.append(_plan(c, fb, plan, p, (n_constants, n_mutable), len(segments), len(inline_delegate_data), where))
+        plans.append(_plan(c, fb, plan, p, (n_constants, n_mutable), len(segments), len(inline_delegate_data), where,
+                           detail))
     return {
         "file": name,
         "kind": "executorch-program",
@@ -306,7 +311,8 @@ def _dtype_names(fb) -> dict:
     return {v: k for k, v in vars(fb.ScalarType).items() if k.isupper()}
 
 
-def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, buffer_sizes: list) -> dict:
+def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, buffer_sizes: list,
+            detail: bool = False) -> dict:
     """One tensor; ``data_buffers``: the constant buffers' count and each mutable data segment's
     (a planned tensor's ``data_buffer_idx`` names its initial value in the mutable one)."""
     t = fb.Tensor()
@@ -333,6 +339,7 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
     if buffer and planned and (mutable_segment >= len(n_mutable) or buffer >= n_mutable[mutable_segment]):
         _fail(f"{p}.data_buffer_idx", f"initial value {buffer} of a mutable tensor does not exist (mutable data "
                                       f"segment {mutable_segment} of {len(n_mutable)})")
+    memory = None
     if planned:
         a = t.AllocationInfo()
         c.table(a._tab, f"{p}.allocation_info")
@@ -341,7 +348,8 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
         numel = 1
         for s in sizes:
             numel *= s
-        end = (a.MemoryOffsetHigh() << 32 | a.MemoryOffsetLow()) + numel * _ELEMENT_BYTES[dtype]
+        memory = [a.MemoryId(), a.MemoryOffsetHigh() << 32 | a.MemoryOffsetLow()]
+        end = memory[1] + numel * _ELEMENT_BYTES[dtype]
         if end > buffer_sizes[a.MemoryId()]:
             _fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
     dtype_name = _dtype_names(fb).get(dtype, str(dtype))
@@ -349,6 +357,12 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
            "dynamic": dyn != 0, "constant": (bool(buffer) and not planned) or key is not None}
     if key is not None:
         out["external"] = key
+    if detail:
+        numel = 1
+        for size in sizes:
+            numel *= size
+        out["memory"] = memory  # [memory id, offset] of a planned tensor, else None
+        out["nbytes"] = numel * _ELEMENT_BYTES[dtype]
     return out
 
 
@@ -366,7 +380,11 @@ def _external_key(c: _Checked, t, p: str) -> str | None:
     return key
 
 
-def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n_inline: int, where: list) -> dict:
+_SCALARS = {"Int": ("Int", "IntVal"), "Bool": ("Bool", "BoolVal"), "Double": ("Double", "DoubleVal")}
+
+
+def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n_inline: int, where: list,
+          detail: bool = False) -> dict:
     name = c.string(plan._tab, _PLAN_SLOT["name"], f"{p}.name")
     buffer_sizes = c.vector_values(plan._tab, _PLAN_SLOT["non_const_buffer_sizes"], "q", f"{p}.non_const_buffer_sizes", MAX_PLANS)
     if any(s < 0 for s in buffer_sizes):
@@ -390,12 +408,12 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
         val = ev.Val()
         c.table(val, f"{vp}.val")
         if kind == "Tensor":
-            values.append(_tensor(c, fb, val, f"{vp}.val", data_buffers, len(buffer_sizes), buffer_sizes))
+            values.append(_tensor(c, fb, val, f"{vp}.val", data_buffers, len(buffer_sizes), buffer_sizes, detail))
         elif kind in ("IntList", "TensorList", "OptionalTensorList"):
             fmt = "q" if kind == "IntList" else "i"
             items = c.vector_values(val, _ITEMS, fmt, f"{vp}.val.items", MAX_VALUES)
             lists.append((f"{vp}.val.items", items, kind == "OptionalTensorList"))
-            values.append({"kind": kind, "items": len(items)})
+            values.append({"kind": kind, "items": len(items)} | ({"item_values": items} if detail else {}))
         elif kind in ("DoubleList", "BoolList"):
             values.append({"kind": kind, "items": c.vector(val, _ITEMS, 8 if kind == "DoubleList" else 1,
                                                             f"{vp}.val.items", MAX_VALUES)})
@@ -403,6 +421,11 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
             s = fb.String()
             s.Init(val.Bytes, val.Pos)
             values.append({"kind": kind, "value": c.string(s._tab, 4, f"{vp}.val.string_val")})
+        elif detail and kind in _SCALARS:
+            table, getter = _SCALARS[kind]
+            scalar = getattr(fb, table)()
+            scalar.Init(val.Bytes, val.Pos)
+            values.append({"kind": kind, "value": getattr(scalar, getter)()})
         else:
             values.append({"kind": kind})
     for lp, items, optional in lists:
@@ -444,6 +467,7 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
     kinds = {k: 0 for k in _INSTRUCTIONS.values()}
     delegate_calls = 0
     n_instructions = 0
+    instructions = []
     for ci in range(c.vector(plan._tab, _PLAN_SLOT["chains"], 4, f"{p}.chains", MAX_PLANS)):
         cp = f"{p}.chains[{ci}]"
         where[0] = cp
@@ -473,30 +497,44 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
                 field = "op_index" if kind == "KernelCall" else "delegate_index"
                 c.index(target, len(operators) if kind == "KernelCall" else len(delegates),
                         "operator" if kind == "KernelCall" else "delegate", f"{ip}.instr_args.{field}")
-                for a, x in enumerate(c.vector_values(args, _CALL_ARGS, "i", f"{ip}.instr_args.args", MAX_VALUES)):
+                call_args = c.vector_values(args, _CALL_ARGS, "i", f"{ip}.instr_args.args", MAX_VALUES)
+                for a, x in enumerate(call_args):
                     c.index(x, n_values, "value", f"{ip}.instr_args.args[{a}]")
                 if kind == "KernelCall":
                     counts[operators[target]] += 1
                 else:
                     delegate_calls += 1
+                if detail:
+                    what = {"operator": operators[target]} if kind == "KernelCall" else {"delegate": delegates[target]["id"]}
+                    instructions.append({"chain": ci, "kind": kind, **what, "args": call_args})
             elif kind == "MoveCall":
                 call = fb.MoveCall()
                 call.Init(args.Bytes, args.Pos)
                 c.index(call.MoveFrom(), n_values, "value", f"{ip}.instr_args.move_from")
                 c.index(call.MoveTo(), n_values, "value", f"{ip}.instr_args.move_to")
+                if detail:
+                    instructions.append({"chain": ci, "kind": kind, "args": [call.MoveFrom(), call.MoveTo()]})
             elif kind == "JumpFalseCall":
                 call = fb.JumpFalseCall()
                 call.Init(args.Bytes, args.Pos)
                 c.index(call.CondValueIndex(), n_values, "value", f"{ip}.instr_args.cond_value_index")
                 _jump_destination(call.DestinationInstruction(), n, f"{ip}.instr_args.destination_instruction")
+                if detail:
+                    instructions.append({"chain": ci, "kind": kind, "args": [call.CondValueIndex()],
+                                         "destination": call.DestinationInstruction()})
             else:
                 call = fb.FreeCall()
                 call.Init(args.Bytes, args.Pos)
                 c.index(call.ValueIndex(), n_values, "value", f"{ip}.instr_args.value_index")
-    return {"name": name, "inputs": ios["inputs"], "outputs": ios["outputs"], "value_count": n_values,
-            "instruction_count": n_instructions, "instructions": kinds, "operators": counts, "delegates": delegates,
-            "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes,
-            "external_tensors": external}
+                if detail:
+                    instructions.append({"chain": ci, "kind": kind, "args": [call.ValueIndex()]})
+    out = {"name": name, "inputs": ios["inputs"], "outputs": ios["outputs"], "value_count": n_values,
+           "instruction_count": n_instructions, "instructions": kinds, "operators": counts, "delegates": delegates,
+           "delegate_calls": delegate_calls, "non_const_buffer_sizes": buffer_sizes,
+           "external_tensors": external}
+    if detail:
+        out |= {"values": values, "instruction_list": instructions}
+    return out
 
 
 def _jump_destination(dest: int, n: int, path: str) -> None:

@@ -143,9 +143,14 @@ def test_json_schema(files, capsys):
     assert main(["verify", files["pt2"], files["tflite"], "--json", "--locate"]) == 0
     report = _json(capsys)
     assert set(report) == {"ok", "model", "converted", "target", "runtime", "reference", "inputs", "matched_by",
-                           "tolerances", "outputs", "divergence", "compared_values", "notes"}
+                           "tolerances", "outputs", "divergence", "compared_values", "values", "notes"}
     assert report["target"] == "tflite" and report["matched_by"] == "name" and report["divergence"] is None
     assert report["compared_values"] >= 3
+    assert len(report["values"]) == report["compared_values"]  # one input set: each value once
+    value = report["values"][0]
+    assert set(value) == {"tensor", "aten_node", "converted_node", "converted_op", "computed_by", "ok", "max_abs",
+                          "max_rel", "ratio", "tolerance", "note"}
+    assert all(v["ok"] and 0 <= v["ratio"] <= 1 for v in report["values"])
     assert report["tolerances"]["float32"] == "rtol 0.01, atol 0.001 x max(1, max|ref|)"  # LiteRT: 10x the float tolerances
     out = report["outputs"][0]
     assert set(out) == {"set", "index", "name", "dtype", "shape", "max_abs", "max_rel", "tolerance", "mismatched",
