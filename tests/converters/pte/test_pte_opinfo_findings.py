@@ -13,6 +13,7 @@ import torch  # noqa: E402
 from torch.export import Dim  # noqa: E402
 
 import pte_zoo  # noqa: E402
+from pte_child import run_in_child  # noqa: E402
 from tolerances import assert_close  # noqa: E402
 
 
@@ -59,3 +60,32 @@ def test_linear_of_a_weight_of_dynamic_shape(tmp_path, shapes, dynamic):
     grown = tuple(torch.randn(*[s * 2 if d and i in d else s for i, s in enumerate(x.shape)])
                   for x, d in zip(first, dynamic))
     _check(tmp_path, torch.nn.functional.linear, [first, grown], dynamic=(dynamic,), max_dims=8)
+
+
+# sum[float32#1], sum[int64#1]: a 0-d input summed over its dim (0 or -1): 1.5.1's sum.IntList_out read
+# that dim's size and aborted the runtime (SIGABRT), so these run in a child process
+SUMS_OF_0D = {f"{dtype}-dim{dim}-keepdim{keepdim}": (dtype, dim, keepdim)
+              for dtype in ("float32", "int64") for dim, keepdim in ((0, False), (-1, True), ((0,), False))}
+
+
+@pytest.fixture(scope="module")
+def sums_of_0d(tmp_path_factory):
+    """Each case's (eager output, the runtime's outputs or why none), the programs run in one child."""
+    cases, wants = [], []
+    for name, (dtype, dim, keepdim) in SUMS_OF_0D.items():
+        x = torch.tensor(2.5).to(getattr(torch, dtype))
+        fn = Fn(lambda t, dim=dim, keepdim=keepdim: torch.sum(t, dim, keepdim=keepdim))
+        path = str(tmp_path_factory.mktemp("sum") / f"{name}.pt2")
+        torch.export.save(torch.export.export(fn, (x,)), path)
+        cases.append((pte_zoo.convert_torch_free("to_pte", path), [x]))
+        wants.append(fn(x))
+    return dict(zip(SUMS_OF_0D, zip(wants, run_in_child(cases))))
+
+
+@pytest.mark.parametrize("name", sorted(SUMS_OF_0D))
+def test_sum_of_a_0d_tensor_over_its_dim(sums_of_0d, name):
+    want, got = sums_of_0d[name]
+    assert not isinstance(got, str), got
+    (out,) = got
+    assert out.dtype == want.dtype and out.shape == want.shape, (out.dtype, out.shape, want.dtype, want.shape)
+    assert torch.equal(out, want), (out, want)
