@@ -870,7 +870,8 @@ def write_known(path: str, results: list[CaseResult]) -> None:
         f.write("# pt2x refusals on the OpInfo CI subset (scripts/conformance_opinfo.py --ci), one\n"
                 "# '<case> <column>' a line. tests/converters/test_opinfo_conformance.py fails on a refusal not\n"
                 "# listed here; remove lines as lowerings land (a listed case that converts is fine).\n"
-                "# Regenerate: python -m scripts.conformance_opinfo --ci --jobs 2 --write-known <this file>\n")
+                "# Regenerate: python -m scripts.conformance_opinfo --ci --jobs 2 --write-known <this file>\n"
+                "# (with executorch installed: without it the pte column does not run and its lines drop)\n")
         f.writelines(line + "\n" for line in refused_lines(results))
 
 
