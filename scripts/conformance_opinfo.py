@@ -64,7 +64,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 __all__ = ["COLUMNS", "PT2X_COLUMNS", "CLASSES", "BUG_TYPE_NAMES", "CaseResult", "entry_names", "entry_family", "select_entries",
-           "run_cases", "format_table", "main"]
+           "run_cases", "format_table", "unlowered_overloads", "main"]
 
 COLUMNS = ("onnx", "tflite", "pte", "torch.onnx")
 PT2X_COLUMNS = ("onnx", "tflite", "pte")
@@ -812,7 +812,34 @@ def format_table(results: list[CaseResult], columns=COLUMNS, title: str = "") ->
     if refused:
         out.append("pt2x refusals by operator:")
         out += [f"  {n:5d}  {col}: {k}" for (col, k), n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))]
+    for col in (c for c in columns if c in PT2X_COLUMNS):
+        missing = unlowered_overloads(cases, col)
+        if missing:
+            out.append("")
+            out.append(f"{col}: the overloads with no lowering, by the refused cases that name each "
+                       f"(top {TOP_UNLOWERED} of {len(missing)}):")
+            out += [f"  {n:5d}  {op}" for op, n in missing.most_common(TOP_UNLOWERED)]
     return "\n".join(out) + "\n"
+
+
+TOP_UNLOWERED = 30
+
+
+def unlowered_overloads(results: list[CaseResult], column: str) -> Counter:
+    """overload -> the refused cases of ``column`` whose ``UnsupportedOpsError`` names it as having
+    no lowering (a case naming several counts for each): what a new lowering would convert."""
+    import re
+
+    out = Counter()
+    for r in results:
+        if r.cls.get(column) != "refused":
+            continue
+        lines = r.detail.get(column, "").splitlines()
+        named = {m.group(1) for line, why in zip(lines, lines[1:])
+                 if (m := re.match(r"\s+((?:aten|prims|_operator)\.[\w.]+)\s+x\d+", line)) and "no " in why
+                 and " lowering" in why}
+        out.update(named)
+    return out
 
 
 def _refusal_kind(msg: str) -> str:
