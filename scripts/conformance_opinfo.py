@@ -63,8 +63,8 @@ import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["COLUMNS", "PT2X_COLUMNS", "CLASSES", "BUG_TYPE_NAMES", "CaseResult", "entry_names", "entry_family", "select_entries",
-           "run_cases", "format_table", "unlowered_overloads", "main"]
+__all__ = ["COLUMNS", "PT2X_COLUMNS", "CLASSES", "BUG_TYPE_NAMES", "CaseResult", "entry_names", "entry_family",
+           "select_entries", "run_cases", "format_table", "unlowered_overloads", "main"]
 
 COLUMNS = ("onnx", "tflite", "pte", "torch.onnx")
 PT2X_COLUMNS = ("onnx", "tflite", "pte")
@@ -789,7 +789,8 @@ def format_table(results: list[CaseResult], columns=COLUMNS, title: str = "") ->
     out.append(f"|{'-' * 14}|{'-' * 8}|{'-' * 16}|{'-' * 9}|{'-' * 12}|")
     for col in columns:
         k = c[col]
-        out.append(f"| {COLUMN_LABELS[col]:<12} | {k['match']:>6} | {k['wrong']:>14} | {k['refused']:>7} | {k['loud']:>10} |")
+        out.append(f"| {COLUMN_LABELS[col]:<12} | {k['match']:>6} | {k['wrong']:>14} | {k['refused']:>7} "
+                   f"| {k['loud']:>10} |")
     out.append("")
     why = Counter(r.skipped.split(":")[0][:60] for r in skipped)
     if why:
