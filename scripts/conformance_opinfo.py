@@ -359,7 +359,10 @@ def _run_litert(data: bytes, names: list[str], inputs: list) -> tuple[str, objec
 
 def _run_executorch(data: bytes, inputs: list) -> tuple[str, object]:
     """``data`` (a .pte) run in ExecuTorch's runtime on ``inputs`` (torch tensors, the program's
-    order): ("ok", numpy outputs), or ("load"/"run", why). A file the runtime aborts on kills the worker."""
+    order, passed contiguous as the other columns pass C-order arrays: the runtime's Python binding
+    takes no other strides): ("ok", numpy outputs), or ("load"/"run", why). A file the runtime
+    aborts on kills the worker."""
+    import torch
     from executorch.runtime import Runtime
 
     try:
@@ -368,7 +371,8 @@ def _run_executorch(data: bytes, inputs: list) -> tuple[str, object]:
     except Exception as e:  # noqa: BLE001
         return "load", f"ExecuTorch rejects the file at load: {type(e).__name__}: {str(e)[:800]}"
     try:
-        outs = [t.detach().numpy().copy() for t in method.execute([x.clone() for x in inputs])]
+        feeds = [x.clone(memory_format=torch.contiguous_format) for x in inputs]
+        outs = [t.detach().numpy().copy() for t in method.execute(feeds)]
     except Exception as e:  # noqa: BLE001
         return "run", f"ExecuTorch fails at run: {type(e).__name__}: {str(e)[:800]}"
     finally:
