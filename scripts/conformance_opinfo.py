@@ -14,8 +14,12 @@ when the entry has one, then the next in order), each one case:
             static shapes when that fails; ``torch.export.save``
   columns   ``onnx``: ``pt2x.converters.to_onnx`` run in ONNX Runtime; ``tflite``:
             ``pt2x.converters.to_tflite`` run in ai-edge-litert (XNNPACK as LiteRT applies it);
-            ``torch.onnx``: ``torch.onnx.export(exported program, dynamo=True)`` run in ONNX Runtime
-            (``--no-torch-onnx`` leaves it out)
+            ``pte``: ``pt2x.converters.to_pte`` run in ExecuTorch's runtime (``executorch.runtime``,
+            portable kernels), a shape symbol torch left unbounded given ``max_dims`` of twice its
+            size in the sample (at least 8: ``PTE_MIN_BOUND``) and run at the sample's size;
+            ``torch.onnx``: ``torch.onnx.export(exported program, dynamo=True)`` run in ONNX Runtime.
+            ``--targets`` chooses them (``--targets pte``: that one alone); ``--no-torch-onnx``
+            leaves torch.onnx out
 
 Classes per column:
 
@@ -59,10 +63,17 @@ import zlib
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["COLUMNS", "CLASSES", "BUG_TYPE_NAMES", "CaseResult", "entry_names", "entry_family", "select_entries",
-           "run_cases", "format_table", "main"]
+__all__ = ["COLUMNS", "PT2X_COLUMNS", "CLASSES", "BUG_TYPE_NAMES", "CaseResult", "entry_names", "entry_family",
+           "select_entries", "run_cases", "format_table", "unlowered_overloads", "main"]
 
-COLUMNS = ("onnx", "tflite", "torch.onnx")
+COLUMNS = ("onnx", "tflite", "pte", "torch.onnx")
+PT2X_COLUMNS = ("onnx", "tflite", "pte")
+"""The columns of pt2x's own converters: their wrong and loud cases fail the run, their refusals are listed."""
+COLUMN_LABELS = {"onnx": "pt2x ONNX", "tflite": "pt2x TFLite", "pte": "pt2x PTE", "torch.onnx": "torch.onnx"}
+COLUMN_RUNS = {"onnx": "to_onnx -> ONNX Runtime", "tflite": "to_tflite -> ai-edge-litert",
+               "pte": "to_pte -> executorch.runtime", "torch.onnx": "torch.onnx -> ONNX Runtime"}
+PTE_MIN_BOUND = 8
+"""The pte column bounds a shape symbol torch left unbounded at twice its size in the sample, at least this."""
 CLASSES = ("match", "wrong", "refused", "loud")
 INT_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64")
 DEFAULT_DTYPES = ("float32", *INT_DTYPES)
@@ -71,7 +82,7 @@ pairs; ``--dtypes float32,int64,bool`` is the cheaper run docs/conformance.md re
 MAX_SAMPLES_SCANNED = 48  # sample inputs read per entry and dtype when looking for a 0-d/empty one
 CI_ENTRIES, CI_SAMPLES, CI_DTYPES = 60, 1, ("float32", "int64")
 """The subset tests/converters/test_opinfo_conformance.py runs (``--ci``): ``select_entries(op_db, 60)``,
-one sample each, float32 and int64, the pt2x columns only."""
+one sample each, float32 and int64, the pt2x columns only (``PT2X_COLUMNS``)."""
 DEFAULT_TIMEOUT = 120.0
 WORKER_MEMORY_MIB = 6144
 BUG_TYPE_NAMES = ("IndexError", "KeyError", "TypeError", "AttributeError", "AssertionError", "ZeroDivisionError",
@@ -270,7 +281,7 @@ def _chain(e: BaseException) -> list[BaseException]:
 
 
 def _pt2x_failure(e: BaseException) -> tuple[str, str]:
-    """(class, message) for an exception out of ``to_onnx``/``to_tflite``."""
+    """(class, message) for an exception out of ``to_onnx``/``to_tflite``/``to_pte``."""
     import re
 
     from pt2x.converters.errors import ConversionError
@@ -344,6 +355,48 @@ def _run_litert(data: bytes, names: list[str], inputs: list) -> tuple[str, objec
         return "ok", outs
     except Exception as e:  # noqa: BLE001
         return "run", f"LiteRT fails at run: {type(e).__name__}: {str(e)[:800]}"
+
+
+def _run_executorch(data: bytes, inputs: list) -> tuple[str, object]:
+    """``data`` (a .pte) run in ExecuTorch's runtime on ``inputs`` (torch tensors, the program's
+    order, passed contiguous as the other columns pass C-order arrays: the runtime's Python binding
+    takes no other strides): ("ok", numpy outputs), or ("load"/"run", why). A file the runtime
+    aborts on kills the worker."""
+    import torch
+    from executorch.runtime import Runtime
+
+    try:
+        program = Runtime.get().load_program(data)  # reads ``data`` in place: it stays referenced below
+        method = program.load_method("forward")
+    except Exception as e:  # noqa: BLE001
+        return "load", f"ExecuTorch rejects the file at load: {type(e).__name__}: {str(e)[:800]}"
+    try:
+        feeds = [x.clone(memory_format=torch.contiguous_format) for x in inputs]
+        outs = [t.detach().numpy().copy() for t in method.execute(feeds)]
+    except Exception as e:  # noqa: BLE001
+        return "run", f"ExecuTorch fails at run: {type(e).__name__}: {str(e)[:800]}"
+    finally:
+        del method, program
+    return "ok", outs
+
+
+def _pte_bounds(ep, inputs: list) -> dict[str, int]:
+    """``max_dims`` for ``to_pte``: each shape symbol torch left unbounded, by the user input dim
+    that carries it, bounded at twice that dim's size in the sample (at least ``PTE_MIN_BOUND``)."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+
+    unbounded = {str(s) for s, vr in ep.range_constraints.items()
+                 if vr.upper == int_oo or (vr.upper.is_number and int(vr.upper) >= 2**62)}
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    bounds: dict[str, int] = {}
+    for name, x in zip(ep.graph_signature.user_inputs, inputs):
+        val = placeholders[name].meta.get("val")
+        for dim, size in zip(getattr(val, "shape", ()), x.shape):
+            expr = getattr(getattr(dim, "node", None), "expr", None)
+            if isinstance(expr, sympy.Symbol) and str(expr) in unbounded:
+                bounds[str(expr)] = max(bounds.get(str(expr), 0), 2 * size, PTE_MIN_BOUND)
+    return bounds
 
 
 class _Reporter:
@@ -470,8 +523,38 @@ def _run_one(op, dtype_name: str, index: int, sample, columns, tmpdir: str, repo
             else:
                 why = _compare_outputs(got, want_np, "litert", r.random, r.ties)
                 record("tflite", "wrong" if why else "match", why or "")
+    if "pte" in columns:
+        report.stage(case, "pte")
+        from pt2x.converters import to_pte
+
+        try:
+            data = to_pte(path, max_dims=_pte_bounds(ep, inputs))
+        except Exception as e:  # noqa: BLE001
+            record("pte", *_pt2x_failure(e))
+        else:
+            status, got = _run_executorch(data, inputs)
+            if status != "ok":
+                record("pte", "loud", got)
+            else:
+                why = _compare_outputs(got, want_np, "executorch", r.random, r.ties)
+                record("pte", "wrong" if why else "match", why or "")
     r.seconds = round(time.monotonic() - t0, 2)
     return r
+
+
+def _import_runtimes(columns) -> None:
+    """The runtimes (and converters) of ``columns``, imported once per worker, before its first case."""
+    if "onnx" in columns or "torch.onnx" in columns:
+        import onnxruntime  # noqa: F401
+    if "tflite" in columns:
+        from ai_edge_litert import interpreter  # noqa: F401
+    if "pte" in columns:
+        from executorch.runtime import Runtime
+
+        Runtime.get()
+        import pt2x.converters.pte.converter  # noqa: F401
+    if "onnx" in columns or "tflite" in columns:
+        import pt2x.converters.onnx  # noqa: F401
 
 
 def _worker(conn, columns, samples_per_entry: int) -> None:
@@ -490,10 +573,7 @@ def _worker(conn, columns, samples_per_entry: int) -> None:
     torch.set_num_threads(1)
     from torch.testing._internal.common_methods_invocations import op_db
 
-    import onnxruntime  # noqa: F401
-    from ai_edge_litert import interpreter  # noqa: F401
-
-    import pt2x.converters.onnx  # noqa: F401
+    _import_runtimes(columns)
     try:
         from pt2x.tools.process_limits import limit_address_space
 
@@ -692,6 +772,7 @@ def _exit_text(proc) -> str:
 
 
 def counts(results: list[CaseResult]) -> dict[str, Counter]:
+    """column -> class -> cases."""
     out = {c: Counter() for c in COLUMNS}
     for r in results:
         for col, cls in r.cls.items():
@@ -710,10 +791,10 @@ def format_table(results: list[CaseResult], columns=COLUMNS, title: str = "") ->
     out.append("")
     out.append(f"| {'column':<12} | {'match':>6} | {'silently wrong':>14} | {'refused':>7} | {'loud error':>10} |")
     out.append(f"|{'-' * 14}|{'-' * 8}|{'-' * 16}|{'-' * 9}|{'-' * 12}|")
-    label = {"onnx": "pt2x ONNX", "tflite": "pt2x TFLite", "torch.onnx": "torch.onnx"}
     for col in columns:
         k = c[col]
-        out.append(f"| {label[col]:<12} | {k['match']:>6} | {k['wrong']:>14} | {k['refused']:>7} | {k['loud']:>10} |")
+        out.append(f"| {COLUMN_LABELS[col]:<12} | {k['match']:>6} | {k['wrong']:>14} | {k['refused']:>7} "
+                   f"| {k['loud']:>10} |")
     out.append("")
     why = Counter(r.skipped.split(":")[0][:60] for r in skipped)
     if why:
@@ -730,13 +811,40 @@ def format_table(results: list[CaseResult], columns=COLUMNS, title: str = "") ->
                 out.append("")
     refused = Counter()
     for r in cases:
-        for col in ("onnx", "tflite"):
+        for col in PT2X_COLUMNS:
             if r.cls.get(col) == "refused":
                 refused[(col, _refusal_kind(r.detail.get(col, "")))] += 1
     if refused:
         out.append("pt2x refusals by operator:")
         out += [f"  {n:5d}  {col}: {k}" for (col, k), n in sorted(refused.items(), key=lambda kv: (-kv[1], kv[0]))]
+    for col in (c for c in columns if c in PT2X_COLUMNS):
+        missing = unlowered_overloads(cases, col)
+        if missing:
+            out.append("")
+            out.append(f"{col}: the overloads with no lowering, by the refused cases that name each "
+                       f"(top {TOP_UNLOWERED} of {len(missing)}):")
+            out += [f"  {n:5d}  {op}" for op, n in missing.most_common(TOP_UNLOWERED)]
     return "\n".join(out) + "\n"
+
+
+TOP_UNLOWERED = 30
+
+
+def unlowered_overloads(results: list[CaseResult], column: str) -> Counter:
+    """overload -> the refused cases of ``column`` whose ``UnsupportedOpsError`` names it as having
+    no lowering (a case naming several counts for each): what a new lowering would convert."""
+    import re
+
+    out = Counter()
+    for r in results:
+        if r.cls.get(column) != "refused":
+            continue
+        lines = r.detail.get(column, "").splitlines()
+        named = {m.group(1) for line, why in zip(lines, lines[1:])
+                 if (m := re.match(r"\s+((?:aten|prims|_operator)\.[\w.]+)\s+x\d+", line)) and "no " in why
+                 and " lowering" in why}
+        out.update(named)
+    return out
 
 
 def _refusal_kind(msg: str) -> str:
@@ -761,6 +869,8 @@ def _parse_args(argv):
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per case")
     p.add_argument("--max-tasks-per-child", type=int, default=40, help="entries a worker runs before it is restarted")
+    p.add_argument("--targets", default=",".join(COLUMNS),
+                   help=f"the columns to run, comma-separated (default {','.join(COLUMNS)}; --targets pte: that one)")
     p.add_argument("--no-torch-onnx", action="store_true", help="leave out the torch.onnx column")
     p.add_argument("--out", help="write the JSON of every case here")
     p.add_argument("--table", help="write the table here as well as printing it")
@@ -772,12 +882,19 @@ def _parse_args(argv):
     args = p.parse_args(argv)
     if args.ci:
         args.entries, args.samples, args.dtypes, args.no_torch_onnx = CI_ENTRIES, CI_SAMPLES, ",".join(CI_DTYPES), True
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = [t for t in targets if t not in COLUMNS]
+    if unknown or not targets:
+        p.error(f"--targets {args.targets!r}: the columns are {', '.join(COLUMNS)}")
+    args.columns = tuple(c for c in COLUMNS if c in targets and not (args.no_torch_onnx and c == "torch.onnx"))
+    if not args.columns:
+        p.error("no column left to run")
     return args
 
 
 def refused_lines(results: list[CaseResult]) -> list[str]:
     """``<case> <column>`` for every pt2x refusal, sorted: the known-refusals list's lines."""
-    return sorted(f"{r.case} {col}" for r in results for col in ("onnx", "tflite") if r.cls.get(col) == "refused")
+    return sorted(f"{r.case} {col}" for r in results for col in PT2X_COLUMNS if r.cls.get(col) == "refused")
 
 
 def write_known(path: str, results: list[CaseResult]) -> None:
@@ -785,7 +902,8 @@ def write_known(path: str, results: list[CaseResult]) -> None:
         f.write("# pt2x refusals on the OpInfo CI subset (scripts/conformance_opinfo.py --ci), one\n"
                 "# '<case> <column>' a line. tests/converters/test_opinfo_conformance.py fails on a refusal not\n"
                 "# listed here; remove lines as lowerings land (a listed case that converts is fine).\n"
-                "# Regenerate: python -m scripts.conformance_opinfo --ci --jobs 2 --write-known <this file>\n")
+                "# Regenerate: python -m scripts.conformance_opinfo --ci --jobs 2 --write-known <this file>\n"
+                "# (with executorch installed: without it the pte column does not run and its lines drop)\n")
         f.writelines(line + "\n" for line in refused_lines(results))
 
 
@@ -809,7 +927,7 @@ def plan(filters=(), entries: int = 0, dtypes=DEFAULT_DTYPES) -> tuple[list[str]
 
 def main(argv=None) -> int:
     args = _parse_args(argv)
-    columns = tuple(c for c in COLUMNS if not (args.no_torch_onnx and c == "torch.onnx"))
+    columns = args.columns
     names, dtypes_of = plan(args.filter, args.entries, tuple(args.dtypes.split(",")))
     t0 = time.monotonic()
     done = [0]
@@ -831,9 +949,9 @@ def main(argv=None) -> int:
                         timeout=args.timeout, max_tasks_per_child=args.max_tasks_per_child, progress=progress)
     import torch
 
-    title = (f"torch {torch.__version__} OpInfo op_db through pt2x (to_onnx -> ONNX Runtime, to_tflite -> "
-             f"ai-edge-litert) and torch.onnx: {len(names)} entries, --samples {args.samples}, dtypes "
-             f"{args.dtypes}; {time.monotonic() - t0:.0f} s, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    title = (f"torch {torch.__version__} OpInfo op_db through {', '.join(COLUMN_RUNS[c] for c in columns)}: "
+             f"{len(names)} entries, --samples {args.samples}, dtypes {args.dtypes}; "
+             f"{time.monotonic() - t0:.0f} s, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     table = format_table(results, columns, title)
     print(table)
     if args.table:
@@ -844,7 +962,7 @@ def main(argv=None) -> int:
             json.dump([asdict(r) for r in results], f, indent=0, sort_keys=True)
     if args.write_known:
         write_known(args.write_known, results)
-    return 1 if any(r.cls.get(c) in ("wrong", "loud") for r in results for c in ("onnx", "tflite")) else 0
+    return 1 if any(r.cls.get(c) in ("wrong", "loud") for r in results for c in PT2X_COLUMNS) else 0
 
 
 if __name__ == "__main__":

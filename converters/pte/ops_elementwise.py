@@ -161,11 +161,16 @@ def log_softmax(ctx, node):
 
 @lowering("pte", "aten.sum.dim_IntList", "aten.sum.default")
 def sum_dims(ctx, node):
-    """``sum.default`` (every element) is ``sum.IntList_out`` with no dims, as exir emits it."""
+    """``sum.default`` (every element) is ``sum.IntList_out`` with no dims, as exir emits it. A 0-d
+    input's dim (``0`` or ``-1``, torch's one dim of a scalar) is given as no dims: 1.5.1's kernel
+    reads the size of that dim and aborts the runtime (a 0-d sum is its input either way)."""
     a = bind(node)
     if a.dtype is not None:
         raise Unsupported("sum with a dtype")
-    return ctx.call("sum.IntList_out", {"self": a.self, "dim": a.get("dim"), "keepdim": a.get("keepdim", False),
+    dim = a.get("dim")
+    if ctx.view.tensor(a.self.name).rank == 0:
+        dim = None  # torch checks the dims at export: 0 or -1 only
+    return ctx.call("sum.IntList_out", {"self": a.self, "dim": dim, "keepdim": a.get("keepdim", False),
                                         "dtype": None}, [ctx.output(node)]).name
 
 

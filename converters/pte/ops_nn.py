@@ -1,7 +1,8 @@
 """Matrix products, 2-D convolution, eval-mode norms and 2-D pools.
 
 ``linear`` is what exir makes of it: ``permute_copy`` of the weight, then ``addmm`` (``mm``
-without a bias); an input of rank > 2 is viewed as 2-D around it (static shapes only).
+without a bias); an input of rank > 2 is viewed as 2-D around it (static shapes only; with a
+dynamic input or weight, ``view_copy`` to 2-D and back).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from ..errors import Unsupported
 
 
 def _transposed_weight(ctx, w):
-    wt = ctx.scratch("permute_copy", (w.sizes[1], w.sizes[0]))
+    """``w.T``: of dynamic shape when ``w`` is (a weight that is a program input), so the kernel may resize it."""
+    wt = ctx.scratch_sized("permute_copy", (w.sizes[1], w.sizes[0]), dynamic=w.dynamic)
     return ctx.call("permute_copy.out", {"self": w, "dims": [1, 0]}, [wt])
 
 
@@ -31,7 +33,7 @@ def linear(ctx, node):
     out = ctx.output(node)
     if rank == 2:
         _matmul_add(ctx, a, x, wt, out)
-    elif not x.dynamic:  # viewed as 2-D and back: no instructions
+    elif not x.dynamic and not w.dynamic:  # viewed as 2-D and back: no instructions
         rows = math.prod(x.sizes[:-1])
         x2 = ctx.scratch("view", (rows, x.sizes[-1]))
         x2.alias_of = x
@@ -51,9 +53,10 @@ def _matmul_add(ctx, a, x2, wt, target):
 
 
 def _dynamic_rows_linear(ctx, a, x, w, wt, out, out_shape):
-    """A dynamic input of rank > 2, as exir lowers it: its rows counted at run time
-    (``sym_size.int`` times the static dims, ``executorch_prim::mul.Scalar``), ``view_copy`` to
-    2-D (exir's ``et_view`` without the copy), ``addmm``, ``view_copy`` back to the output's shape."""
+    """An input of rank > 2 with a dynamic input or weight, as exir lowers it: its rows counted at
+    run time (``sym_size.int`` times the static dims, ``executorch_prim::mul.Scalar``; a literal
+    when every row dim is static), ``view_copy`` to 2-D (exir's ``et_view`` without the copy),
+    ``addmm``, ``view_copy`` back to the output's shape."""
     shape = ctx.view.tensor(a.input.name).shape
     rows, static = None, 1
     for dim in shape[:-1]:
@@ -62,10 +65,12 @@ def _dynamic_rows_linear(ctx, a, x, w, wt, out, out_shape):
             continue
         v = ctx.size_value(dim)
         rows = v if rows is None else ctx.call("executorch_prim::mul.Scalar", {"a": rows, "b": v}, [])
-    if static != 1:
+    if rows is None:
+        rows = static
+    elif static != 1:
         rows = ctx.call("executorch_prim::mul.Scalar", {"a": rows, "b": static}, [])
     max_rows = math.prod(x.sizes[:-1])
-    x2 = ctx.call("view_copy.out", {"self": x, "size": [rows, x.sizes[-1]]},
+    x2 = ctx.call("view_copy.out", {"self": x, "size": [rows, ctx.size_value(shape[-1])]},
                   [ctx.scratch_sized("view_copy", (max_rows, x.sizes[-1]), dynamic=True)])
     out2 = ctx.scratch_sized("addmm", (max_rows, w.sizes[0]), dynamic=True)
     _matmul_add(ctx, a, x2, wt, out2)
