@@ -216,12 +216,20 @@ class Ctx:
             return self.scalar("Null")
         if isinstance(x, (TensorValue, ScalarValue, ListValue)):
             return x
+        if "Optional[Tensor]]" in t or "Tensor?[]" in t:  # None items allowed
+            return self._add(ListValue("OptionalTensorList", [None if r is None else self.tensor(r) if isinstance(
+                r, TensorRef) else r for r in x]))
         if "Tensor" in t and "List" in t:
             return self._add(ListValue("TensorList", [self.tensor(r) if isinstance(r, TensorRef) else r for r in x]))
         if "Tensor" in t:
             return self.tensor(x)
         if "List[int]" in t or "int[]" in t:
             return self.int_list(x if isinstance(x, (list, tuple)) else [x])
+        if "List[float]" in t or "List[bool]" in t:  # stored inline (exir's DoubleList, BoolList)
+            kind, cast = ("DoubleList", float) if "float" in t else ("BoolList", bool)
+            if any(isinstance(v, SymRef) for v in x):
+                raise Unsupported(f"argument {a.name}: a list of symbolic {kind[:-4].lower()}s")
+            return self._add(ListValue(kind, [cast(v) for v in x]))
         if "str" in t:
             return self.scalar("String", str(x))
         if t.startswith("float") or "Optional[float]" in t:
@@ -249,9 +257,9 @@ class Ctx:
             if isinstance(v, TensorValue):
                 reads.append(v)
                 typed.append((a.name, v))
-            elif isinstance(v, ListValue) and v.kind == "TensorList":
-                reads.extend(v.items)
-                typed.extend((a.name, t) for t in v.items)
+            elif isinstance(v, ListValue) and v.kind in ("TensorList", "OptionalTensorList"):
+                reads.extend(t for t in v.items if t is not None)
+                typed.extend((a.name, t) for t in v.items if t is not None)
         out_names = [o.name for o in k.outs] if len(k.outs) == len(outs) else [k.outs[0].name] * len(outs)
         typed.extend(zip(out_names, outs))
         check_call(key, lambda t: t.name or t.weight or "a constant", typed)
