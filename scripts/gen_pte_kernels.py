@@ -28,7 +28,7 @@ TARGET = os.path.join(os.path.dirname(_HERE), "converters", "pte", "_kernel_tabl
 PRIM_OPS = ("sym_size.int",)
 # the runtime's executorch_prim operators pt2x calls: symbolic int arithmetic, schemas as exir
 # registers them with torch (executorch/exir/passes/executorch_prim_ops_registry.py)
-EXECUTORCH_PRIM_OPS = ("mul.Scalar",)
+EXECUTORCH_PRIM_OPS = ("add.Scalar", "mul.Scalar", "sub.Scalar")
 
 _ARG = re.compile(r"^(?P<type>[A-Za-z_]+(?:\([a-z]!?\))?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
 

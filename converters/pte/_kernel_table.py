@@ -225,5 +225,7 @@ PRIM = {
 
 # the runtime's executorch_prim operators (symbolic int arithmetic)
 EXECUTORCH_PRIM = {
+    'add.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'mul.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
+    'sub.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
 }

@@ -20,6 +20,7 @@ from ..errors import ConversionError, Unsupported
 from .dtypes import check_call, et_scalar_type, itemsize
 from .kernels import NO_DEFAULT, kernel
 from .program import Call, ListValue, Plan, ScalarValue, TensorValue
+from .symbols import run_time_value, upper_bound
 
 __all__ = ["Ctx"]
 
@@ -38,7 +39,7 @@ class Ctx:
         self.by_name: dict[str, object] = {}
         self._marks: list[tuple[int, int]] = []
         self._weights: dict[str, TensorValue] = {}
-        self._syms: dict[str, ScalarValue] = {}  # shape symbol -> the Int holding it at run time
+        self._syms: dict[str, ScalarValue] = {}  # shape symbol (or expression's text) -> its Int at run time
         self._node: d.Node | None = None  # the node being lowered
 
     # ------------------------------------------------------------ the driver's protocol
@@ -90,8 +91,8 @@ class Ctx:
                 out.append(self.bounds[s.name])
                 dynamic = True
             else:
-                raise Unsupported(f"{what} has a dim that is an expression of shape symbols ({s}): "
-                                  "its upper bound is not planned (only whole symbols are)")
+                out.append(upper_bound(s, self.bounds, what))
+                dynamic = True
         return tuple(out), dynamic
 
     def new_tensor(self, base: str, dtype, shape, what: str) -> TensorValue:
@@ -179,12 +180,16 @@ class Ctx:
         return v
 
     def size_value(self, dim) -> ScalarValue:
-        """An Int for one output dim: a literal, or the run-time value of a whole shape symbol
-        (``sym_size.int`` of the input that carries it, emitted once)."""
+        """An Int for one output dim: a literal, the run-time value of a whole shape symbol
+        (``sym_size.int`` of the input that carries it, emitted once), or of an expression of
+        symbols (``symbols.run_time_value``, emitted once)."""
         if isinstance(dim, (int, Integer)):
             return self.scalar("Int", int(dim))
-        if not isinstance(dim, Symbol):
-            raise Unsupported(f"a dim that is an expression of shape symbols ({dim}) is not computed at run time")
+        if not isinstance(dim, Symbol):  # an expression of symbols, computed once
+            v = self._syms.get(str(dim))
+            if v is None:
+                v = self._syms[str(dim)] = run_time_value(self, dim)
+            return v
         v = self._syms.get(dim.name)
         if v is None:
             source = self.view.symbol_sources().get(dim.name)
@@ -196,11 +201,14 @@ class Ctx:
         return v
 
     def holds_symbol(self, out: d.Argument, v: ScalarValue) -> None:
-        """``v`` (a ``sym_size`` result) holds a whole shape symbol: later sizes read it."""
+        """``v`` (a ``sym_size`` or SymInt arithmetic result) holds a shape symbol or an expression
+        of them: later sizes read it."""
         if out.type == "as_sym_int" and out.value.type == "as_name":
             dim = self.view.sym_ints.get(out.value.value)
-            if isinstance(dim, Symbol) and dim.name not in self._syms:
-                self._syms[dim.name] = v
+            key = dim.name if isinstance(dim, Symbol) else str(dim) if dim is not None and \
+                not isinstance(dim, (int, Integer)) else None
+            if key is not None and key not in self._syms:
+                self._syms[key] = v
 
     def int_list(self, items) -> ListValue:
         return self._add(ListValue("IntList", [self.number(x) if not isinstance(x, ScalarValue) else x
