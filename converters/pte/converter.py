@@ -39,7 +39,8 @@ _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
 
 
 def _load_lowerings() -> None:
-    from . import ops_attention, ops_elementwise, ops_nn, ops_resize, ops_shape, ops_sym  # noqa: F401  (registration)
+    from . import (ops_attention, ops_create, ops_elementwise, ops_logical, ops_nn,  # noqa: F401  (registration)
+                   ops_resize, ops_shape, ops_sym)
 
 
 def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None):

@@ -47,6 +47,8 @@ INTS = frozenset({_S.BYTE, _S.CHAR, _S.SHORT, _S.INT, _S.LONG})
 REAL = FLOATS | INTS
 ALL = REAL | {_S.BOOL}
 INDICES = frozenset({_S.LONG, _S.INT})
+BOOL = frozenset({_S.BOOL})
+F32_LONG_BOOL = frozenset({_S.FLOAT, _S.LONG, _S.BOOL})  # what the model zoo's masks and positions use
 
 # kernel -> (the dtypes of its tensors, {argument: its own dtypes} where one differs)
 KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
@@ -74,6 +76,16 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
     # casts: any dtype to any dtype
     "dim_order_ops::_to_dim_order_copy.out": (ALL, {}),
     "embedding.out": (ALL, {"indices": INDICES}),
+    # new tensors, selections and logic: float32, int64 and bool (test_pte_dtypes' masks and positions)
+    **{k: (F32_LONG_BOOL, {}) for k in ("full.out", "scalar_tensor.out")},
+    "arange.start_out": (frozenset({_S.FLOAT, _S.LONG}), {}),
+    "where.self_out": (F32_LONG_BOOL, {"condition": BOOL}),
+    "masked_fill.Scalar_out": (F32_LONG_BOOL, {"mask": BOOL}),
+    **{k: (F32_LONG_BOOL, {"out": BOOL}) for k in ("logical_not.out", "logical_and.out", "logical_or.out",
+                                                   "logical_xor.out", "any.out", "any.dims_out", "any.all_out")},
+    **{k: (frozenset({_S.LONG, _S.BOOL}), {}) for k in (
+        "bitwise_not.out", "bitwise_and.Tensor_out", "bitwise_or.Tensor_out", "bitwise_xor.Tensor_out",
+        "bitwise_and.Scalar_out", "bitwise_or.Scalar_out", "bitwise_xor.Scalar_out")},
 }
 
 

@@ -73,8 +73,12 @@ def sym_size(ctx, node):
     return v.name
 
 
-@lowering("pte", "aten.clone.default", "aten.contiguous.default")
+@lowering("pte", "aten.clone.default", "aten.contiguous.default", "aten.alias.default", "aten.alias_copy.default",
+          "aten.detach.default", "aten.detach_.default", "aten.detach_copy.default", "aten.lift_fresh.default",
+          "aten.lift_fresh_copy.default")
 def clone(ctx, node):
+    """A copy (``clone.out``): the identities of inference (``detach``, ``alias``, ``lift_fresh``)
+    too, as their own tensors (a graph output may not be another value's storage)."""
     a = bind(node)
     a.declare("memory_format")  # every ExecuTorch tensor here is contiguous (dim order 0..n-1)
     return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
@@ -86,15 +90,16 @@ def to_copy(ctx, node):
     the contiguous dim order, what exir emits for ``_to_copy``."""
     a = bind(node)
     a.declare("dtype")  # the output's metadata holds it
-    _plain_copy(node, a)
+    plain_memory(node, a)
     rank = ctx.view.tensor(node.outputs[0].value.name).rank
     return ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": a.self, "dim_order": list(range(rank))},
                     [ctx.output(node)]).name
 
 
-def _plain_copy(node, a) -> None:
-    """Refuse a cast that asks for more than a contiguous CPU copy (a device, a layout, pinned
-    memory, channels-last, a dim order other than 0..n-1); ``non_blocking``/``copy`` change no value."""
+def plain_memory(node, a) -> None:
+    """Refuse a cast or a new tensor asking for more than contiguous CPU memory (a device, a layout,
+    pinned memory, channels-last, a dim order other than 0..n-1); ``non_blocking``/``copy`` change
+    no value. Shared by the casts here and the new tensors of ``ops_create``."""
     a.declare("non_blocking", "copy")
     device = a.get("device")
     if device is not None and getattr(device, "type", device) != "cpu":
