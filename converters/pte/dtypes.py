@@ -73,6 +73,8 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
     **{k: (ALL, {}) for k in ("permute_copy.out", "transpose_copy.int_out", "view_copy.out", "clone.out",
                                "cat.out", "slice_copy.Tensor_out", "select_copy.int_out", "expand_copy.out",
                                "split_with_sizes_copy.out", "sym_size.int")},
+    # data movement the dtype tests have not run beyond float32, int64 and bool
+    **{k: (F32_LONG_BOOL, {}) for k in ("flip.out", "roll.out", "constant_pad_nd.out")},
     # casts: any dtype to any dtype
     "dim_order_ops::_to_dim_order_copy.out": (ALL, {}),
     "embedding.out": (ALL, {"indices": INDICES}),
@@ -83,6 +85,16 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
     "masked_fill.Scalar_out": (F32_LONG_BOOL, {"mask": BOOL}),
     **{k: (F32_LONG_BOOL, {"out": BOOL}) for k in ("logical_not.out", "logical_and.out", "logical_or.out",
                                                    "logical_xor.out", "any.out", "any.dims_out", "any.all_out")},
+    # indexing: float32, int64 and bool tensors read at int64 (or int32) positions
+    "index.Tensor_out": (F32_LONG_BOOL, {"indices": INDICES}),
+    "index_select.out": (F32_LONG_BOOL, {"index": INDICES}),
+    "gather.out": (F32_LONG_BOOL, {"index": frozenset({_S.LONG})}),
+    # integer arithmetic the zoo's position tables use; scans into int64 (of an integer or bool input).
+    # 1.5.1's remainder gives int64 the sign of the dividend (C's %, not torch's floor modulo: -7 % 4 is
+    # -3, torch's 1), so it takes float32 only
+    **{k: (frozenset({_S.FLOAT, _S.LONG}), {}) for k in ("fmod.Scalar_out", "fmod.Tensor_out")},
+    "cumsum.out": (F32_LONG_BOOL, {"out": frozenset({_S.FLOAT, _S.LONG})}),
+    **{k: (F32, {"out": frozenset({_S.LONG})}) for k in ("argmax.out", "argmin.out")},
     **{k: (frozenset({_S.LONG, _S.BOOL}), {}) for k in (
         "bitwise_not.out", "bitwise_and.Tensor_out", "bitwise_or.Tensor_out", "bitwise_xor.Tensor_out",
         "bitwise_and.Scalar_out", "bitwise_or.Scalar_out", "bitwise_xor.Scalar_out")},

@@ -84,12 +84,13 @@ def clone(ctx, node):
     return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
 
 
-@lowering("pte", "aten._to_copy.default", "aten.to.dtype", "aten._to_dim_order_copy.default")
+@lowering("pte", "aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device", "aten.to.other",
+          "aten.type_as.default", "aten._to_dim_order_copy.default")
 def to_copy(ctx, node):
     """A cast (or a copy) to the output's dtype: ``dim_order_ops::_to_dim_order_copy.out`` with
     the contiguous dim order, what exir emits for ``_to_copy``."""
     a = bind(node)
-    a.declare("dtype")  # the output's metadata holds it
+    a.declare("dtype", "other")  # the output's metadata holds the dtype they give
     plain_memory(node, a)
     rank = ctx.view.tensor(node.outputs[0].value.name).rank
     return ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": a.self, "dim_order": list(range(rank))},
@@ -188,3 +189,19 @@ def unbind(ctx, node):
     for i, out in enumerate(outs):
         ctx.call("select_copy.int_out", {"self": a.self, "dim": a.dim, "index": i}, [out])
     return [o.name for o in outs]
+
+
+@lowering("pte", "aten.flip.default")
+def flip(ctx, node):
+    a = bind(node)
+    return ctx.call("flip.out", {"self": a.self, "dims": a.dims}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.roll.default")
+def roll(ctx, node):
+    """``roll.out``, a shift per dim. No ``dims`` (torch: roll the flattened tensor) is refused: 1.5.1's
+    kernel then fails when it runs (it checks one shift per dim)."""
+    a = bind(node)
+    if len(a.dims) != len(a.shifts):
+        raise Unsupported("roll of the flattened tensor (no dims)")
+    return ctx.call("roll.out", {"self": a.self, "shifts": a.shifts, "dims": a.dims}, [ctx.output(node)]).name
