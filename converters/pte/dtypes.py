@@ -18,7 +18,7 @@ from ...schema import definitions as d
 from ...schema.dtypes import row
 from ..errors import Unsupported
 
-__all__ = ["ET_SCALAR_TYPE", "itemsize", "et_scalar_type", "check_call", "KERNEL_DTYPES"]
+__all__ = ["ET_SCALAR_TYPE", "itemsize", "et_scalar_type", "schema_dtype", "check_call", "KERNEL_DTYPES"]
 
 _S = d.ScalarType
 ET_SCALAR_TYPE = {
@@ -39,6 +39,11 @@ def itemsize(dtype) -> int:
 
 
 _BY_ET = {v: k for k, v in ET_SCALAR_TYPE.items()}
+
+
+def schema_dtype(scalar_type: int):
+    """The export schema's dtype of an ExecuTorch ``ScalarType`` pt2x writes (a ``TensorValue``'s)."""
+    return _BY_ET[scalar_type]
 
 F32 = frozenset({_S.FLOAT})
 HALF_SINGLE = frozenset({_S.FLOAT, _S.HALF, _S.BFLOAT16})
@@ -74,7 +79,7 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
                                "cat.out", "slice_copy.Tensor_out", "select_copy.int_out", "expand_copy.out",
                                "split_with_sizes_copy.out", "sym_size.int")},
     # data movement the dtype tests have not run beyond float32, int64 and bool
-    **{k: (F32_LONG_BOOL, {}) for k in ("flip.out", "roll.out", "constant_pad_nd.out")},
+    **{k: (F32_LONG_BOOL, {}) for k in ("flip.out", "roll.out", "constant_pad_nd.out", "tril.out")},
     # casts: any dtype to any dtype
     "dim_order_ops::_to_dim_order_copy.out": (ALL, {}),
     "embedding.out": (ALL, {"indices": INDICES}),

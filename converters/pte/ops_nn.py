@@ -224,21 +224,3 @@ def adaptive_avg_pool2d(ctx, node):
     _rank4(ctx, a, "adaptive_avg_pool2d")
     return ctx.call("_adaptive_avg_pool2d.out", {"self": a.self, "output_size": a.output_size},
                     [ctx.output(node)]).name
-
-
-@lowering("pte", "aten.bmm.default")
-def bmm(ctx, node):
-    a = bind(node)
-    return ctx.call("bmm.out", {"self": a.self, "mat2": a.mat2}, [ctx.output(node)]).name
-
-
-@lowering("pte", "aten.matmul.default")
-def matmul(ctx, node):
-    """2-D x 2-D: ``mm``; 3-D x 3-D of one batch: ``bmm``; other ranks (broadcasting) are refused."""
-    a = bind(node)
-    r1, r2 = ctx.view.tensor(a.self.name).rank, ctx.view.tensor(a.other.name).rank
-    if r1 == r2 == 2:
-        return ctx.call("mm.out", {"self": a.self, "mat2": a.other}, [ctx.output(node)]).name
-    if r1 == r2 == 3 and ctx.view.tensor(a.self.name).shape[0] == ctx.view.tensor(a.other.name).shape[0]:
-        return ctx.call("bmm.out", {"self": a.self, "mat2": a.other}, [ctx.output(node)]).name
-    raise Unsupported(f"matmul of ranks {r1} and {r2} (only 2-D x 2-D and batched 3-D x 3-D)")

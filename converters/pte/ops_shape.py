@@ -205,3 +205,10 @@ def roll(ctx, node):
     if len(a.dims) != len(a.shifts):
         raise Unsupported("roll of the flattened tensor (no dims)")
     return ctx.call("roll.out", {"self": a.self, "shifts": a.shifts, "dims": a.dims}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.tril.default")
+def tril(ctx, node):
+    """The lower triangle of the last two dims (``tril.out``; the library has no ``triu``)."""
+    a = bind(node)
+    return ctx.call("tril.out", {"self": a.self, "diagonal": a.diagonal}, [ctx.output(node)]).name

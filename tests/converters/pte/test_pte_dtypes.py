@@ -137,13 +137,13 @@ def test_masks_and_positions_of_int64_and_bool(tmp_path):
 
 class TablesOfPositions(torch.nn.Module):
     """int64 and bool through indexing and data movement (their KERNEL_DTYPES rows): index with
-    int64 and int32 positions, index_select, gather, flip, roll and constant pads of int64 and bool
+    int64 and int32 positions, index_select, gather, flip, roll, tril and constant pads of int64 and bool
     tensors, fmod and cumsum of int64, argmax to int64."""
 
     def forward(self, n, i):
         b = n > 0
         return (n[i], b[:, i.int()], torch.index_select(b, 1, i), torch.gather(n, 1, i.expand(3, -1)),
-                n.flip(0), b.roll(1, 1), torch.constant_pad_nd(n, [1, 0], 7), torch.constant_pad_nd(b, [0, 1]),
+                n.flip(0), b.roll(1, 1), n.tril(1), b.tril(), torch.constant_pad_nd(n, [1, 0], 7), torch.constant_pad_nd(b, [0, 1]),
                 torch.fmod(n, 3), n.cumsum(1), b.cumsum(0), n.float().argmax(1))
 
 
