@@ -94,6 +94,9 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
     "index.Tensor_out": (F32_LONG_BOOL, {"indices": INDICES}),
     "index_select.out": (F32_LONG_BOOL, {"index": INDICES}),
     "gather.out": (F32_LONG_BOOL, {"index": frozenset({_S.LONG})}),
+    **{k: (F32_LONG_BOOL, {}) for k in ("slice_scatter.out", "select_scatter.out", "copy.out", "fill.Scalar_out",
+                                        "fill.Tensor_out")},
+    "index_put.out": (F32_LONG_BOOL, {"indices": INDICES}),
     # integer arithmetic the zoo's position tables use; scans into int64 (of an integer or bool input).
     # 1.5.1's remainder gives int64 the sign of the dividend (C's %, not torch's floor modulo: -7 % 4 is
     # -3, torch's 1), so it takes float32 only

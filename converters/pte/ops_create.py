@@ -1,5 +1,5 @@
-"""New tensors: ``full``/``zeros``/``ones`` and their ``_like``/``new_`` forms, ``scalar_tensor``,
-``arange``; each one portable kernel writing the node's output (its dtype and shape, static or at
+"""New tensors: ``full``/``zeros``/``ones`` and their ``_like``/``new_`` forms, ``fill``/``fill_`` (of a
+number or a 0-d tensor), ``scalar_tensor``, ``arange``; each one portable kernel writing the node's output (its dtype and shape, static or at
 its upper bound, are the output's metadata; a dynamic size is the run-time value of its symbols).
 
 Every form is ``full.out`` (the value cast to the output's dtype, as torch's ``fill_``) except
@@ -11,7 +11,7 @@ device, layout, pinned memory and memory format are refused unless CPU, strided,
 
 from __future__ import annotations
 
-from ..aten.args import bind
+from ..aten.args import TensorRef, bind
 from ..aten.registry import lowering
 from .ops_shape import plain_memory
 
@@ -61,3 +61,13 @@ def arange(ctx, node):
     plain_memory(node, a)
     return ctx.call("arange.start_out", {"start": a.get("start", 0), "end": a.end, "step": a.get("step", 1)},
                     [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.fill.Scalar", "aten.fill.Tensor", "aten.fill_.Scalar", "aten.fill_.Tensor")
+def fill(ctx, node):
+    """``self``'s shape and dtype, every element ``value`` (``fill.Scalar_out``, or ``fill.Tensor_out``
+    of a 0-d tensor). ``fill_`` is registered here too: torch's signature table does not pair it with
+    ``fill`` (so it is not derived); the driver rebinds its input as for any in-place op."""
+    a = bind(node)
+    key = "fill.Tensor_out" if isinstance(a.value, TensorRef) else "fill.Scalar_out"
+    return ctx.call(key, {"self": a.self, "value": a.value}, [ctx.output(node)]).name

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from ...schema import definitions as d
 from ..aten.args import bind
+from ..aten.layouts import strided_reshape
 from ..aten.registry import lowering
 from ..errors import Unsupported
 
 
 @lowering("pte", "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
           "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default",
-          "aten.squeeze.dims", "aten.unflatten.int")
+          "aten.squeeze.dims", "aten.squeeze.default", "aten.unflatten.int", "aten.reshape_as.default",
+          "aten.view_as.default")
 def reshape(ctx, node):
     a = bind(node)
     a.declare_all()  # the output's metadata holds the shape every argument made
@@ -212,3 +214,21 @@ def tril(ctx, node):
     """The lower triangle of the last two dims (``tril.out``; the library has no ``triu``)."""
     a = bind(node)
     return ctx.call("tril.out", {"self": a.self, "diagonal": a.diagonal}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.as_strided.default", "aten.as_strided_copy.default")
+def as_strided(ctx, node):
+    """Only a reshape: over a value torch recorded contiguous at storage offset 0, with the strides
+    of contiguous memory and as many elements (``layouts.strided_reshape``, symbolic sizes too).
+    Any other striding is refused."""
+    if not strided_reshape(ctx.view, node):
+        raise Unsupported("as_strided that is not a reshape of contiguous memory")
+    return reshape(ctx, node)
+
+
+@lowering("pte", "aten.copy.default")
+def copy(ctx, node):
+    """``src`` broadcast to ``self``'s shape, in ``self``'s dtype (``copy.out``)."""
+    a = bind(node)
+    a.declare("non_blocking")  # changes no value
+    return ctx.call("copy.out", {"self": a.self, "src": a.src}, [ctx.output(node)]).name

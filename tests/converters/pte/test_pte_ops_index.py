@@ -51,3 +51,32 @@ def test_index_select_and_gather(tmp_path):
 
     g = torch.randint(0, 4, (3, 2, 4, 2), generator=torch.Generator().manual_seed(1))
     check(f, _x(), torch.tensor([3, 0, 0, 2]), g, tmp_path=tmp_path)
+
+
+def test_scatters_and_index_put(tmp_path):
+    def f(x, src, i):
+        return (torch.slice_scatter(x, src[:, :, :2], 2, 1, 5, 2), torch.select_scatter(x, src[:, 0], 1, -1),
+                torch.index_put(x, (i,), src[0, 0, 0] * 0 + 1.5),
+                torch.index_put(x, (i, torch.tensor([0, 1, 1])), src[0, 0], accumulate=True),
+                x.index_put((i,), torch.tensor(9.0)))
+
+    g = torch.Generator().manual_seed(0)
+    check(f, _x(), torch.randn(3, 2, 4, 4, generator=g), torch.tensor([2, 0, 2]), tmp_path=tmp_path)
+
+
+def test_in_place_writes_through_slices(tmp_path):
+    """swin's shifted-window mask: a new tensor written region by region through slices
+    (``fill_``, ``copy_``, the view-mutation pass's slice_scatter/select_scatter write-backs)."""
+    def f(x):
+        m = x.new_zeros((6, 6))
+        cnt = 0
+        for h in (slice(0, -3), slice(-3, -1), slice(-1, None)):
+            for w in (slice(0, -3), slice(-3, None)):
+                m[h, w] = cnt
+                cnt += 1
+        m[0].copy_(x[0, 0, 0, :1].expand(6))
+        y = x.clone()
+        y[:, 1, :, 2:].fill_(-1.0)
+        return m, y, torch.as_strided(x.sum(-1, keepdim=True), (x.shape[0], 2, 4, 1), (8, 4, 1, 1))
+
+    check(f, _x(), tmp_path=tmp_path, dynamic=True, runs=[(_x(1),), (_x(4),)])
