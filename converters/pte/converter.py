@@ -39,8 +39,8 @@ _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
 
 
 def _load_lowerings() -> None:
-    from . import (ops_attention, ops_create, ops_elementwise, ops_index, ops_logical,  # noqa: F401  (registration)
-                   ops_matmul, ops_nn, ops_norm, ops_pad, ops_reduce, ops_resize, ops_shape, ops_sym)
+    from . import (ops_attention, ops_create, ops_elementwise, ops_index, ops_inline,  # noqa: F401  (registration)
+                   ops_logical, ops_matmul, ops_nn, ops_norm, ops_pad, ops_reduce, ops_resize, ops_shape, ops_sym)
 
 
 def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None):

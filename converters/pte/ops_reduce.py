@@ -1,5 +1,6 @@
-"""Reductions and scans: ``cumsum``, ``amax``/``amin``, ``argmax``/``argmin``, ``var``/``var_mean``
-(a correction), ``linalg_vector_norm`` (orders 1 and 2, composed); each a portable kernel.
+"""Reductions, scans and differences: ``cumsum``, ``diff`` (composed), ``amax``/``amin``,
+``argmax``/``argmin``, ``var``/``var_mean`` (a correction), ``linalg_vector_norm`` (orders 1 and 2,
+composed); each a portable kernel.
 ``sum`` and ``mean`` are in ``ops_elementwise``.
 
 ``cumsum``'s output (int64 for an integer or bool input, as torch) is the node's; a ``dtype``
@@ -8,6 +9,8 @@ argument other than the output's is impossible (the output's metadata holds it).
 
 from __future__ import annotations
 
+from ...schema import definitions as d
+from ...serde.codec.symbolic import Add, Integer
 from ..aten.args import bind
 from ..aten.registry import lowering
 from ..errors import Unsupported
@@ -78,3 +81,36 @@ def linalg_vector_norm(ctx, node):
     total = ctx.call("sum.IntList_out", {"self": terms, "dim": a.dim, "keepdim": a.keepdim, "dtype": None},
                      [ctx.scratch("sum", ctx.view.tensor(node.outputs[0].value.name).shape)])
     return ctx.call("sqrt.out", {"self": total}, [out]).name
+
+
+def _plus(x, y):
+    """The sum of two dims (an expression when either is symbolic)."""
+    if isinstance(x, int) and isinstance(y, int):
+        return x + y
+    return Add(tuple(Integer(v) if isinstance(v, int) else v for v in (x, y)))
+
+
+@lowering("pte", "aten.diff.default")
+def diff(ctx, node):
+    """``n`` times ``x[1:] - x[:-1]`` along ``dim`` (``slice_copy.Tensor_out``, ``sub.out``) of ``self``
+    with ``prepend``/``append`` concatenated (``cat.out``). Bool (torch's xor) and ``n=0`` are refused."""
+    a = bind(node)
+    info = ctx.view.tensor(a.self.name)
+    if info.dtype == d.ScalarType.BOOL or a.n < 1:
+        raise Unsupported("diff of a bool tensor or with n < 1")
+    dim = a.dim % info.rank
+    parts = [p for p in (a.prepend, a.self, a.append) if p is not None]
+    shape = list(info.shape)
+    for p in (a.prepend, a.append):
+        if p is not None:
+            shape[dim] = _plus(shape[dim], ctx.view.tensor(p.name).shape[dim])
+    x = ctx.call("cat.out", {"tensors": parts, "dim": dim}, [ctx.scratch("diff_cat", shape)]) if len(parts) > 1 \
+        else ctx.tensor(a.self)
+    for step in range(a.n):
+        shape = shape[:dim] + [_plus(shape[dim], -1)] + shape[dim + 1:]
+        ends = [ctx.call("slice_copy.Tensor_out", {"self": x, "dim": dim, "start": start, "end": end, "step": 1},
+                         [ctx.scratch(base, shape)]) for base, start, end in (("diff_next", 1, None),
+                                                                              ("diff_prev", 0, -1))]
+        out = ctx.output(node) if step == a.n - 1 else ctx.scratch("diff", shape)
+        x = ctx.call("sub.out", {"self": ends[0], "other": ends[1]}, [out])
+    return x.name

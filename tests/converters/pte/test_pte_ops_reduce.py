@@ -53,3 +53,11 @@ def test_variance_and_norms(tmp_path):
 
 def test_other_norm_orders_are_refused(tmp_path):
     check_refused(lambda x: torch.linalg.vector_norm(x, 3, -1), _x(), tmp_path=tmp_path, match="order 3")
+
+
+def test_diff(tmp_path):
+    def f(x, n):
+        return (torch.diff(x), torch.diff(x, 2, 1), torch.diff(x, dim=-1, prepend=x[:, :, :1] * 2, append=x[:, :, :2]),
+                torch.diff(n, dim=0, prepend=n[:1]))
+
+    check(f, _x(), torch.randint(-9, 9, (3, 4)), tmp_path=tmp_path)
