@@ -1,21 +1,26 @@
 """Benchmark: ``to_pte`` (pt2x, torch-free) vs exir's ``to_edge(ep).to_executorch()`` on the same .pt2.
 
-Not a test. The programs are exported by this venv's torch and saved with ``torch.export.save``
-(``tests/support/pte_zoo.py``'s MLP, CNN and block, a wide MLP with 64 MB of weights, and
-torchvision's resnet18 at random init), then every side runs in its own fresh process:
+Not a test. The programs are exported by this venv's torch and saved with ``torch.export.save``:
+``tests/support/pte_zoo.py``'s MLP, CNN and block, a wide MLP with 64 MB of weights, torchvision's
+resnet18 at random init, and the model zoo's models (``tests/support/model_zoo.py``: weights
+re-drawn, exported with its dynamic batch, as exported; ``--models zoo`` names them all). Then
+every side runs in its own fresh process:
 
   * pt2x: ``to_pte(src, dst)`` in a process where ``import torch`` fails; the conversion's time
     in process (``perf_counter`` around the call), the whole process's wall time, and its peak
     RSS (``VmHWM``);
   * exir (executorch 1.5.1): ``torch.export.load(src)`` then ``to_edge(ep).to_executorch()`` and
     the buffer written; the same three numbers (the in-process time covers to_edge, to_executorch
-    and the write, not the load).
+    and the write, not the load). Where exir cannot lower the program, its error is the row's
+    exir column.
 
-Both files are then run in ExecuTorch's runtime (another process) on inputs of the example
-shapes (max abs diff against torch eager of the loaded .pt2), and their sizes and arena sizes
-(``non_const_buffer_sizes``) are printed.
+Both files are then run in ExecuTorch's runtime with its portable kernels (another process each)
+on the example inputs: the max abs diff against torch eager of the loaded .pt2, and the median
+latency of ``execute`` over ``--latency-runs`` calls after one warm-up. Their sizes and arena sizes
+(``non_const_buffer_sizes``) are printed too.
 
-    python -m benchmarks.bench_pte [--models mlp,cnn,block,mlp_wide,resnet18] [--runs 3] [--out bench-out/pte]
+    python -m benchmarks.bench_pte [--models mlp,cnn,block,mlp_wide,resnet18|zoo|tv_resnet18,...] [--runs 3]
+                                   [--latency-runs 20] [--out bench-out/pte]
 """
 
 from __future__ import annotations
@@ -43,7 +48,11 @@ PT2X = textwrap.dedent("""
     t0 = time.perf_counter()
     from pt2x.converters import to_pte
     t1 = time.perf_counter()
-    to_pte(sys.argv[1], sys.argv[2])
+    try:
+        to_pte(sys.argv[1], sys.argv[2])
+    except Exception as e:  # pt2x refuses this program: the row records why
+        print(json.dumps({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"}))
+        sys.exit(0)
     t2 = time.perf_counter()
     print(json.dumps({"convert_s": t2 - t1, "import_s": t1 - t0,
                       "peak_rss_mb": hwm()}))
@@ -60,7 +69,11 @@ EXIR = textwrap.dedent("""
     from executorch.exir import to_edge
     ep = torch.export.load(sys.argv[1])
     t1 = time.perf_counter()
-    et = to_edge(ep).to_executorch()
+    try:
+        et = to_edge(ep).to_executorch()
+    except Exception as e:  # exir cannot lower this program: the row records why
+        print(json.dumps({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"}))
+        sys.exit(0)
     with open(sys.argv[2], "wb") as f:
         f.write(et.buffer)
     t2 = time.perf_counter()
@@ -99,6 +112,26 @@ def _programs():
     }
 
 
+def _export(name: str, programs: dict, src: str) -> tuple:
+    """Export and save ``name`` to ``src``: one of ``programs`` at its example inputs (static), or
+    a model of the zoo as ``model_zoo.check`` exports it (its weights re-drawn, a dynamic batch of
+    1..8, as exported). Returns the example inputs."""
+    import torch
+
+    torch.manual_seed(0)
+    if name in programs:
+        make, make_inputs = programs[name]
+        inputs = make_inputs()
+        torch.export.save(torch.export.export(make().eval(), inputs), src)
+        return inputs
+    import model_zoo
+
+    zm = model_zoo.MODELS[name]
+    model = model_zoo.redraw(zm.build(), seed=0, calibrate=zm.make_input(8))
+    torch.export.save(model_zoo.export(zm, model, "exported"), src)
+    return (zm.make_input(2),)
+
+
 def _child(code: str, *args: str) -> tuple[dict, float]:
     import time
 
@@ -119,71 +152,109 @@ def _arena(path: str) -> int:
 
 
 RUN = textwrap.dedent("""
-    import sys, json
+    import sys, json, statistics, time
     import torch
     from executorch.runtime import Runtime
     ep = torch.export.load(sys.argv[1])
-    torch.manual_seed(0)
-    inputs = [torch.randn(*[int(d) for d in shape.split("x")]) for shape in sys.argv[3:]]
+    inputs = list(torch.load(sys.argv[3]))
     with open(sys.argv[2], "rb") as f:
         data = f.read()
     program = Runtime.get().load_program(data)  # reads ``data`` in place: keep both referenced
     method = program.load_method("forward")
-    got = method.execute(inputs)
+    got = method.execute(inputs)  # also the warm-up
+    times = []
+    for _ in range(int(sys.argv[4])):
+        t = time.perf_counter()
+        method.execute(inputs)
+        times.append(time.perf_counter() - t)
     with torch.no_grad():
         want = ep.module()(*inputs)
     want = want if isinstance(want, (tuple, list)) else (want,)
-    print(json.dumps({"max_abs_diff": max(float((g - w).abs().max()) for g, w in zip(got, want))}))
+    print(json.dumps({"max_abs_diff": max(float((g - w).abs().max()) for g, w in zip(got, want)),
+                      "latency_ms": statistics.median(times) * 1e3}))
 """)
 
 
-def _max_diff(src: str, pte: str, inputs) -> float:
-    """ExecuTorch's run of ``pte`` against torch eager of ``src``, in a child process."""
-    shapes = ["x".join(map(str, t.shape)) for t in inputs]
-    return _child(RUN, src, pte, *shapes)[0]["max_abs_diff"]
+def _run_file(src: str, pte: str, inputs_path: str, runs: int) -> dict:
+    """ExecuTorch's portable run of ``pte`` on the saved inputs, in a child process: its max abs diff
+    against torch eager of ``src`` and its median latency."""
+    return _child(RUN, src, pte, inputs_path, str(runs))[0]
+
+
+def _side(row: dict, side: str, code: str, src: str, dst: str, inputs_path: str, args) -> None:
+    runs = [_child(code, src, dst) for _ in range(args.runs)]
+    if "error" in runs[0][0]:
+        row[f"{side}_error"] = runs[0][0]["error"]
+        return
+    row[f"{side}_convert_s"] = statistics.median(r[0]["convert_s"] for r in runs)
+    row[f"{side}_process_s"] = statistics.median(r[1] for r in runs)
+    row[f"{side}_peak_rss_mb"] = max(r[0]["peak_rss_mb"] for r in runs)
+    row[f"{side}_pte_bytes"] = os.path.getsize(dst)
+    row[f"{side}_arena_bytes"] = _arena(dst)
+    ran = _run_file(src, dst, inputs_path, args.latency_runs)
+    row[f"{side}_max_abs_diff"] = ran["max_abs_diff"]
+    row[f"{side}_latency_ms"] = ran["latency_ms"]
+
+
+def _pair(r: dict, key: str, fmt: str) -> str:
+    exir = r.get(f"exir_{key}")
+    return f"{format(r[f'pt2x_{key}'], fmt)} / {'-' if exir is None else format(exir, fmt)}"
+
+
+def _table(rows: list[dict]) -> str:
+    lines = ["| model | .pt2 MB | pt2x convert s | exir convert s | exir / pt2x | pt2x process s | exir process s "
+             "| pt2x peak RSS MB | exir peak RSS MB | .pte bytes pt2x / exir | arena bytes pt2x / exir "
+             "| portable latency ms pt2x / exir | max abs diff pt2x / exir |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if "pt2x_error" in r:
+            lines.append(f"| {r['model']} | {r['pt2_mb']:.1f} | refused: {r['pt2x_error'][:80]} |" + " - |" * 10)
+            continue
+        failed = "exir_error" in r
+        cells = [r["model"], f"{r['pt2_mb']:.1f}", f"{r['pt2x_convert_s']:.3f}",
+                 f"fails: {r['exir_error'][:80]}" if failed else f"{r['exir_convert_s']:.3f}",
+                 "-" if failed else f"{r['convert_ratio_exir_over_pt2x']:.0f}x", f"{r['pt2x_process_s']:.2f}",
+                 "-" if failed else f"{r['exir_process_s']:.2f}", f"{r['pt2x_peak_rss_mb']:.0f}",
+                 "-" if failed else f"{r['exir_peak_rss_mb']:.0f}", _pair(r, "pte_bytes", "d"),
+                 _pair(r, "arena_bytes", "d"), _pair(r, "latency_ms", ".2f"), _pair(r, "max_abs_diff", ".2e")]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default="mlp,cnn,block,mlp_wide,resnet18")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--models", default="mlp,cnn,block,mlp_wide,resnet18",
+                    help="comma-separated: mlp, cnn, block, mlp_wide, resnet18, the model zoo's names, or zoo (all)")
+    ap.add_argument("--runs", type=int, default=3, help="conversions per side (medians)")
+    ap.add_argument("--latency-runs", type=int, default=20, help="executions per file (median latency)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out", "pte"))
     args = ap.parse_args(argv)
-    ensure_support("benchmarks.bench_pte")  # pte_zoo and torchvision_ops (tests/support) on PYTHONPATH
+    ensure_support("benchmarks.bench_pte")  # pte_zoo, model_zoo, torchvision_ops (tests/support) on PYTHONPATH
     import torch
 
     os.makedirs(args.out, exist_ok=True)
     programs = _programs()
+    names = args.models.split(",")
+    if "zoo" in names:
+        import model_zoo
+
+        at = names.index("zoo")
+        names[at:at + 1] = list(model_zoo.MODELS)
     rows = []
-    for name in args.models.split(","):
-        make, make_inputs = programs[name]
-        torch.manual_seed(0)
-        m = make().eval()
-        inputs = make_inputs()
+    for name in names:
         src = os.path.join(args.out, f"{name}.pt2")
-        torch.export.save(torch.export.export(m, inputs), src)
+        inputs = _export(name, programs, src)
+        inputs_path = os.path.join(args.out, f"{name}.inputs.pt")
+        torch.save(tuple(inputs), inputs_path)
         row = {"model": name, "pt2_mb": os.path.getsize(src) / 2**20}
         for side, code in (("pt2x", PT2X), ("exir", EXIR)):
-            dst = os.path.join(args.out, f"{name}.{side}.pte")
-            runs = [_child(code, src, dst) for _ in range(args.runs)]
-            row[f"{side}_convert_s"] = statistics.median(r[0]["convert_s"] for r in runs)
-            row[f"{side}_process_s"] = statistics.median(r[1] for r in runs)
-            row[f"{side}_peak_rss_mb"] = max(r[0]["peak_rss_mb"] for r in runs)
-            row[f"{side}_pte_bytes"] = os.path.getsize(dst)
-            row[f"{side}_arena_bytes"] = _arena(dst)
-            row[f"{side}_max_abs_diff"] = _max_diff(src, dst, inputs)
-        row["convert_ratio_exir_over_pt2x"] = row["exir_convert_s"] / row["pt2x_convert_s"]
+            _side(row, side, code, src, os.path.join(args.out, f"{name}.{side}.pte"), inputs_path, args)
+        if "exir_error" not in row and "pt2x_error" not in row:
+            row["convert_ratio_exir_over_pt2x"] = row["exir_convert_s"] / row["pt2x_convert_s"]
         rows.append(row)
         print(json.dumps(row), flush=True)
     print()
-    print("| model | .pt2 MB | pt2x convert s | exir convert s | exir/pt2x | pt2x process s | exir process s "
-          "| pt2x peak RSS MB | exir peak RSS MB | .pte bytes pt2x / exir | arena pt2x / exir | max abs diff pt2x / exir |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['model']} | {r['pt2_mb']:.1f} | {r['pt2x_convert_s']:.3f} | {r['exir_convert_s']:.3f} | "
-              f"{r['convert_ratio_exir_over_pt2x']:.0f}x | {r['pt2x_process_s']:.2f} | {r['exir_process_s']:.2f} | "
-              f"{r['pt2x_peak_rss_mb']:.0f} | {r['exir_peak_rss_mb']:.0f} | {r['pt2x_pte_bytes']} / {r['exir_pte_bytes']} | "
-              f"{r['pt2x_arena_bytes']} / {r['exir_arena_bytes']} | {r['pt2x_max_abs_diff']:.2e} / {r['exir_max_abs_diff']:.2e} |")
+    print(_table(rows))
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
     return 0
