@@ -3,8 +3,8 @@
 composed); each a portable kernel.
 ``sum`` and ``mean`` are in ``ops_elementwise``.
 
-``cumsum``'s output (int64 for an integer or bool input, as torch) is the node's; a ``dtype``
-argument other than the output's is impossible (the output's metadata holds it).
+``cumsum``'s output dtype (int64 for an integer or bool input, as torch; a ``dtype`` argument's)
+is the node's: 1.5.1's kernel casts each element to it before summing, as torch does.
 """
 
 from __future__ import annotations

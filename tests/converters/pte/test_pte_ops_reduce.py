@@ -21,7 +21,8 @@ def _x(b=3):
 
 def test_cumsum_of_each_dtype(tmp_path):
     def f(x):
-        return x.cumsum(-1), torch.cumsum((x > 0).long(), 1), torch.cumsum(x > 0, -1), x.cumsum(0)
+        return (x.cumsum(-1), torch.cumsum((x > 0).long(), 1), torch.cumsum(x > 0, -1), x.cumsum(0),
+                torch.cumsum(x * 2, 2, dtype=torch.int64))  # torch casts each element, then sums
 
     check(f, _x(), tmp_path=tmp_path, dynamic=True, runs=[(_x(1),), (_x(6),)])
 
