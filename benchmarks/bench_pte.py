@@ -14,9 +14,10 @@ every side runs in its own fresh process:
     and the write, not the load). Where exir cannot lower the program, its error is the row's
     exir column.
 
-Both files are then run in ExecuTorch's runtime with its portable kernels (another process each)
-on the example inputs: the max abs diff against torch eager of the loaded .pt2, and the median
-latency of ``execute`` over ``--latency-runs`` calls after one warm-up. Their sizes and arena sizes
+Both files are then run in ExecuTorch's runtime with its portable kernels, in one more process, on
+the example inputs: the max abs diff against torch eager of the loaded .pt2, and the median latency
+of ``execute`` over ``--latency-runs`` calls after one warm-up, the two files executed in turn (so
+other load on the machine weighs on both alike). Their sizes and arena sizes
 (``non_const_buffer_sizes``) are printed too.
 
     python -m benchmarks.bench_pte [--models mlp,cnn,block,mlp_wide,resnet18|zoo|tv_resnet18,...] [--runs 3]
@@ -156,44 +157,49 @@ RUN = textwrap.dedent("""
     import torch
     from executorch.runtime import Runtime
     ep = torch.export.load(sys.argv[1])
-    inputs = list(torch.load(sys.argv[3]))
-    with open(sys.argv[2], "rb") as f:
-        data = f.read()
-    program = Runtime.get().load_program(data)  # reads ``data`` in place: keep both referenced
-    method = program.load_method("forward")
-    got = method.execute(inputs)  # also the warm-up
-    times = []
-    for _ in range(int(sys.argv[4])):
-        t = time.perf_counter()
-        method.execute(inputs)
-        times.append(time.perf_counter() - t)
+    inputs = list(torch.load(sys.argv[2]))
+    runs = int(sys.argv[3])
     with torch.no_grad():
         want = ep.module()(*inputs)
     want = want if isinstance(want, (tuple, list)) else (want,)
-    print(json.dumps({"max_abs_diff": max(float((g - w).abs().max()) for g, w in zip(got, want)),
-                      "latency_ms": statistics.median(times) * 1e3}))
+    loaded, out = {}, {}
+    for path in sys.argv[4:]:
+        with open(path, "rb") as f:
+            data = f.read()
+        program = Runtime.get().load_program(data)  # reads ``data`` in place: keep both referenced
+        method = program.load_method("forward")
+        got = method.execute(inputs)  # also the warm-up
+        loaded[path] = (data, program, method)
+        out[path] = {"max_abs_diff": max(float((g - w).abs().max()) for g, w in zip(got, want)), "times": []}
+    for _ in range(runs):  # the files in turn: load on the machine weighs on each alike
+        for path, (_data, _program, method) in loaded.items():
+            t = time.perf_counter()
+            method.execute(inputs)
+            out[path]["times"].append(time.perf_counter() - t)
+    print(json.dumps({p: {"max_abs_diff": o["max_abs_diff"], "latency_ms": statistics.median(o["times"]) * 1e3}
+                      for p, o in out.items()}))
 """)
 
 
-def _run_file(src: str, pte: str, inputs_path: str, runs: int) -> dict:
-    """ExecuTorch's portable run of ``pte`` on the saved inputs, in a child process: its max abs diff
-    against torch eager of ``src`` and its median latency."""
-    return _child(RUN, src, pte, inputs_path, str(runs))[0]
+def _run_files(src: str, inputs_path: str, runs: int, ptes: list[str]) -> dict:
+    """ExecuTorch's portable runs of the ``ptes`` on the saved inputs, in one child process, the files
+    executed in turn ``runs`` times: each one's max abs diff against torch eager of ``src`` and its
+    median latency."""
+    return _child(RUN, src, inputs_path, str(runs), *ptes)[0]
 
 
-def _side(row: dict, side: str, code: str, src: str, dst: str, inputs_path: str, args) -> None:
+def _side(row: dict, side: str, code: str, src: str, dst: str, args) -> bool:
+    """Convert ``src`` to ``dst`` ``args.runs`` times with ``code``; False when the side cannot."""
     runs = [_child(code, src, dst) for _ in range(args.runs)]
     if "error" in runs[0][0]:
         row[f"{side}_error"] = runs[0][0]["error"]
-        return
+        return False
     row[f"{side}_convert_s"] = statistics.median(r[0]["convert_s"] for r in runs)
     row[f"{side}_process_s"] = statistics.median(r[1] for r in runs)
     row[f"{side}_peak_rss_mb"] = max(r[0]["peak_rss_mb"] for r in runs)
     row[f"{side}_pte_bytes"] = os.path.getsize(dst)
     row[f"{side}_arena_bytes"] = _arena(dst)
-    ran = _run_file(src, dst, inputs_path, args.latency_runs)
-    row[f"{side}_max_abs_diff"] = ran["max_abs_diff"]
-    row[f"{side}_latency_ms"] = ran["latency_ms"]
+    return True
 
 
 def _pair(r: dict, key: str, fmt: str) -> str:
@@ -247,8 +253,13 @@ def main(argv=None) -> int:
         inputs_path = os.path.join(args.out, f"{name}.inputs.pt")
         torch.save(tuple(inputs), inputs_path)
         row = {"model": name, "pt2_mb": os.path.getsize(src) / 2**20}
-        for side, code in (("pt2x", PT2X), ("exir", EXIR)):
-            _side(row, side, code, src, os.path.join(args.out, f"{name}.{side}.pte"), inputs_path, args)
+        files = {side: os.path.join(args.out, f"{name}.{side}.pte") for side in ("pt2x", "exir")}
+        made = [side for side, code in (("pt2x", PT2X), ("exir", EXIR))
+                if _side(row, side, code, src, files[side], args)]
+        ran = _run_files(src, inputs_path, args.latency_runs, [files[side] for side in made]) if made else {}
+        for side in made:
+            row[f"{side}_max_abs_diff"] = ran[files[side]]["max_abs_diff"]
+            row[f"{side}_latency_ms"] = ran[files[side]]["latency_ms"]
         if "exir_error" not in row and "pt2x_error" not in row:
             row["convert_ratio_exir_over_pt2x"] = row["exir_convert_s"] / row["pt2x_convert_s"]
         rows.append(row)

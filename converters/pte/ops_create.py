@@ -1,6 +1,7 @@
 """New tensors: ``full``/``zeros``/``ones`` and their ``_like``/``new_`` forms, ``fill``/``fill_`` (of a
-number or a 0-d tensor), ``scalar_tensor``, ``arange``; each one portable kernel writing the node's output (its dtype and shape, static or at
-its upper bound, are the output's metadata; a dynamic size is the run-time value of its symbols).
+number or a 0-d tensor), ``scalar_tensor``, ``arange``; each one portable kernel writing the node's
+output (its dtype and shape, static or at its upper bound, are the output's metadata; a dynamic size
+is the run-time value of its symbols).
 
 Every form is ``full.out`` (the value cast to the output's dtype, as torch's ``fill_``) except
 ``scalar_tensor`` (``scalar_tensor.out``) and ``arange`` (``arange.start_out``, which sizes and

@@ -3,8 +3,8 @@
 ``group_norm`` and ``native_group_norm`` are ``native_group_norm.out`` (its mean and rstd, ``[N,
 groups]``, scratch tensors for the first); N and the spatial size are the input's dims, at run time
 when dynamic. ``_weight_norm(v, g, dim)`` is torch's ``v * (g / norm(v))``, the 2-norm over every dim
-but ``dim`` (over all of them for ``dim=-1``, as torch's ``norm_except_dim``), composed (no portable kernel): ``mul.out``, ``sum.IntList_out``, ``sqrt.out``,
-``div.out``, ``mul.out``.
+but ``dim`` (over all of them for ``dim=-1``, as torch's ``norm_except_dim``), composed (no portable
+kernel): ``mul.out``, ``sum.IntList_out``, ``sqrt.out``, ``div.out``, ``mul.out``.
 """
 
 from __future__ import annotations

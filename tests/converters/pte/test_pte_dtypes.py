@@ -143,8 +143,8 @@ class TablesOfPositions(torch.nn.Module):
     def forward(self, n, i):
         b = n > 0
         return (n[i], b[:, i.int()], torch.index_select(b, 1, i), torch.gather(n, 1, i.expand(3, -1)),
-                n.flip(0), b.roll(1, 1), n.tril(1), b.tril(), torch.constant_pad_nd(n, [1, 0], 7), torch.constant_pad_nd(b, [0, 1]),
-                torch.fmod(n, 3), n.cumsum(1), b.cumsum(0), n.float().argmax(1))
+                n.flip(0), b.roll(1, 1), n.tril(1), b.tril(), torch.constant_pad_nd(n, [1, 0], 7),
+                torch.constant_pad_nd(b, [0, 1]), torch.fmod(n, 3), n.cumsum(1), b.cumsum(0), n.float().argmax(1))
 
 
 def test_tables_of_positions_of_int64_and_bool(tmp_path):

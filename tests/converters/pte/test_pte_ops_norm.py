@@ -35,8 +35,8 @@ def test_group_norm_with_a_dynamic_batch(tmp_path):
 
 def test_native_group_norm_gives_mean_and_rstd(tmp_path):
     w, b = torch.rand(6, generator=_g(1)) + 0.5, torch.randn(6, generator=_g(2))
-    check(lambda x: torch.ops.aten.native_group_norm(x, w, b, 2, 6, 12, 3, 1e-5), torch.randn(2, 6, 3, 4, generator=_g()),
-          tmp_path=tmp_path)
+    check(lambda x: torch.ops.aten.native_group_norm(x, w, b, 2, 6, 12, 3, 1e-5),
+          torch.randn(2, 6, 3, 4, generator=_g()), tmp_path=tmp_path)
 
 
 def test_weight_norm(tmp_path):
