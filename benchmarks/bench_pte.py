@@ -8,7 +8,9 @@ every side runs in its own fresh process:
 
   * pt2x: ``to_pte(src, dst)`` in a process where ``import torch`` fails; the conversion's time
     in process (``perf_counter`` around the call), the whole process's wall time, and its peak
-    RSS (``VmHWM``);
+    RSS (``VmHWM``). The child writes bytecode (``sys.dont_write_bytecode = False``), so the
+    modules ``to_pte`` imports lazily load as an installed package's do, torch's and exir's
+    already being compiled;
   * exir (executorch 1.5.1): ``torch.export.load(src)`` then ``to_edge(ep).to_executorch()`` and
     the buffer written; the same three numbers (the in-process time covers to_edge, to_executorch
     and the write, not the load). Where exir cannot lower the program, its error is the row's
@@ -46,6 +48,9 @@ PT2X = textwrap.dedent("""
             return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
 
     sys.modules["torch"] = None
+    # bytecode cached as an installed package has it (this machine's PYTHONDONTWRITEBYTECODE would
+    # compile every module to_pte imports lazily inside the timed call, torch's and exir's not)
+    sys.dont_write_bytecode = False
     t0 = time.perf_counter()
     from pt2x.converters import to_pte
     t1 = time.perf_counter()
