@@ -6,9 +6,10 @@ planned into one arena (``memory_plan.py``), weights streamed into the constant 
 (``writer.py``, with flatc's ``schema_generated.py`` of ExecuTorch's ``program.fbs``).
 
 Modules, in the order data flows: ``converter`` (``to_pte``: the phases) -> ``ops_*`` (one
-lowering per ATen overload, registered as backend ``"pte"``) -> ``context`` (the driver's
-target and the verbs lowerings use) -> ``kernels`` -> ``program`` (the plan: values and calls)
--> ``memory_plan`` -> ``constants`` (byte-identical weights share a buffer) -> ``writer``.
+lowering per ATen overload, registered as backend ``"pte"``; ``shapes`` and ``symbols`` are their
+views and shape-symbol arithmetic) -> ``context`` (the driver's target and the verbs lowerings
+use) -> ``kernels`` -> ``program`` (the plan: values and calls) -> ``memory_plan`` -> ``constants``
+(byte-identical weights share a buffer) -> ``writer``.
 """
 
 from __future__ import annotations
