@@ -205,9 +205,10 @@ class Ctx:
         of them: later sizes read it."""
         if out.type == "as_sym_int" and out.value.type == "as_name":
             dim = self.view.sym_ints.get(out.value.value)
-            key = dim.name if isinstance(dim, Symbol) else str(dim) if dim is not None and \
-                not isinstance(dim, (int, Integer)) else None
-            if key is not None and key not in self._syms:
+            if dim is None or isinstance(dim, (int, Integer)):
+                return
+            key = dim.name if isinstance(dim, Symbol) else str(dim)
+            if key not in self._syms:
                 self._syms[key] = v
 
     def int_list(self, items) -> ListValue:
@@ -225,8 +226,8 @@ class Ctx:
         if isinstance(x, (TensorValue, ScalarValue, ListValue)):
             return x
         if "Optional[Tensor]]" in t or "Tensor?[]" in t:  # None items allowed
-            return self._add(ListValue("OptionalTensorList", [None if r is None else self.tensor(r) if isinstance(
-                r, TensorRef) else r for r in x]))
+            items = [None if r is None else self.tensor(r) if isinstance(r, TensorRef) else r for r in x]
+            return self._add(ListValue("OptionalTensorList", items))
         if "Tensor" in t and "List" in t:
             return self._add(ListValue("TensorList", [self.tensor(r) if isinstance(r, TensorRef) else r for r in x]))
         if "Tensor" in t:
