@@ -29,7 +29,8 @@ PRIM_OPS = ("sym_size.int",)
 # the runtime's executorch_prim operators pt2x calls: symbolic int arithmetic and the comparisons a
 # cond's SymBool predicate is made of, schemas as exir registers them with torch
 # (executorch/exir/passes/executorch_prim_ops_registry.py)
-EXECUTORCH_PRIM_OPS = ("mul.Scalar", "eq.Scalar", "gt.Scalar", "lt.Scalar", "ge.Scalar", "le.Scalar")
+EXECUTORCH_PRIM_OPS = ("add.Scalar", "mul.Scalar", "sub.Scalar", "eq.Scalar", "gt.Scalar", "lt.Scalar", "ge.Scalar",
+                       "le.Scalar")
 
 _ARG = re.compile(r"^(?P<type>[A-Za-z_]+(?:\([a-z]!?\))?(?:\[\d*\])?\??)\s+(?P<name>\w+)(?:=(?P<default>.+))?$")
 

@@ -7,12 +7,13 @@ planned into one arena (``memory_plan.py``), weights streamed into the constant 
 (``writer.py``, with flatc's ``schema_generated.py`` of ExecuTorch's ``program.fbs``) or a ``.ptd``.
 
 Modules, in the order data flows: ``converter`` (``to_pte``: the phases) -> ``ops_*`` (one
-lowering per ATen overload, registered as backend ``"pte"``), ``control_flow`` (``cond`` as
-jumps and moves around its branches) and ``state`` (mutable buffers) -> ``context`` (the driver's
-target and the verbs lowerings use) -> ``kernels`` -> ``program`` (the plan: values and the
-chain's instructions) -> ``memory_plan`` -> ``constants`` (byte-identical weights share a buffer)
--> ``writer`` (the ``.pte``) and ``ptd`` (``external_weights=True``: the ``.ptd`` FlatTensor file
-beside it, with flatc's ``flat_tensor_generated.py``), both streaming weights through ``segments``.
+lowering per ATen overload, registered as backend ``"pte"``; ``shapes`` and ``symbols`` are their
+views and shape-symbol arithmetic), ``control_flow`` (``cond`` as jumps and moves around its
+branches) and ``state`` (mutable buffers) -> ``context`` (the driver's target and the verbs
+lowerings use) -> ``kernels`` -> ``program`` (the plan: values and the chain's instructions)
+-> ``memory_plan`` -> ``constants`` (byte-identical weights share a buffer) -> ``writer`` (the
+``.pte``) and ``ptd`` (``external_weights=True``: the ``.ptd`` FlatTensor file beside it, with
+flatc's ``flat_tensor_generated.py``), both streaming weights through ``segments``.
 
 Reading files back, torch-free: ``reader`` (a ``.pte``), ``ptd_reader`` (a ``.ptd``, and what a
 ``.pte`` needs of it), ``releases`` (what each ExecuTorch runtime loads). ``debug_outputs``: a

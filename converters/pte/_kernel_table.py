@@ -225,10 +225,12 @@ PRIM = {
 
 # the runtime's executorch_prim operators (symbolic int arithmetic and comparisons)
 EXECUTORCH_PRIM = {
+    'add.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'eq.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'ge.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'gt.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'le.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'lt.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
     'mul.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
+    'sub.Scalar': (('a', 'number', NO_DEFAULT, False, False), ('b', 'number', NO_DEFAULT, False, False)),
 }

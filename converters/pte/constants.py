@@ -1,7 +1,8 @@
 """The constant buffers: each weight the plan reads, byte-identical ones sharing one buffer (as
 exir writes them: a BatchNorm's zero bias and zero running mean are one buffer).
 
-Only weights of one dtype and shape are compared: their bytes are hashed one weight at a time
+Only weights of one dtype, shape and first elements (``_HEAD`` of them: random weights differ
+there, so almost none is read further) are compared: their bytes are hashed one weight at a time
 (``arrays.byte_chunks``) and equal digests confirmed byte for byte (a -0.0 is not a 0.0), so no
 weight is ever copied whole.
 """
@@ -18,6 +19,7 @@ from .program import Plan, TensorValue
 __all__ = ["constant_buffers", "shared_buffers", "used_weights"]
 
 _COMPARE = 1 << 20  # bytes compared at once
+_HEAD = 16  # leading elements a weight is grouped by before it is hashed whole
 
 
 def _digest(arr: np.ndarray) -> bytes:
@@ -25,6 +27,11 @@ def _digest(arr: np.ndarray) -> bytes:
     for part in byte_chunks(arr):
         h.update(part)
     return h.digest()
+
+
+def _head(arr: np.ndarray) -> bytes:
+    """The first ``_HEAD`` elements' bytes, little-endian (a copy of those elements only)."""
+    return np.asarray(arr.flat[:_HEAD]).astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
 def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
@@ -57,7 +64,7 @@ def shared_buffers(used: list[str], weights: dict) -> tuple[list[np.ndarray], di
     by_size: dict[tuple, list[str]] = {}
     for name in used:
         arr = weights[name].array
-        by_size.setdefault((arr.dtype.str, arr.shape), []).append(name)
+        by_size.setdefault((arr.dtype.str, arr.shape, _head(arr)), []).append(name)
     same_as: dict[str, str] = {}
     for names in by_size.values():
         if len(names) < 2:

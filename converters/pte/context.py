@@ -25,6 +25,7 @@ from ..errors import ConversionError, Unsupported
 from .dtypes import check_call, et_scalar_type, itemsize
 from .kernels import NO_DEFAULT, kernel
 from .program import Call, ListValue, Plan, ScalarValue, TensorValue
+from .symbols import run_time_value, upper_bound
 
 __all__ = ["Ctx"]
 
@@ -43,7 +44,7 @@ class Ctx:
         self.by_name: dict[str, object] = {}
         self._marks: list[tuple[int, int]] = []
         self._weights: dict[str, TensorValue] = {}
-        self._syms: dict[str, ScalarValue] = {}  # shape symbol -> the Int holding it at run time
+        self._syms: dict[str, ScalarValue] = {}  # shape symbol (or expression's text) -> its Int at run time
         self._node: d.Node | None = None  # the node being lowered
 
     # ------------------------------------------------------------ the driver's protocol
@@ -105,8 +106,8 @@ class Ctx:
                 out.append(self.bounds[s.name])
                 dynamic = True
             else:
-                raise Unsupported(f"{what} has a dim that is an expression of shape symbols ({s}): "
-                                  "its upper bound is not planned (only whole symbols are)")
+                out.append(upper_bound(s, self.bounds, what))
+                dynamic = True
         return tuple(out), dynamic
 
     def new_tensor(self, base: str, dtype, shape, what: str) -> TensorValue:
@@ -203,12 +204,16 @@ class Ctx:
         return v
 
     def size_value(self, dim) -> ScalarValue:
-        """An Int for one output dim: a literal, or the run-time value of a whole shape symbol
-        (``sym_size.int`` of the input that carries it, emitted once)."""
+        """An Int for one output dim: a literal, the run-time value of a whole shape symbol
+        (``sym_size.int`` of the input that carries it, emitted once), or of an expression of
+        symbols (``symbols.run_time_value``, emitted once)."""
         if isinstance(dim, (int, Integer)):
             return self.scalar("Int", int(dim))
-        if not isinstance(dim, Symbol):
-            raise Unsupported(f"a dim that is an expression of shape symbols ({dim}) is not computed at run time")
+        if not isinstance(dim, Symbol):  # an expression of symbols, computed once
+            v = self._syms.get(str(dim))
+            if v is None:
+                v = self._syms[str(dim)] = run_time_value(self, dim)
+            return v
         v = self._syms.get(dim.name)
         if v is None:
             source = self.root.view.symbol_sources().get(dim.name)
@@ -220,11 +225,15 @@ class Ctx:
         return v
 
     def holds_symbol(self, out: d.Argument, v: ScalarValue) -> None:
-        """``v`` (a ``sym_size`` result) holds a whole shape symbol: later sizes read it."""
+        """``v`` (a ``sym_size`` or SymInt arithmetic result) holds a shape symbol or an expression
+        of them: later sizes read it."""
         if out.type == "as_sym_int" and out.value.type == "as_name":
             dim = self.view.sym_ints.get(out.value.value)
-            if isinstance(dim, Symbol) and dim.name not in self._syms:
-                self._syms[dim.name] = v
+            if dim is None or isinstance(dim, (int, Integer)):
+                return
+            key = dim.name if isinstance(dim, Symbol) else str(dim)
+            if key not in self._syms:
+                self._syms[key] = v
 
     def int_list(self, items) -> ListValue:
         return self._add(ListValue("IntList", [self.number(x) if not isinstance(x, ScalarValue) else x
@@ -240,14 +249,20 @@ class Ctx:
             return self.scalar("Null")
         if isinstance(x, (TensorValue, ScalarValue, ListValue)):
             return x
-        if t.startswith("List[Optional[Tensor]]"):  # an index list: None for a dim taken whole
-            return self._add(ListValue("OptionalTensorList", [None if r is None else self.tensor(r) for r in x]))
+        if "Optional[Tensor]]" in t or "Tensor?[]" in t:  # None items allowed
+            items = [None if r is None else self.tensor(r) if isinstance(r, TensorRef) else r for r in x]
+            return self._add(ListValue("OptionalTensorList", items))
         if "Tensor" in t and "List" in t:
             return self._add(ListValue("TensorList", [self.tensor(r) if isinstance(r, TensorRef) else r for r in x]))
         if "Tensor" in t:
             return self.tensor(x)
         if "List[int]" in t or "int[]" in t:
             return self.int_list(x if isinstance(x, (list, tuple)) else [x])
+        if "List[float]" in t or "List[bool]" in t:  # stored inline (exir's DoubleList, BoolList)
+            kind, cast = ("DoubleList", float) if "float" in t else ("BoolList", bool)
+            if any(isinstance(v, SymRef) for v in x):
+                raise Unsupported(f"argument {a.name}: a list of symbolic {kind[:-4].lower()}s")
+            return self._add(ListValue(kind, [cast(v) for v in x]))
         if "str" in t:
             return self.scalar("String", str(x))
         if t.startswith("float") or "Optional[float]" in t:
@@ -276,7 +291,7 @@ class Ctx:
                 reads.append(v)
                 typed.append((a.name, v))
             elif isinstance(v, ListValue) and v.kind in ("TensorList", "OptionalTensorList"):
-                reads.extend(x for x in v.items if x is not None)
+                reads.extend(t for t in v.items if t is not None)
                 typed.extend((a.name, t) for t in v.items if t is not None)
         out_names = [o.name for o in k.outs] if len(k.outs) == len(outs) else [k.outs[0].name] * len(outs)
         typed.extend(zip(out_names, outs))

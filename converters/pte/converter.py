@@ -46,8 +46,9 @@ _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
 
 
 def _load_lowerings() -> None:
-    from . import ops_attention, ops_elementwise, ops_index, ops_nn, ops_quant, ops_shape  # noqa: F401  (registration side effects)
-    from . import control_flow, ops_sym  # noqa: F401  (registration side effects)
+    from . import (control_flow, ops_attention, ops_create, ops_elementwise, ops_index,  # noqa: F401  (registration)
+                   ops_inline, ops_logical, ops_matmul, ops_nn, ops_norm, ops_pad, ops_quant, ops_reduce, ops_resize,
+                   ops_shape, ops_sym)
 
 
 def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None,

@@ -18,7 +18,7 @@ from ...schema import definitions as d
 from ...schema.dtypes import row
 from ..errors import Unsupported
 
-__all__ = ["ET_SCALAR_TYPE", "itemsize", "et_scalar_type", "check_call", "KERNEL_DTYPES"]
+__all__ = ["ET_SCALAR_TYPE", "itemsize", "et_scalar_type", "schema_dtype", "check_call", "KERNEL_DTYPES"]
 
 _S = d.ScalarType
 ET_SCALAR_TYPE = {
@@ -40,6 +40,12 @@ def itemsize(dtype) -> int:
 
 _BY_ET = {v: k for k, v in ET_SCALAR_TYPE.items()}
 
+
+def schema_dtype(scalar_type: int):
+    """The export schema's dtype of an ExecuTorch ``ScalarType`` pt2x writes (a ``TensorValue``'s)."""
+    return _BY_ET[scalar_type]
+
+
 F32 = frozenset({_S.FLOAT})
 HALF_SINGLE = frozenset({_S.FLOAT, _S.HALF, _S.BFLOAT16})
 FLOATS = frozenset({_S.FLOAT, _S.HALF, _S.BFLOAT16, _S.DOUBLE})
@@ -47,6 +53,8 @@ INTS = frozenset({_S.BYTE, _S.CHAR, _S.SHORT, _S.INT, _S.LONG})
 REAL = FLOATS | INTS
 ALL = REAL | {_S.BOOL}
 INDICES = frozenset({_S.LONG, _S.INT})
+BOOL = frozenset({_S.BOOL})
+F32_LONG_BOOL = frozenset({_S.FLOAT, _S.LONG, _S.BOOL})  # what the model zoo's masks and positions use
 
 # kernel -> (the dtypes of its tensors, {argument: its own dtypes} where one differs)
 KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
@@ -70,13 +78,35 @@ KERNEL_DTYPES: dict[str, tuple[frozenset, dict[str, frozenset]]] = {
     # data movement: any dtype, the same in and out
     **{k: (ALL, {}) for k in ("permute_copy.out", "transpose_copy.int_out", "view_copy.out", "clone.out",
                                "cat.out", "slice_copy.Tensor_out", "select_copy.int_out", "expand_copy.out",
-                               "split_with_sizes_copy.out", "sym_size.int", "slice_scatter.out",
-                               "select_scatter.out", "copy.out", "copy_")},
-    # writes at int64 positions (a KV cache's update)
-    "index_put.out": (ALL, {"indices": frozenset({_S.LONG})}),
+                               "split_with_sizes_copy.out", "sym_size.int", "copy_")},
+    # data movement the dtype tests have not run beyond float32, int64 and bool
+    **{k: (F32_LONG_BOOL, {}) for k in ("flip.out", "roll.out", "constant_pad_nd.out", "tril.out")},
     # casts: any dtype to any dtype
     "dim_order_ops::_to_dim_order_copy.out": (ALL, {}),
     "embedding.out": (ALL, {"indices": INDICES}),
+    # new tensors, selections and logic: float32, int64 and bool (test_pte_dtypes' masks and positions)
+    **{k: (F32_LONG_BOOL, {}) for k in ("full.out", "scalar_tensor.out")},
+    "arange.start_out": (frozenset({_S.FLOAT, _S.LONG}), {}),
+    "where.self_out": (F32_LONG_BOOL, {"condition": BOOL}),
+    "masked_fill.Scalar_out": (F32_LONG_BOOL, {"mask": BOOL}),
+    **{k: (F32_LONG_BOOL, {"out": BOOL}) for k in ("logical_not.out", "logical_and.out", "logical_or.out",
+                                                   "logical_xor.out", "any.out", "any.dims_out", "any.all_out")},
+    # indexing: float32, int64 and bool tensors read at int64 (or int32) positions
+    "index.Tensor_out": (F32_LONG_BOOL, {"indices": INDICES}),
+    "index_select.out": (F32_LONG_BOOL, {"index": INDICES}),
+    "gather.out": (F32_LONG_BOOL, {"index": frozenset({_S.LONG})}),
+    **{k: (F32_LONG_BOOL, {}) for k in ("slice_scatter.out", "select_scatter.out", "copy.out", "fill.Scalar_out",
+                                        "fill.Tensor_out")},
+    "index_put.out": (F32_LONG_BOOL, {"indices": INDICES}),
+    # integer arithmetic the zoo's position tables use; scans into int64 (of an integer or bool input).
+    # 1.5.1's remainder gives int64 the sign of the dividend (C's %, not torch's floor modulo: -7 % 4 is
+    # -3, torch's 1), so it takes float32 only
+    **{k: (frozenset({_S.FLOAT, _S.LONG}), {}) for k in ("fmod.Scalar_out", "fmod.Tensor_out")},
+    "cumsum.out": (F32_LONG_BOOL, {"out": frozenset({_S.FLOAT, _S.LONG})}),
+    **{k: (F32, {"out": frozenset({_S.LONG})}) for k in ("argmax.out", "argmin.out")},
+    **{k: (frozenset({_S.LONG, _S.BOOL}), {}) for k in (
+        "bitwise_not.out", "bitwise_and.Tensor_out", "bitwise_or.Tensor_out", "bitwise_xor.Tensor_out",
+        "bitwise_and.Scalar_out", "bitwise_or.Scalar_out", "bitwise_xor.Scalar_out")},
 }
 
 

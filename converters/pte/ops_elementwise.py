@@ -1,4 +1,5 @@
-"""Elementwise ops, activations, softmax and mean: one portable kernel each."""
+"""Elementwise ops (arithmetic, powers, modulo, the unary math functions), activations, softmax and
+mean: one portable kernel each, or a few where the library has none (silu, hardswish, hardsigmoid)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,41 @@ def _unary(op: str):
     return lower
 
 
-for _op in ("relu", "sigmoid", "tanh", "abs", "exp", "log", "neg", "sqrt", "rsqrt", "erf", "sin", "cos"):
+for _op in ("relu", "sigmoid", "tanh", "abs", "exp", "log", "neg", "sqrt", "rsqrt", "erf", "sin", "cos",
+            "reciprocal", "floor", "ceil", "trunc", "sign", "log1p", "expm1", "log2", "tan", "atan"):
     lowering("pte", f"aten.{_op}.default")(_unary(_op))
+
+
+@lowering("pte", "aten.pow.Tensor_Scalar", "aten.pow.Tensor_Tensor", "aten.pow.Scalar")
+def pow_(ctx, node):
+    """``pow.Tensor_Scalar_out``, ``pow.Tensor_Tensor_out`` or ``pow.Scalar_out`` (a number base)."""
+    a = bind(node)
+    key = "pow.Scalar_out" if not isinstance(a.self, TensorRef) else \
+        "pow.Tensor_Tensor_out" if isinstance(a.exponent, TensorRef) else "pow.Tensor_Scalar_out"
+    return ctx.call(key, {"self": a.self, "exponent": a.exponent}, [ctx.output(node)]).name
+
+
+def _modulo(op: str):
+    """``fmod`` (the sign of the dividend) and ``remainder`` (the sign of the divisor), of a tensor
+    or a number."""
+    def lower(ctx, node):
+        a = bind(node)
+        key = f"{op}.Tensor_out" if isinstance(a.other, TensorRef) else f"{op}.Scalar_out"
+        return ctx.call(key, {"self": a.self, "other": a.other}, [ctx.output(node)]).name
+
+    lower.__name__ = op
+    return lower
+
+
+for _op in ("fmod", "remainder"):
+    lowering("pte", f"aten.{_op}.Tensor", f"aten.{_op}.Scalar")(_modulo(_op))
+
+
+@lowering("pte", "aten.rsub.Scalar")
+def rsub(ctx, node):
+    """``other - alpha * self``."""
+    a = bind(node)
+    return ctx.call("rsub.Scalar_out", {"self": a.self, "other": a.other, "alpha": a.alpha}, [ctx.output(node)]).name
 
 
 _COMPARISONS = ("gt", "lt", "ge", "le", "eq", "ne")

@@ -1,12 +1,17 @@
-"""Writes at positions: ``index_put``, ``index_copy``, ``slice_scatter``, ``select_scatter`` and
-``copy``, what a static KV cache's update and the front end's write-backs through views lower to.
+"""Indexing and writes at positions: ``index.Tensor`` (advanced indexing: index tensors broadcast
+together, ``None`` for a dim taken whole), ``index_select``, ``gather``; ``index_put``,
+``index_copy``, ``index_add``, ``slice_scatter`` and ``select_scatter`` (a new tensor:
+``self`` with the indexed part replaced, or accumulated into), what a static KV cache's update
+and the front end's write-backs through views (``m[:, 0:2].fill_(1)``) lower to; each its
+portable kernel. The output's shape (a dynamic one at its upper bound) is the node's metadata; a
+bool mask index, whose output size depends on the data, has no bound and is refused by the planner.
 
-The in-place forms (``index_put_``; ``index_copy_`` and ``copy_`` derived by the registry) are the
-same lowerings: the front end rebinds the written tensor to the result (a mutated buffer is written back after the graph,
-``state.py``). ``index_copy`` has no portable kernel: it is ``index_put`` with its index at
-``dim`` and every other dim taken whole (core ATen's decomposition).
+The in-place forms (``index_put_``; ``index_copy_`` derived by the registry) are the
+same lowerings: the front end rebinds the written tensor to the result (a mutated buffer is
+written back after the graph, ``state.py``). ``index_copy`` has no portable kernel: it is
+``index_put`` with its index at ``dim`` and every other dim taken whole (core ATen's decomposition).
 
-Index tensors are int64 (``dtypes.KERNEL_DTYPES``: ``index_put.out``'s ``indices``).
+The writes' index tensors are int64 (``dtypes.KERNEL_DTYPES``: ``index_put.out``'s ``indices``).
 """
 
 from __future__ import annotations
@@ -15,6 +20,26 @@ from ...schema import definitions as d
 from ..aten.args import TensorRef, bind
 from ..aten.registry import lowering
 from ..errors import Unsupported
+
+@lowering("pte", "aten.index.Tensor")
+def index(ctx, node):
+    a = bind(node)
+    return ctx.call("index.Tensor_out", {"self": a.self, "indices": a.indices}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.index_select.default")
+def index_select(ctx, node):
+    a = bind(node)
+    return ctx.call("index_select.out", {"self": a.self, "dim": a.dim, "index": a.index}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.gather.default")
+def gather(ctx, node):
+    """``sparse_grad`` shapes only the gradient."""
+    a = bind(node)
+    a.declare("sparse_grad")
+    return ctx.call("gather.out", {"self": a.self, "dim": a.dim, "index": a.index}, [ctx.output(node)]).name
+
 
 def _int64_indices(ctx, refs) -> None:
     for r in refs:
@@ -77,13 +102,3 @@ def select_scatter(ctx, node):
     a = bind(node)
     return ctx.call("select_scatter.out", {"self": a.self, "src": a.src, "dim": a.dim, "index": a.index},
                     [ctx.output(node)]).name
-
-
-@lowering("pte", "aten.copy.default")
-def copy(ctx, node):
-    """``src`` broadcast to ``self``'s shape (float32 both: no dtype conversion here)."""
-    a = bind(node)
-    a.declare("non_blocking")  # no effect on the values
-    if ctx.view.tensor(a.src.name).dtype != ctx.view.tensor(a.self.name).dtype:
-        raise Unsupported("copy between dtypes")
-    return ctx.call("copy.out", {"self": a.self, "src": a.src, "non_blocking": False}, [ctx.output(node)]).name

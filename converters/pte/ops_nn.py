@@ -1,4 +1,4 @@
-"""Matrix products, 2-D convolution, eval-mode norms and 2-D pools.
+"""Linear layers, 1-D and 2-D convolutions, eval-mode batch and layer norms, 2-D pools, embeddings.
 
 ``linear`` is what exir makes of it: ``permute_copy`` of the weight, then ``addmm`` (``mm``
 without a bias); an input of rank > 2 is viewed as 2-D around it (static shapes only; with a
@@ -97,13 +97,18 @@ def _pair(v):
 
 
 def _conv(ctx, node, a, transposed, output_padding):
-    if len(ctx.view.tensor(a.input.name).shape) != 4:
-        raise Unsupported("convolution other than 2-D")
+    rank = len(ctx.view.tensor(a.input.name).shape)
+    if rank not in (3, 4):
+        raise Unsupported("convolution other than 1-D or 2-D")
     if transposed:
         raise Unsupported("transposed convolution")
+    if isinstance(a.padding, str):
+        raise Unsupported(f"convolution with padding={a.padding!r}")
+    per_dim = _pair if rank == 4 else list  # a 1-D convolution's lists have one entry
     return ctx.call("convolution.out", {
-        "input": a.input, "weight": a.weight, "bias": a.bias, "stride": _pair(a.stride), "padding": _pair(a.padding),
-        "dilation": _pair(a.dilation), "transposed": False, "output_padding": _pair(output_padding), "groups": a.groups,
+        "input": a.input, "weight": a.weight, "bias": a.bias, "stride": per_dim(a.stride),
+        "padding": per_dim(a.padding), "dilation": per_dim(a.dilation), "transposed": False,
+        "output_padding": per_dim(output_padding), "groups": a.groups,
     }, [ctx.output(node)]).name
 
 
@@ -111,6 +116,12 @@ def _conv(ctx, node, a, transposed, output_padding):
 def conv2d(ctx, node):
     a = bind(node)
     return _conv(ctx, node, a, False, [0, 0])
+
+
+@lowering("pte", "aten.conv1d.default")
+def conv1d(ctx, node):
+    a = bind(node)
+    return _conv(ctx, node, a, False, [0])
 
 
 @lowering("pte", "aten.convolution.default")
@@ -229,21 +240,3 @@ def adaptive_avg_pool2d(ctx, node):
     _rank4(ctx, a, "adaptive_avg_pool2d")
     return ctx.call("_adaptive_avg_pool2d.out", {"self": a.self, "output_size": a.output_size},
                     [ctx.output(node)]).name
-
-
-@lowering("pte", "aten.bmm.default")
-def bmm(ctx, node):
-    a = bind(node)
-    return ctx.call("bmm.out", {"self": a.self, "mat2": a.mat2}, [ctx.output(node)]).name
-
-
-@lowering("pte", "aten.matmul.default")
-def matmul(ctx, node):
-    """2-D x 2-D: ``mm``; 3-D x 3-D of one batch: ``bmm``; other ranks (broadcasting) are refused."""
-    a = bind(node)
-    r1, r2 = ctx.view.tensor(a.self.name).rank, ctx.view.tensor(a.other.name).rank
-    if r1 == r2 == 2:
-        return ctx.call("mm.out", {"self": a.self, "mat2": a.other}, [ctx.output(node)]).name
-    if r1 == r2 == 3 and ctx.view.tensor(a.self.name).shape[0] == ctx.view.tensor(a.other.name).shape[0]:
-        return ctx.call("bmm.out", {"self": a.self, "mat2": a.other}, [ctx.output(node)]).name
-    raise Unsupported(f"matmul of ranks {r1} and {r2} (only 2-D x 2-D and batched 3-D x 3-D)")

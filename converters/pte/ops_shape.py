@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from ...schema import definitions as d
 from ..aten.args import bind
+from ..aten.layouts import strided_reshape
 from ..aten.registry import lowering
 from ..errors import Unsupported
 
 
 @lowering("pte", "aten.view.default", "aten.reshape.default", "aten._unsafe_view.default",
           "aten.flatten.using_ints", "aten.squeeze.dim", "aten.unsqueeze.default",
-          "aten.squeeze.dims", "aten.unflatten.int")
+          "aten.squeeze.dims", "aten.squeeze.default", "aten.unflatten.int", "aten.reshape_as.default",
+          "aten.view_as.default")
 def reshape(ctx, node):
     a = bind(node)
     a.declare_all()  # the output's metadata holds the shape every argument made
@@ -73,28 +75,34 @@ def sym_size(ctx, node):
     return v.name
 
 
-@lowering("pte", "aten.clone.default", "aten.contiguous.default")
+@lowering("pte", "aten.clone.default", "aten.contiguous.default", "aten.alias.default", "aten.alias_copy.default",
+          "aten.detach.default", "aten.detach_.default", "aten.detach_copy.default", "aten.lift_fresh.default",
+          "aten.lift_fresh_copy.default")
 def clone(ctx, node):
+    """A copy (``clone.out``): the identities of inference (``detach``, ``alias``, ``lift_fresh``)
+    too, as their own tensors (a graph output may not be another value's storage)."""
     a = bind(node)
     a.declare("memory_format")  # every ExecuTorch tensor here is contiguous (dim order 0..n-1)
     return ctx.call("clone.out", {"self": a.self}, [ctx.output(node)]).name
 
 
-@lowering("pte", "aten._to_copy.default", "aten.to.dtype", "aten._to_dim_order_copy.default")
+@lowering("pte", "aten._to_copy.default", "aten.to.dtype", "aten.to.dtype_layout", "aten.to.device", "aten.to.other",
+          "aten.type_as.default", "aten._to_dim_order_copy.default")
 def to_copy(ctx, node):
     """A cast (or a copy) to the output's dtype: ``dim_order_ops::_to_dim_order_copy.out`` with
     the contiguous dim order, what exir emits for ``_to_copy``."""
     a = bind(node)
-    a.declare("dtype")  # the output's metadata holds it
-    _plain_copy(node, a)
+    a.declare("dtype", "other")  # the output's metadata holds the dtype they give
+    plain_memory(node, a)
     rank = ctx.view.tensor(node.outputs[0].value.name).rank
     return ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": a.self, "dim_order": list(range(rank))},
                     [ctx.output(node)]).name
 
 
-def _plain_copy(node, a) -> None:
-    """Refuse a cast that asks for more than a contiguous CPU copy (a device, a layout, pinned
-    memory, channels-last, a dim order other than 0..n-1); ``non_blocking``/``copy`` change no value."""
+def plain_memory(node, a) -> None:
+    """Refuse a cast or a new tensor asking for more than contiguous CPU memory (a device, a layout,
+    pinned memory, channels-last, a dim order other than 0..n-1); ``non_blocking``/``copy`` change
+    no value. Shared by the casts here and the new tensors of ``ops_create``."""
     a.declare("non_blocking", "copy")
     device = a.get("device")
     if device is not None and getattr(device, "type", device) != "cpu":
@@ -183,3 +191,44 @@ def unbind(ctx, node):
     for i, out in enumerate(outs):
         ctx.call("select_copy.int_out", {"self": a.self, "dim": a.dim, "index": i}, [out])
     return [o.name for o in outs]
+
+
+@lowering("pte", "aten.flip.default")
+def flip(ctx, node):
+    a = bind(node)
+    return ctx.call("flip.out", {"self": a.self, "dims": a.dims}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.roll.default")
+def roll(ctx, node):
+    """``roll.out``, a shift per dim. No ``dims`` (torch: roll the flattened tensor) is refused: 1.5.1's
+    kernel then fails when it runs (it checks one shift per dim)."""
+    a = bind(node)
+    if len(a.dims) != len(a.shifts):
+        raise Unsupported("roll of the flattened tensor (no dims)")
+    return ctx.call("roll.out", {"self": a.self, "shifts": a.shifts, "dims": a.dims}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.tril.default")
+def tril(ctx, node):
+    """The lower triangle of the last two dims (``tril.out``; the library has no ``triu``)."""
+    a = bind(node)
+    return ctx.call("tril.out", {"self": a.self, "diagonal": a.diagonal}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.as_strided.default", "aten.as_strided_copy.default")
+def as_strided(ctx, node):
+    """Only a reshape: over a value torch recorded contiguous at storage offset 0, with the strides
+    of contiguous memory and as many elements (``layouts.strided_reshape``, symbolic sizes too).
+    Any other striding is refused."""
+    if not strided_reshape(ctx.view, node):
+        raise Unsupported("as_strided that is not a reshape of contiguous memory")
+    return reshape(ctx, node)
+
+
+@lowering("pte", "aten.copy.default")
+def copy(ctx, node):
+    """``src`` broadcast to ``self``'s shape, in ``self``'s dtype (``copy.out``)."""
+    a = bind(node)
+    a.declare("non_blocking")  # changes no value
+    return ctx.call("copy.out", {"self": a.self, "src": a.src}, [ctx.output(node)]).name

@@ -53,8 +53,9 @@ class ScalarValue:
 
 @dataclass(eq=False)
 class ListValue:
-    kind: str  # "IntList" | "TensorList"
-    items: list  # of values (their indices are written)
+    kind: str  # "IntList" | "TensorList" | "OptionalTensorList": values (their indices are written, -1 for
+    # an OptionalTensorList's None) | "DoubleList" | "BoolList": Python numbers, written inline
+    items: list
     name: str = ""
     index: int = -1
 

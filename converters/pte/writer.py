@@ -151,7 +151,17 @@ def _list(b: flatbuffers.Builder, v: ListValue) -> tuple[int, int]:
         fb.IntListStart(b)
         fb.IntListAddItems(b, items)
         return fb.KernelTypes.IntList, fb.IntListEnd(b)
-    if v.kind == "OptionalTensorList":  # -1 for None, as exir writes it
+    if v.kind == "DoubleList":  # values inline
+        items = _ints(b, v.items, np.float64)
+        fb.DoubleListStart(b)
+        fb.DoubleListAddItems(b, items)
+        return fb.KernelTypes.DoubleList, fb.DoubleListEnd(b)
+    if v.kind == "BoolList":
+        items = _ints(b, v.items, np.bool_)
+        fb.BoolListStart(b)
+        fb.BoolListAddItems(b, items)
+        return fb.KernelTypes.BoolList, fb.BoolListEnd(b)
+    if v.kind == "OptionalTensorList":  # -1 for None
         items = _ints(b, (-1 if x is None else x.index for x in v.items), np.int32)
         fb.OptionalTensorListStart(b)
         fb.OptionalTensorListAddItems(b, items)

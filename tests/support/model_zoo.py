@@ -1,12 +1,20 @@
 """The model-zoo parity suite's models: real third-party architectures, random init, no downloads.
 
-Shared by ``tests/converters/test_model_zoo.py`` (a CI subset) and ``scripts/run_model_zoo.py`` (the
-whole list, each model/form in its own subprocess). Per model and form (``exported`` = the
-training IR ``torch.export.export`` gives, ``decomposed`` = after ``run_decompositions()``):
-export with a dynamic batch, ``torch.export.save``, ``pt2x.converters.to_onnx`` on the file
-(where ``import torch`` fails: ``torchfree.convert_torch_free``),
-ONNX Runtime CPU on two batch sizes against torch eager. The outcome is ``match``, ``mismatch``
-(a failure: a silently wrong model), ``refused`` (pt2x raised, with its message) or ``error``.
+Shared by ``tests/converters/test_model_zoo.py`` and ``tests/converters/pte/test_pte_model_zoo.py``
+(CI subsets) and ``scripts/run_model_zoo.py`` (the whole list, each model/form in its own
+subprocess). Per model and form (``exported`` = the training IR ``torch.export.export`` gives,
+``decomposed`` = after ``run_decompositions()``): export with a dynamic batch,
+``torch.export.save``, convert the file where ``import torch`` fails
+(``torchfree.convert_torch_free``) and run the result on two batch sizes against torch eager, for
+one target (``TARGETS``):
+
+* ``onnx``: ``pt2x.converters.to_onnx``, ONNX Runtime CPU. The outcome is ``match``, ``mismatch``
+  (a failure: a silently wrong model), ``refused`` (pt2x raised, with its message),
+  ``converter_error`` or ``ort_error``;
+* ``pte``: ``pt2x.converters.to_pte``, ExecuTorch's runtime (``executorch.runtime``, portable
+  kernels). The outcome is ``match``, ``wrong`` (a silently wrong model), ``refused`` (with the
+  unsupported-operator report) or ``error`` (the converter crashed, or the runtime rejected the
+  file at load or failed running it: ``at`` says which).
 
 Weights and BatchNorm statistics are re-drawn (``redraw``) so the reference output is neither
 constant nor near zero; ``check`` asserts its std. A degenerate reference matches anything.
@@ -16,8 +24,8 @@ register and ``import torchvision`` fails ("operator torchvision::nms does not e
 ``torchvision_ops.register_torchvision_ops`` defines ``torchvision::nms`` (pure torch, CPU) and declares
 ``qnms`` before the import; torchvision's own fake kernels then register. Only detection models
 call them, and those do not export with torch 2.13 (data-dependent guards), so they are not here.
-Run as a script for one model/form: ``python tests/support/model_zoo.py NAME FORM [--torch-onnx]``
-prints one JSON line.
+Run as a script for one model/form: ``python tests/support/model_zoo.py NAME FORM [--torch-onnx]
+[--target pte]`` prints one JSON line.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ from torchvision_ops import register_torchvision_ops
 BATCHES = (1, 3)  # the two batch sizes checked; the export's dynamic batch is Dim(1..8)
 MIN_STD = 1e-2  # the eager output's std must exceed this on every batch
 FORMS = ("exported", "decomposed")
+TARGETS = ("onnx", "pte")
 
 def missing_libraries() -> list[str]:
     """The zoo's libraries that cannot be imported here (after the nms workaround)."""
@@ -244,12 +253,15 @@ def references(zm: ZooModel, model) -> dict[int, tuple[torch.Tensor, torch.Tenso
     return refs
 
 
-def _compare(zm: ZooModel, model, model_bytes: bytes) -> dict:
+def _compare(zm: ZooModel, model, model_bytes: bytes, run: Callable | None = None) -> dict:
+    """batch -> max abs diff and the reference's std; ``run(x)`` is the converted model's output
+    (ONNX Runtime on ``model_bytes`` by default). Raises AssertionError on a mismatch."""
     from tolerances import assert_close
 
+    run = run or (lambda x: _ort_outputs(model_bytes, x))
     worst = {}
     for b, (x, ref) in references(zm, model).items():
-        got = _ort_outputs(model_bytes, x)
+        got = run(x)
         assert_close(got, ref.numpy(), ref.dtype, what=f"{zm.name} batch {b}", scale=zm.scale)
         worst[b] = {"max_abs_diff": float(np.abs(got.astype(np.float64) - ref.numpy()).max()),
                     "ref_std": float(ref.std())}
@@ -291,12 +303,61 @@ def _outcome(fn: Callable[[], bytes], zm, model, refusal: type | None = None) ->
     return {"outcome": "match", "convert_s": convert_s, "batches": detail}
 
 
-def check(name: str, form: str, *, torch_onnx: bool = False, workdir: str | None = None) -> dict:
-    """One model in one form: ``{"pt2x": {...outcome...}, "torch_onnx": {...}?}``."""
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e)[:400]}"
+
+
+def _pte_method(data: bytes) -> tuple:
+    """ExecuTorch's program of the .pte ``data`` and its ``forward`` (the runtime reads ``data``
+    in place: the caller keeps it and the program referenced while the method runs)."""
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(data)
+    return program, program.load_method("forward")
+
+
+def _pte_outcome(zm: ZooModel, model, path: str) -> dict:
+    """``to_pte`` of ``path`` where ``import torch`` fails, run in ExecuTorch's runtime against
+    eager: match / wrong / refused (the unsupported-operator report) / error (``at``: convert,
+    load or execute)."""
+    from pt2x.converters.errors import UnsupportedOpsError
+    from pt2x.serde.errors import Pt2Error
+    from torchfree import convert_torch_free
+
+    t = time.perf_counter()
+    try:
+        data = convert_torch_free("to_pte", path)
+    except Pt2Error as e:
+        out = {"outcome": "refused", "error": _error(e)}
+        if isinstance(e, UnsupportedOpsError):
+            out["ops"] = {p.target: {"count": p.count, "reasons": list(p.reasons)} for p in e.ops}
+        return out
+    except Exception as e:  # noqa: BLE001 - anything but a Pt2Error is a converter crash
+        return {"outcome": "error", "at": "convert", "error": _error(e)}
+    result = {"convert_s": time.perf_counter() - t, "pte_bytes": len(data)}
+    try:
+        _program, method = _pte_method(data)
+    except Exception as e:  # noqa: BLE001 - the runtime rejected the file at load
+        return {"outcome": "error", "at": "load", "error": _error(e), **result}
+    try:
+        result["batches"] = _compare(zm, model, data, run=lambda x: method.execute([x])[0].numpy())
+    except AssertionError as e:
+        return {"outcome": "wrong", "error": str(e)[:400], **result}
+    except Exception as e:  # noqa: BLE001 - a kernel failed at run time
+        return {"outcome": "error", "at": "execute", "error": _error(e), **result}
+    return {"outcome": "match", **result}
+
+
+def check(name: str, form: str, *, target: str = "onnx", torch_onnx: bool = False,
+          workdir: str | None = None) -> dict:
+    """One model in one form for one target (``TARGETS``): ``{"pt2x": {...outcome...},
+    "torch_onnx": {...}?}`` (``torch_onnx``: the ONNX target only)."""
+    if target not in TARGETS:
+        raise ValueError(f"target {target!r} is none of {TARGETS}")
     zm = MODELS[name]
     torch.manual_seed(0)
     model = redraw(zm.build(), seed=0, calibrate=zm.make_input(8))
-    result: dict = {"model": name, "form": form, "source": zm.source}
+    result: dict = {"model": name, "form": form, "source": zm.source, "target": target}
     try:
         ep = export(zm, model, form)
     except Exception as e:  # noqa: BLE001 - torch itself cannot export: recorded, not pt2x's outcome
@@ -312,6 +373,9 @@ def check(name: str, form: str, *, torch_onnx: bool = False, workdir: str | None
     with tempfile.TemporaryDirectory(dir=workdir) as d:
         path = os.path.join(d, f"{name}.pt2")
         torch.export.save(ep, path)
+        if target == "pte":
+            result["pt2x"] = _pte_outcome(zm, model, path)
+            return result
         result["pt2x"] = _outcome(lambda: _pt2x_convert(path), zm, model, refusal=Pt2Error)
         if torch_onnx:
             result["torch_onnx"] = _outcome(lambda: _torch_onnx_convert(ep), zm, model)
@@ -322,7 +386,8 @@ def main(argv: list[str]) -> int:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # tolerances.py
     name, form = argv[0], argv[1]
     torch.set_num_threads(2)
-    print(json.dumps(check(name, form, torch_onnx="--torch-onnx" in argv)))
+    target = argv[argv.index("--target") + 1] if "--target" in argv else "onnx"
+    print(json.dumps(check(name, form, target=target, torch_onnx="--torch-onnx" in argv)))
     return 0
 
 

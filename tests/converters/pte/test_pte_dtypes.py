@@ -111,3 +111,43 @@ def test_integer_arithmetic_and_data_movement(tmp_path):
 def test_comparisons_give_bool_tensors(tmp_path):
     torch.manual_seed(0)
     _check(tmp_path, "compare", Compare(), [(torch.rand(4, 3), torch.rand(4, 3), torch.randint(0, 4, (4, 3)))])
+
+
+class MasksAndPositions(torch.nn.Module):
+    """int64 and bool through the kernels of new tensors, selections and logic (the rows
+    KERNEL_DTYPES gives them): full/scalar_tensor/arange of int64 and bool, where and masked_fill
+    of int64 and bool tensors by a bool condition, logical ops of float32, int64 and bool to bool,
+    any of each, bitwise ops of int64 and bool."""
+
+    def forward(self, x, n):
+        b = n > 0
+        pos = torch.arange(n.shape[-1]) + torch.full((1,), 2, dtype=torch.int64)
+        flags = torch.ones(n.shape[-1], dtype=torch.bool) & torch.ops.aten.scalar_tensor.default(True, dtype=torch.bool)
+        return (torch.where(b, n, pos), torch.where(b, b, flags), n.masked_fill(b, -1), b.masked_fill(x > 0, True),
+                torch.logical_not(n), torch.logical_and(x, b), torch.logical_or(n, b), torch.logical_xor(x, n),
+                x.any(-1), n.any(0), b.any(), ~n, n & pos, b | flags, n ^ 3, b ^ True)
+
+
+def test_masks_and_positions_of_int64_and_bool(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    x, n = torch.randn(3, 4, generator=g), torch.randint(-2, 3, (3, 4), generator=g)
+    x[0] = 0.0  # any over a row of zeros
+    _check(tmp_path, "masks", MasksAndPositions(), [(x, n)])
+
+
+class TablesOfPositions(torch.nn.Module):
+    """int64 and bool through indexing and data movement (their KERNEL_DTYPES rows): index with
+    int64 and int32 positions, index_select, gather, flip, roll, tril and constant pads of int64 and bool
+    tensors, fmod and cumsum of int64, argmax to int64."""
+
+    def forward(self, n, i):
+        b = n > 0
+        return (n[i], b[:, i.int()], torch.index_select(b, 1, i), torch.gather(n, 1, i.expand(3, -1)),
+                n.flip(0), b.roll(1, 1), n.tril(1), b.tril(), torch.constant_pad_nd(n, [1, 0], 7),
+                torch.constant_pad_nd(b, [0, 1]), torch.fmod(n, 3), n.cumsum(1), b.cumsum(0), n.float().argmax(1))
+
+
+def test_tables_of_positions_of_int64_and_bool(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    _check(tmp_path, "positions", TablesOfPositions(), [(torch.randint(-5, 6, (3, 4), generator=g),
+                                                          torch.tensor([2, 0, 2]))])
