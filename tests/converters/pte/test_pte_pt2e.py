@@ -19,7 +19,7 @@ import pte_zoo  # noqa: E402
 from pt2x.converters.errors import UnsupportedOpsError  # noqa: E402
 
 STEPS = 1.0
-SMALL = [(n, q) for n in ("cnn", "mlp") for q in pt2e.QUANTIZERS]  # transformer: its 4-D matmul is not lowered yet
+SMALL = [(n, q) for n in ("cnn", "mlp", "transformer") for q in pt2e.QUANTIZERS]
 
 
 def _output_step(ep) -> float:
