@@ -100,6 +100,8 @@ def _conv(ctx, node, a, transposed, output_padding):
     rank = len(ctx.view.tensor(a.input.name).shape)
     if rank not in (3, 4):
         raise Unsupported("convolution other than 1-D or 2-D")
+    if ctx.view.tensor(a.weight.name).rank != rank:  # conv2d of (C, H, W): the portable kernel needs a batch dim
+        raise Unsupported(f"an unbatched convolution input (rank {rank}, weight rank {ctx.view.tensor(a.weight.name).rank})")
     if transposed:
         raise Unsupported("transposed convolution")
     if isinstance(a.padding, str):

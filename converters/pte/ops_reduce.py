@@ -20,6 +20,10 @@ from ..errors import Unsupported
 def cumsum(ctx, node):
     a = bind(node)
     a.declare("dtype")  # the output's metadata holds the dtype torch accumulates in
+    if ctx.view.tensor(a.self.name).rank == 0:  # the sum of one element: 1.5.1's cumsum.out refuses dim 0 of a 0-d input
+        a.declare("dim")
+        return ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": a.self, "dim_order": []},
+                        [ctx.output(node)]).name
     return ctx.call("cumsum.out", {"self": a.self, "dim": a.dim, "dtype": None}, [ctx.output(node)]).name
 
 
@@ -75,10 +79,13 @@ def linalg_vector_norm(ctx, node):
     else:
         terms = ctx.call("abs.out", {"self": x}, [ctx.scratch("abs", shape)])
     out = ctx.output(node)
+    dims = a.dim
+    if len(shape) == 0:  # a 0-d input: every dim is the whole of it, and 1.5.1's sum.IntList_out aborts on dim 0
+        dims = None
     if a.ord == 1:
-        return ctx.call("sum.IntList_out", {"self": terms, "dim": a.dim, "keepdim": a.keepdim, "dtype": None},
+        return ctx.call("sum.IntList_out", {"self": terms, "dim": dims, "keepdim": a.keepdim, "dtype": None},
                         [out]).name
-    total = ctx.call("sum.IntList_out", {"self": terms, "dim": a.dim, "keepdim": a.keepdim, "dtype": None},
+    total = ctx.call("sum.IntList_out", {"self": terms, "dim": dims, "keepdim": a.keepdim, "dtype": None},
                      [ctx.scratch("sum", ctx.view.tensor(node.outputs[0].value.name).shape)])
     return ctx.call("sqrt.out", {"self": total}, [out]).name
 

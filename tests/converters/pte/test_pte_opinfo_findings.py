@@ -89,3 +89,44 @@ def test_sum_of_a_0d_tensor_over_its_dim(sums_of_0d, name):
     (out,) = got
     assert out.dtype == want.dtype and out.shape == want.shape, (out.dtype, out.shape, want.dtype, want.shape)
     assert torch.equal(out, want), (out, want)
+
+
+# after the model-zoo lowerings: cumsum[float32#2]/[int64#2] (a 0-d input: 1.5.1's cumsum.out refuses its
+# dim 0, error 0x12) and norm[float32#19] (linalg_vector_norm of a 0-d input: its sum aborted the
+# runtime, SIGABRT), run in one child process; conv2d of an unbatched (C, H, W) input is refused
+ZERO_D = {
+    "cumsum-float32": (lambda t: torch.cumsum(t, 0), torch.tensor(1.5)),
+    "cumsum-int64": (lambda t: torch.cumsum(t, 0), torch.tensor(3)),
+    "norm-2": (lambda t: torch.linalg.vector_norm(t), torch.tensor(-1.5)),
+    "norm-1-dim0": (lambda t: torch.linalg.vector_norm(t, 1, dim=0), torch.tensor(-2.5)),
+}
+
+
+@pytest.fixture(scope="module")
+def zero_d(tmp_path_factory):
+    cases, wants = [], []
+    for name, (fn, x) in ZERO_D.items():
+        path = str(tmp_path_factory.mktemp("zero_d") / f"{name}.pt2")
+        torch.export.save(torch.export.export(Fn(fn), (x,)), path)
+        cases.append((pte_zoo.convert_torch_free("to_pte", path), [x]))
+        wants.append(fn(x))
+    return dict(zip(ZERO_D, zip(wants, run_in_child(cases))))
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_D))
+def test_scans_and_norms_of_a_0d_tensor(zero_d, name):
+    want, got = zero_d[name]
+    assert not isinstance(got, str), got
+    (out,) = got
+    assert out.dtype == want.dtype and out.shape == want.shape, (out.dtype, out.shape, want.dtype, want.shape)
+    assert torch.equal(out, want), (out, want)
+
+
+def test_unbatched_conv2d_is_refused(tmp_path):
+    from pt2x.converters.errors import UnsupportedOpsError
+
+    path = str(tmp_path / "conv.pt2")
+    args = (torch.randn(3, 4, 4), torch.randn(3, 3, 3, 3))
+    torch.export.save(torch.export.export(Fn(lambda x, w: torch.nn.functional.conv2d(x, w)), args), path)
+    with pytest.raises(UnsupportedOpsError, match=r"an unbatched convolution input \(rank 3, weight rank 4\)"):
+        pte_zoo.convert_torch_free("to_pte", path)
