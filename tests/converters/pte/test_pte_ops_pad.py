@@ -1,7 +1,8 @@
-"""Padding and rolls on the pte target (``ops_pad.py``, ``ops_shape.py``): constant pads of one to three
-dims (swin's window padding), reflect and replicate of 1-D and 2-D, roll by several shifts, flip,
-tril, triu (of infinities: kept, never computed with); with a dynamic batch; each exported at test time, converted where ``import
-torch`` fails and run in ExecuTorch's runtime against eager."""
+"""Padding, rolls and triangles on the pte target (``ops_pad.py``, ``ops_shape.py``): constant pads of
+one to three dims (swin's window padding), reflect and replicate of 1-D and 2-D, roll by several
+shifts, flip, tril, triu (of infinities: kept, never computed with); with a dynamic batch; each
+exported at test time, converted where ``import torch`` fails and run in ExecuTorch's runtime
+against eager."""
 
 from __future__ import annotations
 
