@@ -71,12 +71,11 @@ def _safe_softmax(ctx, scores, shape, masked: bool):
                      [_scratch(ctx, shape, "softmax")])
     if not masked:
         return probs
-    bool_shape = list(shape)
     hidden = ctx.call("eq.Scalar_out", {"self": scores, "other": -math.inf},
-                      [_scratch(ctx, bool_shape, "hidden", d.ScalarType.BOOL)])
-    seen = ctx.call("logical_not.out", {"self": hidden}, [_scratch(ctx, bool_shape, "seen", d.ScalarType.BOOL)])
+                      [_scratch(ctx, shape, "hidden", d.ScalarType.BOOL)])
+    seen = ctx.call("logical_not.out", {"self": hidden}, [_scratch(ctx, shape, "seen", d.ScalarType.BOOL)])
     row_seen = ctx.call("any.out", {"self": seen, "dim": -1, "keepdim": True},
-                        [_scratch(ctx, bool_shape[:-1] + [1], "row_seen", d.ScalarType.BOOL)])
+                        [_scratch(ctx, list(shape[:-1]) + [1], "row_seen", d.ScalarType.BOOL)])
     zero = ctx.call("scalar_tensor.out", {"s": 0.0}, [_scratch(ctx, [], "zero")])
     return ctx.call("where.self_out", {"condition": row_seen, "self": probs, "other": zero},
                     [_scratch(ctx, shape, "safe_softmax")])

@@ -211,9 +211,28 @@ def roll(ctx, node):
 
 @lowering("pte", "aten.tril.default")
 def tril(ctx, node):
-    """The lower triangle of the last two dims (``tril.out``; the library has no ``triu``)."""
+    """The lower triangle of the last two dims (``tril.out``)."""
     a = bind(node)
     return ctx.call("tril.out", {"self": a.self, "diagonal": a.diagonal}, [ctx.output(node)]).name
+
+
+@lowering("pte", "aten.triu.default")
+def triu(ctx, node):
+    """The upper triangle (the library has no ``triu``): ``where(tril(ones, diagonal - 1), 0, self)``
+    over the last two dims, so every kept element is ``self``'s own (no arithmetic on it)."""
+    a = bind(node)
+    info = ctx.view.tensor(a.self.name)
+    if info.rank < 2:
+        raise Unsupported("triu of a tensor of rank < 2")
+    square = list(info.shape[-2:])
+    sizes, dynamic = ctx.dims(square, "triu")
+    ones = ctx.call("full.out", {"size": [ctx.size_value(s) for s in square], "fill_value": True},
+                    [ctx.scratch_sized("triu_ones", sizes, dynamic=dynamic, dtype=d.ScalarType.BOOL)])
+    below = ctx.call("tril.out", {"self": ones, "diagonal": a.diagonal - 1},
+                     [ctx.scratch_sized("triu_below", sizes, dynamic=dynamic, dtype=d.ScalarType.BOOL)])
+    zero = ctx.call("scalar_tensor.out", {"s": False if info.dtype == d.ScalarType.BOOL else 0},
+                    [ctx.scratch_sized("triu_zero", (), dynamic=False, dtype=info.dtype)])
+    return ctx.call("where.self_out", {"condition": below, "self": zero, "other": a.self}, [ctx.output(node)]).name
 
 
 @lowering("pte", "aten.as_strided.default", "aten.as_strided_copy.default")

@@ -1,7 +1,8 @@
-"""Padding and rolls on the pte target (``ops_pad.py``, ``ops_shape.py``): constant pads of one to three
-dims (swin's window padding), reflect and replicate of 1-D and 2-D, roll by several shifts, flip,
-tril; with a dynamic batch; each exported at test time, converted where ``import
-torch`` fails and run in ExecuTorch's runtime against eager."""
+"""Padding, rolls and triangles on the pte target (``ops_pad.py``, ``ops_shape.py``): constant pads of
+one to three dims (swin's window padding), reflect and replicate of 1-D and 2-D, roll by several
+shifts, flip, tril, triu (of infinities: kept, never computed with); with a dynamic batch; each
+exported at test time, converted where ``import torch`` fails and run in ExecuTorch's runtime
+against eager."""
 
 from __future__ import annotations
 
@@ -35,9 +36,11 @@ def test_reflect_and_replicate(tmp_path):
     check(f, _x(), tmp_path=tmp_path)
 
 
-def test_roll_flip_and_tril(tmp_path):
+def test_roll_flip_tril_and_triu(tmp_path):
     def f(x):
-        return torch.roll(x, (-3, 2), (1, 2)), x.roll(1, -1), x.roll(7, 0), x.flip(1, 3), x.tril(), torch.tril(x, -1)
+        return (torch.roll(x, (-3, 2), (1, 2)), x.roll(1, -1), x.roll(7, 0), x.flip(1, 3), x.tril(), torch.tril(x, -1),
+                x.triu(), torch.triu(x, 2), torch.triu(x.masked_fill(x > 1, float("inf")), -1), torch.triu(x > 0, 1),
+                torch.full((x.shape[0], 4), float("-inf")).triu(1))
 
     check(f, _x(), tmp_path=tmp_path, dynamic=True, runs=[(_x(3),)])
 
