@@ -16,6 +16,12 @@ every side runs in its own fresh process:
     and the write, not the load). Where exir cannot lower the program, its error is the row's
     exir column.
 
+``--external-weights``: both sides write the weights to a ``.ptd`` beside the ``.pte`` (pt2x's
+``to_pte(..., external_weights=True)``; exir's ``ExecutorchBackendConfig(external_constants=True)``
+and ``write_tensor_data_to_file``), the runtime loads it (``data_path=``), the bytes column counts
+both files, and pt2x's child also samples its own ``RssAnon`` every 0.5 ms (the memory it makes,
+without the archive's mapped pages), printed as its peak.
+
 Both files are then run in ExecuTorch's runtime with its portable kernels, in one more process, on
 the example inputs: the max abs diff against torch eager of the loaded .pt2, and the median latency
 of ``execute`` over ``--latency-runs`` calls after one warm-up, the two files executed in turn (so
@@ -23,7 +29,7 @@ other load on the machine weighs on both alike). Their sizes and arena sizes
 (``non_const_buffer_sizes``) are printed too.
 
     python -m benchmarks.bench_pte [--models mlp,cnn,block,mlp_wide,resnet18|zoo|tv_resnet18,...] [--runs 3]
-                                   [--latency-runs 20] [--out bench-out/pte]
+                                   [--latency-runs 20] [--external-weights] [--out bench-out/pte]
 """
 
 from __future__ import annotations
@@ -47,21 +53,39 @@ PT2X = textwrap.dedent("""
         with open("/proc/self/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
 
+    def anon():  # this process's anonymous resident memory now (RssAnon), MB
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("RssAnon")) / 1024
+
+    peak_anon, done = [0.0], []
+
+    def sample():  # RssAnon every 0.5 ms while to_pte runs
+        while not done:
+            peak_anon[0] = max(peak_anon[0], anon())
+            time.sleep(0.0005)
+
     sys.modules["torch"] = None
     # bytecode cached as an installed package has it (this machine's PYTHONDONTWRITEBYTECODE would
     # compile every module to_pte imports lazily inside the timed call, torch's and exir's not)
     sys.dont_write_bytecode = False
     t0 = time.perf_counter()
     from pt2x.converters import to_pte
+    import threading
     t1 = time.perf_counter()
+    before = anon()
+    watcher = threading.Thread(target=sample)
+    watcher.start()
     try:
-        to_pte(sys.argv[1], sys.argv[2])
+        to_pte(sys.argv[1], sys.argv[2], external_weights=sys.argv[3] == "1")
     except Exception as e:  # pt2x refuses this program: the row records why
+        done.append(1)
         print(json.dumps({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"}))
         sys.exit(0)
     t2 = time.perf_counter()
-    print(json.dumps({"convert_s": t2 - t1, "import_s": t1 - t0,
-                      "peak_rss_mb": hwm()}))
+    done.append(1)
+    watcher.join()
+    print(json.dumps({"convert_s": t2 - t1, "import_s": t1 - t0, "peak_rss_mb": hwm(),
+                      "anon_before_mb": before, "peak_anon_mb": peak_anon[0]}))
 """)
 
 EXIR = textwrap.dedent("""
@@ -71,17 +95,22 @@ EXIR = textwrap.dedent("""
         with open("/proc/self/status") as f:
             return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
 
+    import os
     import torch
-    from executorch.exir import to_edge
+    from executorch.exir import ExecutorchBackendConfig, to_edge
     ep = torch.export.load(sys.argv[1])
+    external = sys.argv[3] == "1"
     t1 = time.perf_counter()
     try:
-        et = to_edge(ep).to_executorch()
+        et = to_edge(ep).to_executorch(ExecutorchBackendConfig(external_constants=external))
     except Exception as e:  # exir cannot lower this program: the row records why
         print(json.dumps({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"}))
         sys.exit(0)
     with open(sys.argv[2], "wb") as f:
         f.write(et.buffer)
+    if external:  # named after its tag; renamed after the .pte, as pt2x names it
+        et.write_tensor_data_to_file(os.path.dirname(sys.argv[2]))
+        os.replace(os.path.join(os.path.dirname(sys.argv[2]), "_default_external_constant.ptd"), sys.argv[2][:-4] + ".ptd")
     t2 = time.perf_counter()
     print(json.dumps({"convert_s": t2 - t1, "peak_rss_mb": hwm()}))
 """)
@@ -158,7 +187,7 @@ def _arena(path: str) -> int:
 
 
 RUN = textwrap.dedent("""
-    import sys, json, statistics, time
+    import os, sys, json, statistics, time
     import torch
     from executorch.runtime import Runtime
     ep = torch.export.load(sys.argv[1])
@@ -171,7 +200,8 @@ RUN = textwrap.dedent("""
     for path in sys.argv[4:]:
         with open(path, "rb") as f:
             data = f.read()
-        program = Runtime.get().load_program(data)  # reads ``data`` in place: keep both referenced
+        ptd = path[:-4] + ".ptd"
+        program = Runtime.get().load_program(data, data_path=ptd if os.path.exists(ptd) else None)  # reads ``data`` in place
         method = program.load_method("forward")
         got = method.execute(inputs)  # also the warm-up
         loaded[path] = (data, program, method)
@@ -195,14 +225,19 @@ def _run_files(src: str, inputs_path: str, runs: int, ptes: list[str]) -> dict:
 
 def _side(row: dict, side: str, code: str, src: str, dst: str, args) -> bool:
     """Convert ``src`` to ``dst`` ``args.runs`` times with ``code``; False when the side cannot."""
-    runs = [_child(code, src, dst) for _ in range(args.runs)]
+    runs = [_child(code, src, dst, str(int(args.external_weights))) for _ in range(args.runs)]
     if "error" in runs[0][0]:
         row[f"{side}_error"] = runs[0][0]["error"]
         return False
     row[f"{side}_convert_s"] = statistics.median(r[0]["convert_s"] for r in runs)
     row[f"{side}_process_s"] = statistics.median(r[1] for r in runs)
     row[f"{side}_peak_rss_mb"] = max(r[0]["peak_rss_mb"] for r in runs)
-    row[f"{side}_pte_bytes"] = os.path.getsize(dst)
+    if "peak_anon_mb" in runs[0][0]:
+        row[f"{side}_anon_before_mb"] = max(r[0]["anon_before_mb"] for r in runs)
+        row[f"{side}_peak_anon_mb"] = max(r[0]["peak_anon_mb"] for r in runs)
+    ptd = dst[:-4] + ".ptd"
+    row[f"{side}_pte_bytes"] = os.path.getsize(dst) + (os.path.getsize(ptd) if args.external_weights
+                                                        and os.path.exists(ptd) else 0)
     row[f"{side}_arena_bytes"] = _arena(dst)
     return True
 
@@ -238,6 +273,7 @@ def main(argv=None) -> int:
                     help="comma-separated: mlp, cnn, block, mlp_wide, resnet18, the model zoo's names, or zoo (all)")
     ap.add_argument("--runs", type=int, default=3, help="conversions per side (medians)")
     ap.add_argument("--latency-runs", type=int, default=20, help="executions per file (median latency)")
+    ap.add_argument("--external-weights", action="store_true", help="weights in a .ptd beside each .pte")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench-out", "pte"))
     args = ap.parse_args(argv)
     ensure_support("benchmarks.bench_pte")  # pte_zoo, model_zoo, torchvision_ops (tests/support) on PYTHONPATH
@@ -258,7 +294,8 @@ def main(argv=None) -> int:
         inputs_path = os.path.join(args.out, f"{name}.inputs.pt")
         torch.save(tuple(inputs), inputs_path)
         row = {"model": name, "pt2_mb": os.path.getsize(src) / 2**20}
-        files = {side: os.path.join(args.out, f"{name}.{side}.pte") for side in ("pt2x", "exir")}
+        ext = ".ext" if args.external_weights else ""
+        files = {side: os.path.join(args.out, f"{name}.{side}{ext}.pte") for side in ("pt2x", "exir")}
         made = [side for side, code in (("pt2x", PT2X), ("exir", EXIR))
                 if _side(row, side, code, src, files[side], args)]
         ran = _run_files(src, inputs_path, args.latency_runs, [files[side] for side in made]) if made else {}
