@@ -78,13 +78,13 @@ def test_every_registered_target_is_well_formed():
 
 
 def test_every_registered_target_names_a_real_operator():
-    missing = []
+    missing = set()  # a target two backends lower (onnx and pte) counts once
     for targets in _lowerings().values():
         for t in targets:
             try:
                 _resolve(t)
             except (AttributeError, RuntimeError):
-                missing.append(t)
+                missing.add(t)
     assert sorted(missing) == sorted(NOT_IN_THIS_TORCH)
 
 
