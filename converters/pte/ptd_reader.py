@@ -18,12 +18,11 @@ tensors a ``.ptd`` must hold: each key present, with the dtype and sizes the pro
 from __future__ import annotations
 
 import os
-import stat
 import struct
 
 from ...serde.errors import Pt2FormatError, Pt2UsageError, extra_required
 from ...serde.findings import Finding
-from .reader import _ELEMENT_BYTES, MAX_RANK, _Checked, _dtype_names
+from .reader import _ELEMENT_BYTES, MAX_RANK, _Checked, _dtype_names, _fail, is_flatbuffer_file
 
 __all__ = ["read_ptd", "is_ptd", "check_data", "MIN_ALIGNMENT", "MAX_ENTRIES"]
 
@@ -41,20 +40,8 @@ _LAYOUT_SLOT = {"scalar_type": 4, "sizes": 6, "dim_order": 8}
 
 
 def is_ptd(path: str) -> bool:
-    """Whether ``path`` names a ``.ptd`` (by its name, or by ``FT01`` at bytes 4:8 of a regular file)."""
-    if path.lower().endswith(".ptd"):
-        return True
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return False
-        with open(path, "rb") as f:
-            return f.read(8)[4:8] == FILE_IDENTIFIER
-    except OSError:
-        return False
-
-
-def _fail(path: str, message: str):
-    raise Pt2FormatError(message, path=path)
+    """Whether ``path`` names a ``.ptd`` (by its name, or by ``FT01`` at bytes 4:8)."""
+    return is_flatbuffer_file(path, ".ptd", FILE_IDENTIFIER)
 
 
 def _header(data: bytes, size: int) -> dict:

@@ -63,15 +63,20 @@ _INLINE_DATA = 4
 
 
 def is_pte(path: str) -> bool:
-    """Whether ``path`` names a ``.pte`` (by its name, or by ``ET12`` at bytes 4:8 of a regular
-    file: a FIFO or device is never opened here)."""
-    if path.lower().endswith(".pte"):
+    """Whether ``path`` names a ``.pte`` (by its name, or by ``ET12`` at bytes 4:8)."""
+    return is_flatbuffer_file(path, ".pte", FILE_IDENTIFIER)
+
+
+def is_flatbuffer_file(path: str, suffix: str, identifier: bytes) -> bool:
+    """Whether ``path`` ends in ``suffix`` or is a regular file with the flatbuffer file
+    ``identifier`` at bytes 4:8 (a FIFO or device is never opened here)."""
+    if path.lower().endswith(suffix):
         return True
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return False
         with open(path, "rb") as f:
-            return f.read(8)[4:8] == FILE_IDENTIFIER
+            return f.read(8)[4:8] == identifier
     except OSError:
         return False
 
