@@ -68,27 +68,36 @@ SUMS_OF_0D = {f"{dtype}-dim{dim}-keepdim{keepdim}": (dtype, dim, keepdim)
               for dtype in ("float32", "int64") for dim, keepdim in ((0, False), (-1, True), ((0,), False))}
 
 
-@pytest.fixture(scope="module")
-def sums_of_0d(tmp_path_factory):
-    """Each case's (eager output, the runtime's outputs or why none), the programs run in one child."""
-    cases, wants = [], []
-    for name, (dtype, dim, keepdim) in SUMS_OF_0D.items():
-        x = torch.tensor(2.5).to(getattr(torch, dtype))
-        fn = Fn(lambda t, dim=dim, keepdim=keepdim: torch.sum(t, dim, keepdim=keepdim))
-        path = str(tmp_path_factory.mktemp("sum") / f"{name}.pt2")
-        torch.export.save(torch.export.export(fn, (x,)), path)
-        cases.append((pte_zoo.convert_torch_free("to_pte", path), [x]))
+def _run_in_one_child(cases: dict, tmp_path_factory) -> dict:
+    """``cases``: name -> (fn, 0-d input). Each case's (eager output, the runtime's outputs or why
+    none), the programs converted torch-free and run in one child process."""
+    converted, wants = [], []
+    for name, (fn, x) in cases.items():
+        path = str(tmp_path_factory.mktemp("zero_d") / f"{name}.pt2")
+        torch.export.save(torch.export.export(Fn(fn), (x,)), path)
+        converted.append((pte_zoo.convert_torch_free("to_pte", path), [x]))
         wants.append(fn(x))
-    return dict(zip(SUMS_OF_0D, zip(wants, run_in_child(cases))))
+    return dict(zip(cases, zip(wants, run_in_child(converted))))
 
 
-@pytest.mark.parametrize("name", sorted(SUMS_OF_0D))
-def test_sum_of_a_0d_tensor_over_its_dim(sums_of_0d, name):
-    want, got = sums_of_0d[name]
+def _assert_equal(want, got) -> None:
     assert not isinstance(got, str), got
     (out,) = got
     assert out.dtype == want.dtype and out.shape == want.shape, (out.dtype, out.shape, want.dtype, want.shape)
     assert torch.equal(out, want), (out, want)
+
+
+@pytest.fixture(scope="module")
+def sums_of_0d(tmp_path_factory):
+    cases = {name: (lambda t, dim=dim, keepdim=keepdim: torch.sum(t, dim, keepdim=keepdim),
+                    torch.tensor(2.5).to(getattr(torch, dtype)))
+             for name, (dtype, dim, keepdim) in SUMS_OF_0D.items()}
+    return _run_in_one_child(cases, tmp_path_factory)
+
+
+@pytest.mark.parametrize("name", sorted(SUMS_OF_0D))
+def test_sum_of_a_0d_tensor_over_its_dim(sums_of_0d, name):
+    _assert_equal(*sums_of_0d[name])
 
 
 # after the model-zoo lowerings: cumsum[float32#2]/[int64#2] (a 0-d input: 1.5.1's cumsum.out refuses its
@@ -104,22 +113,12 @@ ZERO_D = {
 
 @pytest.fixture(scope="module")
 def zero_d(tmp_path_factory):
-    cases, wants = [], []
-    for name, (fn, x) in ZERO_D.items():
-        path = str(tmp_path_factory.mktemp("zero_d") / f"{name}.pt2")
-        torch.export.save(torch.export.export(Fn(fn), (x,)), path)
-        cases.append((pte_zoo.convert_torch_free("to_pte", path), [x]))
-        wants.append(fn(x))
-    return dict(zip(ZERO_D, zip(wants, run_in_child(cases))))
+    return _run_in_one_child(ZERO_D, tmp_path_factory)
 
 
 @pytest.mark.parametrize("name", sorted(ZERO_D))
 def test_scans_and_norms_of_a_0d_tensor(zero_d, name):
-    want, got = zero_d[name]
-    assert not isinstance(got, str), got
-    (out,) = got
-    assert out.dtype == want.dtype and out.shape == want.shape, (out.dtype, out.shape, want.dtype, want.shape)
-    assert torch.equal(out, want), (out, want)
+    _assert_equal(*zero_d[name])
 
 
 def test_unbatched_conv2d_is_refused(tmp_path):
