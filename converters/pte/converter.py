@@ -30,9 +30,13 @@ from .context import Ctx
 from .kernels import EXECUTORCH_VERSION, out_variant
 from .memory_plan import plan_memory
 from .program import Plan, TensorValue
-from .writer import constant_layout, flatbuffer, to_bytes, write_file
+from .writer import constant_layout, extra_segments, flatbuffer, to_bytes, write_file
+from .xnnpack.delegate import delegate_to_xnnpack
 
-__all__ = ["to_pte", "plan_program", "MAX_DIM_HINT"]
+__all__ = ["to_pte", "plan_program", "MAX_DIM_HINT", "DELEGATES", "DEFAULT_DELEGATE"]
+
+DELEGATES = ("xnnpack", "none")
+DEFAULT_DELEGATE = "none"
 
 MAX_DIM_HINT = "--max-dim NAME=N (to_pte(..., max_dims={NAME: N}))"
 _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
@@ -42,19 +46,28 @@ def _load_lowerings() -> None:
     from . import ops_attention, ops_elementwise, ops_nn, ops_shape  # noqa: F401  (registration side effects)
 
 
-def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None):
+def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None,
+           delegate: str = DEFAULT_DELEGATE):
     """Convert one model of a .pt2 (path, file, ``Pt2Archive`` or ``Pt2Model``) to an ExecuTorch
     program. Without ``dst``: returns the file's bytes. With ``dst``: writes it atomically, each
     weight streamed from the archive's memory map into the file once, and returns None.
 
     ``max_dims`` bounds shape symbols torch left unbounded (``{"s77": 64}``): ExecuTorch plans a
     dynamic tensor at its upper bound. Raises ``UnsupportedOpsError`` naming every ATen node the
-    target cannot convert, ``ConversionError`` for a program it refuses as a whole."""
+    target cannot convert, ``ConversionError`` for a program it refuses as a whole.
+
+    ``delegate``: ``"xnnpack"`` runs what XNNPACK takes in ``XnnpackBackend`` payloads (the rest on
+    the portable kernels), ``"none"`` writes portable kernels only."""
+    if delegate not in DELEGATES:
+        raise ConversionError(f"delegate {delegate!r}: choose one of {', '.join(DELEGATES)}")
     view, keep = open_program(src, model)
     try:
         member = view.member
         with stage(member, "converting to ExecuTorch"):
             plan = plan_program(view, _bounds(view, max_dims or {}))
+        if delegate == "xnnpack":
+            with stage(member, "delegating to XNNPACK"):
+                delegate_to_xnnpack(plan, view.weights)
         with stage(member, "planning memory"):
             memory = plan_memory(plan)
         with stage(member, "writing the ExecuTorch program"):
@@ -63,9 +76,9 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
             in_spec, out_spec = _specs(view)
             program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec)
             if dst is None:
-                return to_bytes(program, constants)
+                return to_bytes(program, constants, extra_segments(plan))
         with stage(member, "writing the .pte file", passthrough=(OSError,)):
-            write_file(os.fspath(dst), program, constants)
+            write_file(os.fspath(dst), program, constants, extra_segments(plan))
         return None
     finally:
         del keep

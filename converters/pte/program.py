@@ -6,15 +6,20 @@ String, Null) and lists (an ``IntList`` or ``TensorList`` holds the indices of o
 ``Call``s are the chain's ``KernelCall``s: an operator index and value indices in the kernel's
 schema order, its ``out`` tensors, then the returned value. Every tensor value has a name (the
 driver renames a node's output after the program's value).
+
+A delegated part of the plan is one ``DelegateCall`` (its inputs, then its outputs) of a
+``Delegate`` (the backend's id and its payload, written in a segment); ``NamedData`` are the
+blobs a payload names (its constants), each streamed into a segment of its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 import numpy as np
 
-__all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "Plan"]
+__all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "DelegateCall", "Delegate", "NamedData", "Plan"]
 
 
 @dataclass(eq=False)
@@ -63,12 +68,35 @@ class Call:
     writes: list  # tensor values it writes
 
 
+@dataclass(eq=False)
+class DelegateCall:
+    delegate: int  # index in Plan.delegates
+    args: list  # TensorValues: the delegate's inputs, then its outputs
+    reads: list
+    writes: list
+
+
+@dataclass(eq=False)
+class Delegate:
+    backend: str  # the runtime's backend id ("XnnpackBackend")
+    payload: bytes  # what the backend's init receives (written in a segment of its own)
+
+
+@dataclass(eq=False)
+class NamedData:
+    key: str
+    nbytes: int
+    chunks: Callable[[], Iterable]  # () -> the blob's bytes, in pieces (streamed, never joined)
+
+
 @dataclass
 class Plan:
     values: list = field(default_factory=list)
-    calls: list = field(default_factory=list)
+    calls: list = field(default_factory=list)  # Calls and DelegateCalls, in order
     inputs: list = field(default_factory=list)  # TensorValues (or ScalarValues)
     outputs: list = field(default_factory=list)
+    delegates: list = field(default_factory=list)  # Delegates
+    named_data: list = field(default_factory=list)  # NamedData
 
     def add(self, value):
         self.values.append(value)
@@ -81,4 +109,4 @@ class Plan:
 
     def operators(self) -> list[tuple]:
         """The distinct operators in first-use order."""
-        return list(dict.fromkeys(c.op for c in self.calls))
+        return list(dict.fromkeys(c.op for c in self.calls if isinstance(c, Call)))

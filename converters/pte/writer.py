@@ -9,7 +9,9 @@ The layout, as exir writes it::
             u64 segment base offset, u64 segment data size
     [40:]   the rest of the flatbuffer
     pad to SEGMENT_ALIGNMENT, then segment 0: the constants, each CONSTANT_ALIGNMENT-aligned;
-    ``constant_segment.offsets[i]`` is buffer i's offset in it (entry 0 is reserved)
+    ``constant_segment.offsets[i]`` is buffer i's offset in it (entry 0 is reserved); then, each
+    SEGMENT_ALIGNMENT-aligned, a segment per delegate payload (``BackendDelegate.processed``) and
+    one per named blob (``Program.named_data``: a payload's constants), in that order
 
 Each weight is streamed from the archive's memory map into the file once (``write_file``);
 nothing holds all of them at once.
@@ -28,9 +30,9 @@ from ..errors import ConversionError
 from . import schema_generated as fb
 from .arrays import byte_chunks
 from .memory_plan import MEMORY_ID, MemoryPlan
-from .program import ListValue, Plan, ScalarValue, TensorValue
+from .program import Call, ListValue, NamedData, Plan, ScalarValue, TensorValue
 
-__all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "write_file",
+__all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "write_file", "extra_segments", "segment_offsets",
            "HEADER_MAGIC", "HEADER_LENGTH", "SEGMENT_ALIGNMENT", "CONSTANT_ALIGNMENT", "FILE_IDENTIFIER"]
 
 FILE_IDENTIFIER = b"ET12"
@@ -150,18 +152,26 @@ def _evalue(b: flatbuffers.Builder, v, memory: MemoryPlan, buffer_of: dict) -> i
     return fb.EValueEnd(b)
 
 
-def _chain(b: flatbuffers.Builder, plan: Plan, op_index: dict) -> int:
-    instructions = []
-    for c in plan.calls:
-        args = _ints(b, (v.index for v in c.args), np.int32)
+def _instruction(b: flatbuffers.Builder, c, op_index: dict) -> int:
+    args = _ints(b, (v.index for v in c.args), np.int32)
+    if isinstance(c, Call):
         fb.KernelCallStart(b)
         fb.KernelCallAddOpIndex(b, op_index[c.op])
         fb.KernelCallAddArgs(b, args)
-        call = fb.KernelCallEnd(b)
-        fb.InstructionStart(b)
-        fb.InstructionAddInstrArgsType(b, fb.InstructionArguments.KernelCall)
-        fb.InstructionAddInstrArgs(b, call)
-        instructions.append(fb.InstructionEnd(b))
+        kind, call = fb.InstructionArguments.KernelCall, fb.KernelCallEnd(b)
+    else:
+        fb.DelegateCallStart(b)
+        fb.DelegateCallAddDelegateIndex(b, c.delegate)
+        fb.DelegateCallAddArgs(b, args)
+        kind, call = fb.InstructionArguments.DelegateCall, fb.DelegateCallEnd(b)
+    fb.InstructionStart(b)
+    fb.InstructionAddInstrArgsType(b, kind)
+    fb.InstructionAddInstrArgs(b, call)
+    return fb.InstructionEnd(b)
+
+
+def _chain(b: flatbuffers.Builder, plan: Plan, op_index: dict) -> int:
+    instructions = [_instruction(b, c, op_index) for c in plan.calls]
     vec = _tables(b, instructions)
     empty_in, empty_out = _ints(b, [], np.int32), _ints(b, [], np.int32)
     fb.ChainStart(b)
@@ -180,6 +190,57 @@ def _operators(b: flatbuffers.Builder, ops: list) -> int:
         fb.OperatorAddOverload(b, o)
         tables.append(fb.OperatorEnd(b))
     return _tables(b, tables)
+
+
+def _delegates(b: flatbuffers.Builder, plan: Plan) -> int:
+    """``BackendDelegate``s: delegate i's payload is segment 1 + i (segment 0 holds the constants)."""
+    tables = []
+    for i, d in enumerate(plan.delegates):
+        backend = b.CreateString(d.backend)
+        fb.BackendDelegateDataReferenceStart(b)
+        fb.BackendDelegateDataReferenceAddLocation(b, fb.DataLocation.SEGMENT)
+        fb.BackendDelegateDataReferenceAddIndex(b, 1 + i)
+        processed = fb.BackendDelegateDataReferenceEnd(b)
+        specs = _tables(b, [])
+        fb.BackendDelegateStart(b)
+        fb.BackendDelegateAddId(b, backend)
+        fb.BackendDelegateAddProcessed(b, processed)
+        fb.BackendDelegateAddCompileSpecs(b, specs)
+        tables.append(fb.BackendDelegateEnd(b))
+    return _tables(b, tables)
+
+
+def _named_data(b: flatbuffers.Builder, plan: Plan) -> int:
+    """``NamedData``: blob i is segment 1 + len(delegates) + i."""
+    tables = []
+    first = 1 + len(plan.delegates)
+    for i, blob in enumerate(plan.named_data):
+        key = b.CreateString(blob.key)
+        fb.NamedDataStart(b)
+        fb.NamedDataAddKey(b, key)
+        fb.NamedDataAddSegmentIndex(b, first + i)
+        tables.append(fb.NamedDataEnd(b))
+    return _tables(b, tables)
+
+
+def extra_segments(plan: Plan) -> list:
+    """The segments after the constants', in order: each delegate's payload (bytes), then each
+    named blob (``NamedData``, streamed)."""
+    return [d.payload for d in plan.delegates] + list(plan.named_data)
+
+
+def _size(source) -> int:
+    return source.nbytes if isinstance(source, NamedData) else len(source)
+
+
+def segment_offsets(constants: ConstantLayout, extra: list) -> tuple[list[tuple[int, int]], int]:
+    """(offset, size) of every segment from the segment base, and the segments' total size."""
+    out, at = [(0, constants.size)], constants.size
+    for source in extra:
+        at = _align(at, SEGMENT_ALIGNMENT)
+        out.append((at, _size(source)))
+        at += _size(source)
+    return out, at
 
 
 def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer_of: dict,
@@ -202,7 +263,7 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     fb.ContainerMetadataAddEncodedInpStr(b, inp)
     fb.ContainerMetadataAddEncodedOutStr(b, outp)
     meta = fb.ContainerMetadataEnd(b)
-    delegates = _tables(b, [])
+    delegates = _delegates(b, plan)
     fb.ExecutionPlanStart(b)
     fb.ExecutionPlanAddName(b, name)
     fb.ExecutionPlanAddContainerMetaType(b, meta)
@@ -220,11 +281,14 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     fb.SubsegmentOffsetsAddSegmentIndex(b, 0)
     fb.SubsegmentOffsetsAddOffsets(b, offsets)
     constant_segment = fb.SubsegmentOffsetsEnd(b)
-    fb.DataSegmentStart(b)
-    fb.DataSegmentAddOffset(b, 0)
-    fb.DataSegmentAddSize(b, constants.size)
-    segment = fb.DataSegmentEnd(b)
-    segments = _tables(b, [segment])
+    segment_tables = []
+    for offset, size in segment_offsets(constants, extra_segments(plan))[0]:
+        fb.DataSegmentStart(b)
+        fb.DataSegmentAddOffset(b, offset)
+        fb.DataSegmentAddSize(b, size)
+        segment_tables.append(fb.DataSegmentEnd(b))
+    segments = _tables(b, segment_tables)
+    named_data = _named_data(b, plan)
     empty_buffers = _tables(b, [])
     fb.ProgramStart(b)
     fb.ProgramAddVersion(b, 0)
@@ -232,6 +296,8 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     fb.ProgramAddConstantBuffer(b, empty_buffers)
     fb.ProgramAddSegments(b, segments)
     fb.ProgramAddConstantSegment(b, constant_segment)
+    if plan.named_data:
+        fb.ProgramAddNamedData(b, named_data)
     b.Finish(fb.ProgramEnd(b), file_identifier=FILE_IDENTIFIER)
     out = bytes(b.Output())
     if len(out) > _MAX_FLATBUFFER:
@@ -254,7 +320,7 @@ def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
     return struct.pack("<I", root) + program[4:8] + header + program[8:], base
 
 
-def _write_segments(f, head: bytes, base: int, constants: ConstantLayout) -> None:
+def _write_segments(f, head: bytes, base: int, constants: ConstantLayout, extra: list) -> None:
     f.write(head)
     at = len(head)
     f.write(b"\0" * (base - at))
@@ -263,6 +329,16 @@ def _write_segments(f, head: bytes, base: int, constants: ConstantLayout) -> Non
         f.write(b"\0" * (off - at))
         _write_array(f, arr)
         at = off + arr.nbytes
+    at = constants.size
+    for source, (off, size) in zip(extra, segment_offsets(constants, extra)[0][1:]):
+        f.write(b"\0" * (off - at))
+        written = 0
+        for part in (source.chunks() if isinstance(source, NamedData) else (source,)):
+            f.write(part)
+            written += memoryview(part).nbytes
+        if written != size:
+            raise ConversionError(f"segment at {off} wrote {written} bytes, {size} planned")
+        at = off + size
 
 
 def _write_array(f, arr: np.ndarray) -> None:
@@ -271,15 +347,16 @@ def _write_array(f, arr: np.ndarray) -> None:
         f.write(part)
 
 
-def to_bytes(program: bytes, constants: ConstantLayout) -> bytes:
+def to_bytes(program: bytes, constants: ConstantLayout, extra: list = ()) -> bytes:
     import io
 
-    head, base = with_header(program, constants.size)
+    head, base = with_header(program, segment_offsets(constants, list(extra))[1])
     buf = io.BytesIO()
-    _write_segments(buf, head, base, constants)
+    _write_segments(buf, head, base, constants, list(extra))
     return buf.getvalue()
 
 
-def write_file(dst, program: bytes, constants: ConstantLayout) -> None:
-    head, base = with_header(program, constants.size)
-    write_atomically(dst, lambda f: _write_segments(f, head, base, constants))
+def write_file(dst, program: bytes, constants: ConstantLayout, extra: list = ()) -> None:
+    """``extra``: ``extra_segments(plan)``, the segments after the constants'."""
+    head, base = with_header(program, segment_offsets(constants, list(extra))[1])
+    write_atomically(dst, lambda f: _write_segments(f, head, base, constants, list(extra)))

@@ -1,0 +1,120 @@
+"""Who writes and who reads what in a ``Plan``: the facts the partitioner, the op checks and the
+XNNGraph builder share.
+
+Tensors are keyed by their storage (a view shares its base's); ``Int`` values (run-time sizes)
+by themselves. A call's arguments are read by the kernel's schema names (``args(call)``).
+"""
+
+from __future__ import annotations
+
+from ..kernels import kernel
+from ..program import Call, ListValue, Plan, ScalarValue, TensorValue
+
+__all__ = ["PlanIndex", "flat_values", "kernel_key"]
+
+
+def kernel_key(c: Call) -> str:
+    """``addmm.out`` for aten::addmm / out, ``executorch_prim::mul.Scalar`` for a prim op."""
+    name, overload = c.op
+    return f"{name.removeprefix('aten::')}.{overload}"
+
+
+def flat_values(values):
+    """Every value among ``values``, a list's items included."""
+    for v in values:
+        if isinstance(v, ListValue):
+            yield from flat_values(v.items)
+        yield v
+
+
+class PlanIndex:
+    def __init__(self, plan: Plan, weights: dict):
+        self.plan = plan
+        self.weights = weights  # placeholder name -> the archive's weight (``.array``)
+        self.position = {id(c): i for i, c in enumerate(plan.calls)}
+        self.writer: dict = {}  # storage -> the call writing it
+        self.int_writer: dict = {}  # id(Int ScalarValue) -> the prim call returning it
+        self.readers: dict = {}  # storage or id(Int) -> calls reading it, in order
+        for c in plan.calls:
+            for t in c.writes:
+                self.writer[t.storage()] = c
+            if isinstance(c, Call) and not c.writes and c.args and isinstance(c.args[-1], ScalarValue):
+                self.int_writer[id(c.args[-1])] = c
+            for v in set(flat_values(c.args[:self.n_inputs(c)])):
+                key = self.key(v)
+                if key is not None:
+                    self.readers.setdefault(key, []).append(c)
+        self.plan_outputs = {t.storage() for t in plan.outputs if isinstance(t, TensorValue)}
+
+    # ------------------------------------------------------------------ values
+
+    @staticmethod
+    def key(v):
+        if isinstance(v, TensorValue):
+            return v.storage()
+        if isinstance(v, ScalarValue) and v.kind == "Int" and v.name:
+            return id(v)
+        return None
+
+    @staticmethod
+    def n_inputs(c) -> int:
+        """How many of a call's arguments are inputs (the rest: its outs and its returned value)."""
+        return len(kernel(kernel_key(c)).inputs) if isinstance(c, Call) else len(c.reads)
+
+    @staticmethod
+    def args(c: Call) -> dict:
+        """A kernel call's inputs by schema name."""
+        return dict(zip((a.name for a in kernel(kernel_key(c)).inputs), c.args))
+
+    def constant_view(self, t):
+        """(a key naming it, a numpy view) when ``t`` is a weight, or a permute or transpose of one
+        (folded: XNNPACK reads the view's bytes); else None."""
+        if not isinstance(t, TensorValue):
+            return None
+        s = t.storage()
+        if s.weight is not None:
+            return s.weight, self.weights[s.weight].array
+        c = self.writer.get(s)
+        if not isinstance(c, Call) or kernel_key(c) not in ("permute_copy.out", "transpose_copy.int_out"):
+            return None
+        a = self.args(c)
+        src = self.constant_view(a["self"])
+        if src is None or any(self.run_time_int(x) for x in flat_values([v for v in a.values()])):
+            return None
+        key, arr = src
+        if kernel_key(c) == "permute_copy.out":
+            perm = [int(x.value) % arr.ndim for x in a["dims"].items]
+        else:
+            perm = list(range(arr.ndim))
+            i, j = int(a["dim0"].value) % arr.ndim, int(a["dim1"].value) % arr.ndim
+            perm[i], perm[j] = perm[j], perm[i]
+        return f"{key}|permute{','.join(map(str, perm))}", arr.transpose(perm)
+
+    def is_weight(self, t) -> bool:
+        return isinstance(t, TensorValue) and t.storage().weight is not None
+
+    def run_time_int(self, v) -> bool:
+        """An Int computed at run time (a size), not a literal."""
+        return isinstance(v, ScalarValue) and id(v) in self.int_writer
+
+    def producers(self, c) -> list:
+        """The calls whose results ``c`` reads (tensors and run-time Ints), each once."""
+        out = []
+        for v in flat_values(c.args[:self.n_inputs(c)]):
+            p = self.writer.get(v.storage()) if isinstance(v, TensorValue) else self.int_writer.get(id(v))
+            if p is not None and p is not c and p not in out:
+                out.append(p)
+        return out
+
+    def sole_reader(self, t: TensorValue):
+        """The one call reading ``t``'s storage, when it has exactly one and is no plan output."""
+        s = t.storage()
+        readers = self.readers.get(s, [])
+        if s in self.plan_outputs or len(readers) != 1:
+            return None
+        return readers[0]
+
+    def read_elsewhere(self, t: TensorValue) -> bool:
+        """Whether anything reads ``t`` (a scratch output such as a pool's indices)."""
+        s = t.storage()
+        return s in self.plan_outputs or bool(self.readers.get(s))
