@@ -290,10 +290,12 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     segments = _tables(b, segment_tables)
     named_data = _named_data(b, plan)
     empty_buffers = _tables(b, [])
+    empty_inline = _tables(b, [])
     fb.ProgramStart(b)
     fb.ProgramAddVersion(b, 0)
     fb.ProgramAddExecutionPlan(b, plans)
     fb.ProgramAddConstantBuffer(b, empty_buffers)
+    fb.ProgramAddBackendDelegateData(b, empty_inline)
     fb.ProgramAddSegments(b, segments)
     fb.ProgramAddConstantSegment(b, constant_segment)
     if plan.named_data:
