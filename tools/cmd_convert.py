@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-dim", action="append", default=None, metavar="NAME=N",
                    help="pte only: the upper bound of shape symbol NAME (s77) that torch left unbounded "
                         "(ExecuTorch plans a dynamic tensor at its largest size); repeatable")
+    p.add_argument("--delegate", choices=("xnnpack", "none"), default=None,
+                   help="pte only: run what XNNPACK takes in XnnpackBackend payloads, the rest on the portable "
+                        "kernels (xnnpack, the default), or portable kernels only (none)")
     p.add_argument("--nhwc-io", action="store_true", help="tflite only: every 4-D input and output channels-last (NHWC)")
     p.add_argument("--weights", choices=("fp16", "int8"), default=None,
                    help="onnx/tflite: store the weights as float16, or as per-channel int8 (dynamic range), "
@@ -56,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-_ONLY_FOR = {"max_dim": "pte", "opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
+_ONLY_FOR = {"max_dim": "pte", "delegate": "pte", "opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
              "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite"),
              "state": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
@@ -122,7 +125,8 @@ def _converter(to: str):
         def convert(src, dst, args):
             max_dims = _max_dims(args.max_dim)
             with ConversionProgress(f"converting {printable(src)} to ExecuTorch"):
-                to_pte(src, dst, model=args.model or "model", max_dims=max_dims)
+                to_pte(src, dst, model=args.model or "model", max_dims=max_dims,
+                       **({"delegate": args.delegate} if args.delegate else {}))
             say(f"wrote {printable(dst)}")
             return 0
 

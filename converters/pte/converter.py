@@ -67,7 +67,7 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
             plan = plan_program(view, _bounds(view, max_dims or {}))
         if delegate == "xnnpack":
             with stage(member, "delegating to XNNPACK"):
-                delegate_to_xnnpack(plan, view.weights)
+                delegate_to_xnnpack(plan, view)
         with stage(member, "planning memory"):
             memory = plan_memory(plan)
         with stage(member, "writing the ExecuTorch program"):

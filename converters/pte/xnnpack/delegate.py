@@ -142,9 +142,10 @@ def _drop_dead(plan: Plan) -> None:
     plan.values = [v for v in plan.values if id(v) in named]
 
 
-def delegate_to_xnnpack(plan: Plan, weights: dict) -> DelegationReport:
-    """Rewrite ``plan`` in place (``weights``: the program's, ``ProgramView.weights``)."""
-    ix = PlanIndex(plan, weights)
+def delegate_to_xnnpack(plan: Plan, view) -> DelegationReport:
+    """Rewrite ``plan`` in place (``view``: the program's ``ProgramView``: its weights, and which
+    of its tensors' dims are symbolic)."""
+    ix = PlanIndex(plan, view.weights, view.tensors)
     report = DelegationReport()
     reasons = {id(c): _why_not(ix, c) for c in plan.calls}
     groups = partition(ix, lambda c: reasons[id(c)] is None)

@@ -28,9 +28,10 @@ def flat_values(values):
 
 
 class PlanIndex:
-    def __init__(self, plan: Plan, weights: dict):
+    def __init__(self, plan: Plan, weights: dict, shapes: dict | None = None):
         self.plan = plan
         self.weights = weights  # placeholder name -> the archive's weight (``.array``)
+        self.shapes = shapes or {}  # the program's tensor name -> its TensorInfo (dims: int or symbolic)
         self.position = {id(c): i for i, c in enumerate(plan.calls)}
         self.writer: dict = {}  # storage -> the call writing it
         self.int_writer: dict = {}  # id(Int ScalarValue) -> the prim call returning it
@@ -89,6 +90,21 @@ class PlanIndex:
             i, j = int(a["dim0"].value) % arr.ndim, int(a["dim1"].value) % arr.ndim
             perm[i], perm[j] = perm[j], perm[i]
         return f"{key}|permute{','.join(map(str, perm))}", arr.transpose(perm)
+
+    def dynamic_dims(self, t: TensorValue) -> tuple | None:
+        """Which of ``t``'s dims are sized at run time, or None when it is not known (an internal
+        tensor of a dynamic program)."""
+        if not t.dynamic:
+            return (False,) * len(t.sizes)
+        info = self.shapes.get(t.name)
+        if info is None or len(info.shape) != len(t.sizes):
+            return None
+        return tuple(not isinstance(d, int) for d in info.shape)
+
+    def static_dims(self, t: TensorValue, dims) -> bool:
+        """Whether ``t``'s ``dims`` are all known before it runs."""
+        dyn = self.dynamic_dims(t)
+        return dyn is not None and not any(dyn[d] for d in dims)
 
     def is_weight(self, t) -> bool:
         return isinstance(t, TensorValue) and t.storage().weight is not None

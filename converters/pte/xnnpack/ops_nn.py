@@ -274,7 +274,7 @@ def _check_max_pool(ix, c, a):
         return p
     if literal_or_none(ix, a["ceil_mode"]) not in (False, True):
         return "a max pool with a run-time ceil_mode"
-    if p[3] != [0, 0] and (not literal(a["ceil_mode"]) or a["self"].dynamic):
+    if p[3] != [0, 0] and (not literal(a["ceil_mode"]) or not ix.static_dims(a["self"], (2, 3))):
         return "a max pool whose output size needs ceil_mode's padding (of a dynamic input: not planned)"
     return tensor_problem(a["self"], "the input")
 
@@ -330,7 +330,7 @@ def _check_adaptive(ix, c, a):
     x, size = a["self"], ints(ix, a["output_size"])
     if len(x.sizes) != 4 or size is None or len(size) != 2:
         return "an adaptive pool other than 2-D, or of a run-time size"
-    if size != [1, 1] and (x.sizes[2] % size[0] or x.sizes[3] % size[1] or x.dynamic):
+    if size != [1, 1] and (x.sizes[2] % size[0] or x.sizes[3] % size[1] or not ix.static_dims(x, (2, 3))):
         return "an adaptive pool whose input is no whole multiple of its output"
     if size != [1, 1] and x.sizes[2] == size[0] and x.sizes[3] == size[1]:
         return "an adaptive pool that is the identity"

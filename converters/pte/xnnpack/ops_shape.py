@@ -2,13 +2,14 @@
 
 A permute of an NHWC tensor is composed with its layout (``permute(x, [0, 2, 3, 1])`` of a tensor
 held NHWC is that tensor: no node). A reshape's run-time size (a dynamic batch) is XNNPACK's 0,
-"inferred", of which one is allowed. Slices take static inputs (their sizes are written).
+"inferred", of which one is allowed. A slice is along a static dim; its size along a run-time
+dim is XNNPACK's 0, "the whole dim".
 """
 
 from __future__ import annotations
 
 from ..program import TensorValue
-from .builder import NHWC, STD, TO_STD, literal
+from .builder import NHWC, STD, TO_NHWC, TO_STD, literal
 from .index import flat_values, kernel_key
 from .rules import ints, literal_or_none, tensor_problem
 from .table import xnn_op
@@ -116,11 +117,14 @@ def cat(b, c, a):
 
 def _check_slice(ix, c, a):
     x = a["self"]
-    if x.dynamic:
-        return "a slice of a dynamic tensor (its sizes are written in the node)"
     if any(literal_or_none(ix, v) is not None and not isinstance(literal_or_none(ix, v), int)
            for v in flat_values([a[k] for k in a if k != "self"])):
         return "a slice with run-time bounds"
+    dyn = ix.dynamic_dims(x)
+    if dyn is None or dyn[int(literal(a["dim"])) % len(x.sizes)]:
+        return "a slice along a run-time dim (or of a tensor whose run-time dims are not known)"
+    if kernel_key(c) == "select_copy.int_out" and sum(dyn) > 1:
+        return "a select of a tensor with more than one run-time dim (its reshape infers one)"
     if kernel_key(c) == "slice_copy.Tensor_out" and literal_or_none(ix, a["step"]) != 1:
         return "a slice with a step"
     return tensor_problem(x, "the input") or tensor_problem(c.writes[0], "the output")
@@ -131,10 +135,12 @@ def _slice(b, x: TensorValue, dim: int, start: int, size: int, out: TensorValue)
     layout = ref.layout if ref.sizes == tuple(x.sizes) else STD
     xin = b.tensor(x, layout)
     axis = TO_STD[dim] if layout == NHWC else dim
+    dyn = b.ix.dynamic_dims(x)
+    dyn = [dyn[p] for p in TO_NHWC] if layout == NHWC else list(dyn)
     offsets = [0] * len(xin.dims)
-    sizes = list(xin.dims)
+    sizes = [0 if d else n for n, d in zip(xin.dims, dyn)]  # 0: the whole (run-time) dim
     offsets[axis], sizes[axis] = start, size
-    y = b.g.value(tuple(sizes))
+    y = b.g.value(tuple(size if i == axis else n for i, n in enumerate(xin.dims)))
     b.node("XNNStaticSlice", "XNNStaticSlice", num_dims=len(sizes), offsets=offsets, sizes=sizes, input_id=xin.id,
            output_id=y.id, flags=0)
     b.bind(out, y, layout, tuple(out.sizes) if tuple(out.sizes) == _sized(x.sizes, dim, size) else None)
@@ -170,7 +176,8 @@ def select(b, c, a):
     holder = TensorValue("", out.scalar_type, piece, out.itemsize)  # the 1-wide slice, before the reshape
     y, layout = _slice(b, x, dim, index, 1, holder)
     std = b.tensor(holder, STD)
-    b.bind(out, b.reshape(std, out.sizes, out.sizes), STD)
+    dyn = [d for i, d in enumerate(b.ix.dynamic_dims(x)) if i != dim]
+    b.bind(out, b.reshape(std, [0 if d else n for n, d in zip(out.sizes, dyn)], out.sizes), STD)
 
 
 @xnn_op("split_with_sizes_copy.out", check=_check_slice)
