@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import ConversionError
-from ..program import ScalarValue, TensorValue
+from ..program import ListValue, ScalarValue, TensorValue
 from .constants import Blob, literal_blob, weight_blob
 from .graph import XGraph, XValue
 from .index import PlanIndex
@@ -42,8 +42,6 @@ class Ref:
 def literal(v):
     """A call argument's Python value: a number, a bool, a string, None, or a list of ints;
     ``ConversionError`` for a run-time value (the op's check should have refused it)."""
-    from ..program import ListValue
-
     if isinstance(v, ListValue):
         return [literal(x) for x in v.items]
     if isinstance(v, ScalarValue):
@@ -53,6 +51,12 @@ def literal(v):
             raise ConversionError(f"a run-time value ({v.name}) where XNNPACK needs a literal")
         return v.value
     raise ConversionError(f"{v!r} is not a literal")
+
+
+def _keeps_order(dims: tuple, perm: tuple) -> bool:
+    """Whether transposing ``dims`` by ``perm`` moves no byte (its dims other than 1 stay in order)."""
+    moved = [p for p in perm if dims[p] != 1]
+    return moved == sorted(moved)
 
 
 def stored(sizes: tuple, layout: str) -> tuple:
@@ -89,7 +93,7 @@ class Builder:
             return ref.value
         key = (s, tuple(t.sizes), layout)
         if key not in self._converted:
-            self._converted[key] = self._convert(ref, tuple(t.sizes), layout)
+            self._converted[key] = self._convert(ref, t, layout)
         return self._converted[key]
 
     def ref(self, t: TensorValue) -> Ref:
@@ -106,19 +110,32 @@ class Builder:
         self.refs[s] = Ref(v, tuple(s.sizes), STD)
         return self.refs[s]
 
-    def _convert(self, ref: Ref, sizes: tuple, layout: str) -> XValue:
-        v = ref.value
-        if ref.layout == NHWC:
-            v = self.transpose(v, TO_STD, ref.sizes)
-        if ref.sizes != sizes:
-            v = self.reshape(v, sizes, sizes)
+    def _convert(self, ref: Ref, t: TensorValue, layout: str) -> XValue:
+        v, sizes = ref.value, tuple(t.sizes)
+        if ref.layout == NHWC and _keeps_order(v.dims, TO_STD) and self._shape(t) is not None:
+            if ref.sizes != sizes or layout == STD:  # N, 1, 1, C holds the bytes of N, C, 1, 1
+                v = self.reshape(v, self._shape(t), sizes)
+        else:
+            if ref.layout == NHWC:
+                v = self.transpose(v, TO_STD)
+            if ref.sizes != sizes:
+                if self._shape(t) is None:
+                    raise ConversionError(f"a view of {t.name!r} with more than one run-time dim")
+                v = self.reshape(v, self._shape(t), sizes)
         if layout == NHWC:
-            v = self.transpose(v, TO_NHWC, sizes)
+            v = self.transpose(v, TO_NHWC)
         return v
 
-    def transpose(self, v: XValue, perm: tuple, in_dims: tuple) -> XValue:
-        """A ``StaticTranspose`` of ``v`` (its dims ``in_dims``)."""
-        out = self.g.value(tuple(in_dims[p] for p in perm))
+    def _shape(self, t: TensorValue) -> list | None:
+        """``t``'s sizes as a reshape writes them: a run-time dim is 0 (inferred; one at most)."""
+        dyn = self.ix.dynamic_dims(t)
+        if dyn is None or sum(dyn) > 1:
+            return None
+        return [0 if d else n for n, d in zip(t.sizes, dyn)]
+
+    def transpose(self, v: XValue, perm: tuple) -> XValue:
+        """A ``StaticTranspose`` of ``v``."""
+        out = self.g.value(tuple(v.dims[p] for p in perm))
         self.g.node("XNNStaticTranspose", "XNNStaticTranspose", self.handle, num_dims=len(perm), perm=list(perm),
                     input_id=v.id, output_id=out.id, flags=0)
         return out

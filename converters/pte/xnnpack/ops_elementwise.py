@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from ..program import TensorValue
 from .builder import NHWC, STD, TO_NHWC, literal
+from .constants import weight_blob
 from .index import kernel_key
-from .ops_nn import activation_bounds, fused_activation
+from .fuse import ACTIVATIONS, activation_bounds, fused_activation
 from .rules import literal_or_none, number, tensor_problem
 from .table import xnn_op
 
@@ -27,7 +28,7 @@ def _check_unary(ix, c, a):
         return "gelu with approximate other than 'none' (XNNPACK's is the erf form)"
     if kernel_key(c) == "leaky_relu.out" and number(ix, a["negative_slope"]) is None:
         return "leaky_relu with a run-time slope"
-    if kernel_key(c) in ("relu.out", "hardtanh.out", "clamp.out") and activation_bounds(ix, c) is None:
+    if kernel_key(c) in ACTIVATIONS and activation_bounds(ix, c) is None:
         return "a clamp with run-time or crossed bounds"
     return tensor_problem(a["self"], "the input")
 
@@ -41,7 +42,7 @@ def _same_layout_in(b, x: TensorValue):
     return b.tensor(x, layout), layout
 
 
-@xnn_op(*UNARY, "relu.out", "hardtanh.out", "clamp.out", "leaky_relu.out", check=_check_unary)
+@xnn_op(*UNARY, *ACTIVATIONS, "leaky_relu.out", check=_check_unary)
 def unary(b, c, a):
     xin, layout = _same_layout_in(b, a["self"])
     key = kernel_key(c)
@@ -87,8 +88,6 @@ def _operand(b, t, layout, rank):
         if not arr.flags.c_contiguous:
             return None
         arr = arr.reshape((1,) * (rank - arr.ndim) + arr.shape).transpose(TO_NHWC)
-        from .constants import weight_blob
-
         return b.constant(weight_blob(f"{key}|rank{rank}|nhwc", arr), arr.shape)
     return b.tensor(t, layout)
 
