@@ -36,7 +36,7 @@ from .xnnpack.delegate import delegate_to_xnnpack
 __all__ = ["to_pte", "plan_program", "MAX_DIM_HINT", "DELEGATES", "DEFAULT_DELEGATE"]
 
 DELEGATES = ("xnnpack", "none")
-DEFAULT_DELEGATE = "none"
+DEFAULT_DELEGATE = "xnnpack"
 
 MAX_DIM_HINT = "--max-dim NAME=N (to_pte(..., max_dims={NAME: N}))"
 _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ..program import TensorValue
 from .builder import NHWC, STD, TO_NHWC, TO_STD, literal
-from .index import flat_values, kernel_key
-from .rules import ints, literal_or_none, tensor_problem
+from .index import kernel_key
+from .rules import NOT_LITERAL, ints, literal_or_none, tensor_problem
 from .table import xnn_op
 
 MAX_CAT = 5  # XNNConcatenate2..5
@@ -83,8 +83,8 @@ def clone(b, c, a):
 def _check_cat(ix, c, a):
     tensors = list(a["tensors"].items)
     dim = literal_or_none(ix, a["dim"])
-    if not isinstance(dim, int) or len(tensors) < 2:
-        return "a concatenation of fewer than two tensors or along a run-time dim"
+    if not isinstance(dim, int) or not tensors:
+        return "a concatenation of no tensor or along a run-time dim"
     if any(ix.constant_view(t) is not None for t in tensors):
         return "a concatenation of a constant"
     return next((p for t in tensors if (p := tensor_problem(t, "an input"))), None)
@@ -107,7 +107,7 @@ def cat(b, c, a):
     layout = NHWC if nhwc else STD
     axis = TO_STD[dim] if nhwc else dim
     values = [b.tensor(t, layout) for t in tensors]
-    while len(values) > 1:  # at most five at a time, left to right
+    while len(values) > 1:  # at most five at a time, left to right (one tensor: itself)
         head, values = values[:MAX_CAT], values[MAX_CAT:]
         dims = list(head[0].dims)
         dims[axis] = sum(v.dims[axis] for v in head)
@@ -117,9 +117,11 @@ def cat(b, c, a):
 
 def _check_slice(ix, c, a):
     x = a["self"]
-    if any(literal_or_none(ix, v) is not None and not isinstance(literal_or_none(ix, v), int)
-           for v in flat_values([a[k] for k in a if k != "self"])):
-        return "a slice with run-time bounds"
+    for k, v in a.items():
+        value = ints(ix, v) if k == "split_sizes" else literal_or_none(ix, v)
+        if k != "self" and (value is None and k not in ("start", "end") or value is NOT_LITERAL
+                            or not isinstance(value, (int, list, type(None))) or isinstance(value, bool)):
+            return "a slice with run-time bounds"
     dyn = ix.dynamic_dims(x)
     if dyn is None or dyn[int(literal(a["dim"])) % len(x.sizes)]:
         return "a slice along a run-time dim (or of a tensor whose run-time dims are not known)"

