@@ -1,10 +1,10 @@
-"""Benchmark: ``to_pte`` (pt2x, torch-free) vs exir's ``to_edge(ep).to_executorch()`` on the same .pt2.
+"""Benchmark: ``to_pte(delegate="none")`` (pt2x, torch-free) vs exir's ``to_edge(ep).to_executorch()`` on the same .pt2.
 
 Not a test. The programs are exported by this venv's torch and saved with ``torch.export.save``
 (``tests/support/pte_zoo.py``'s MLP, CNN and block, a wide MLP with 64 MB of weights, and
 torchvision's resnet18 at random init), then every side runs in its own fresh process:
 
-  * pt2x: ``to_pte(src, dst)`` in a process where ``import torch`` fails; the conversion's time
+  * pt2x: ``to_pte(src, dst, delegate="none")`` in a process where ``import torch`` fails; the conversion's time
     in process (``perf_counter`` around the call), the whole process's wall time, and its peak
     RSS (``VmHWM``);
   * exir (executorch 1.5.1): ``torch.export.load(src)`` then ``to_edge(ep).to_executorch()`` and
@@ -43,7 +43,7 @@ PT2X = textwrap.dedent("""
     t0 = time.perf_counter()
     from pt2x.converters import to_pte
     t1 = time.perf_counter()
-    to_pte(sys.argv[1], sys.argv[2])
+    to_pte(sys.argv[1], sys.argv[2], delegate="none")  # portable kernels, as exir's to_edge().to_executorch()
     t2 = time.perf_counter()
     print(json.dumps({"convert_s": t2 - t1, "import_s": t1 - t0,
                       "peak_rss_mb": hwm()}))

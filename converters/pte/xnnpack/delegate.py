@@ -145,8 +145,15 @@ def _drop_dead(plan: Plan) -> None:
 def delegate_to_xnnpack(plan: Plan, view) -> DelegationReport:
     """Rewrite ``plan`` in place (``view``: the program's ``ProgramView``: its weights, and which
     of its tensors' dims are symbolic)."""
-    ix = PlanIndex(plan, view.weights, view.tensors)
     report = DelegationReport()
+    if any(not isinstance(c, Call) for c in plan.calls) or getattr(plan, "state", None):
+        # jumps index the instruction list, and state persists between calls: such plans keep
+        # their order and stay on the portable kernels
+        for c in plan.calls:
+            if isinstance(c, Call):
+                report.keep(kernel_key(c), "the plan has control flow or state (not delegated yet)")
+        return report
+    ix = PlanIndex(plan, view.weights, view.tensors)
     reasons = {id(c): _why_not(ix, c) for c in plan.calls}
     groups = partition(ix, lambda c: reasons[id(c)] is None)
     blobs: dict = {}
