@@ -32,6 +32,7 @@ from .table import FOLDED, OPS
 __all__ = ["BACKEND_ID", "DelegationReport", "delegate_to_xnnpack"]
 
 BACKEND_ID = "XnnpackBackend"
+MAX_EXTERNS = 4096  # the XNNPACK backend refuses a payload with more external values
 # groups of only these move no arithmetic: they stay portable rather than cost a delegate call
 _LAYOUT_ONLY = {"permute_copy.out", "transpose_copy.int_out", "view_copy.out", "clone.out", "slice_copy.Tensor_out",
                 "select_copy.int_out", "split_with_sizes_copy.out", "cat.out"}
@@ -87,6 +88,8 @@ def _build(ix: PlanIndex, group: list, blobs: dict):
         b.handle = ix.position[id(c)]
         OPS[kernel_key(c)].emit(b, c, ix.args(c))
     outputs = _outputs(ix, group)
+    if len(b.inputs) + len(outputs) > MAX_EXTERNS:
+        raise ConversionError(f"{len(b.inputs) + len(outputs)} inputs and outputs (the runtime takes {MAX_EXTERNS})")
     g = b.finish(outputs)
     blobs.update(local)
     return payload(g), list(b.inputs), outputs, {k for k, _n in g.constants}
