@@ -74,6 +74,7 @@ class Builder:
         self._converted: dict = {}  # (storage, sizes, layout) -> XValue
         self.absorbed: set = set()  # ids of calls a fusion took into an earlier node
         self.inputs: list = []  # the partition's input storages, in external id order
+        self.dims_of: dict = {}  # an emitter's own tensor -> which of its dims are run-time
         self.handle = handle  # the debug handle of the call being emitted
 
     # ------------------------------------------------------------------ reading
@@ -126,9 +127,13 @@ class Builder:
             v = self.transpose(v, TO_NHWC)
         return v
 
+    def dynamic_dims(self, t: TensorValue) -> tuple | None:
+        """Which of ``t``'s dims are run-time (None: not known)."""
+        return self.dims_of[t] if t in self.dims_of else self.ix.dynamic_dims(t)
+
     def _shape(self, t: TensorValue) -> list | None:
         """``t``'s sizes as a reshape writes them: a run-time dim is 0 (inferred; one at most)."""
-        dyn = self.ix.dynamic_dims(t)
+        dyn = self.dynamic_dims(t)
         if dyn is None or sum(dyn) > 1:
             return None
         return [0 if d else n for n, d in zip(t.sizes, dyn)]

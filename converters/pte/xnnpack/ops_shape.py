@@ -34,17 +34,24 @@ def _perm(ix, c, a, rank):
 
 @xnn_op("permute_copy.out", "transpose_copy.int_out", check=_check_permute)
 def permute(b, c, a):
-    x = a["self"]
+    """Written in whichever layout makes it no node, else in its input's: a 4-D output held NHWC
+    is stored in the order ``TO_NHWC`` of its torch dims."""
+    x, out = a["self"], c.writes[0]
     ref = b.ref(x)
     layout = ref.layout if ref.sizes == tuple(x.sizes) else STD
     perm = _perm(b.ix, c, a, len(x.sizes))
-    if layout == NHWC:
-        perm = [TO_STD[d] for d in perm]  # where torch's dim d is stored
+    on_stored = [TO_STD[d] for d in perm] if layout == NHWC else perm  # where torch's dim d is stored
+    options = {STD: on_stored}
+    if len(perm) == 4:
+        options[NHWC] = [on_stored[TO_NHWC[k]] for k in range(4)]
+    identity = [lay for lay, p in options.items() if p == list(range(len(p)))]
+    out_layout = identity[0] if identity else (layout if layout in options else STD)
     xin = b.tensor(x, layout)
-    if perm == list(range(len(perm))):
-        return b.bind(c.writes[0], xin, STD)
-    y = b.define(c.writes[0])
-    b.node("XNNStaticTranspose", "XNNStaticTranspose", num_dims=len(perm), perm=perm, input_id=xin.id,
+    if identity:
+        return b.bind(out, xin, out_layout)
+    y = b.define(out, out_layout)
+    p = options[out_layout]
+    b.node("XNNStaticTranspose", "XNNStaticTranspose", num_dims=len(p), perm=p, input_id=xin.id,
            output_id=y.id, flags=0)
 
 
@@ -137,7 +144,7 @@ def _slice(b, x: TensorValue, dim: int, start: int, size: int, out: TensorValue)
     layout = ref.layout if ref.sizes == tuple(x.sizes) else STD
     xin = b.tensor(x, layout)
     axis = TO_STD[dim] if layout == NHWC else dim
-    dyn = b.ix.dynamic_dims(x)
+    dyn = b.dynamic_dims(x)
     dyn = [dyn[p] for p in TO_NHWC] if layout == NHWC else list(dyn)
     offsets = [0] * len(xin.dims)
     sizes = [0 if d else n for n, d in zip(xin.dims, dyn)]  # 0: the whole (run-time) dim
@@ -175,11 +182,11 @@ def select(b, c, a):
     index = int(literal(a["index"]))
     index = index + x.sizes[dim] if index < 0 else index
     piece = _sized(x.sizes, dim, 1)
-    holder = TensorValue("", out.scalar_type, piece, out.itemsize)  # the 1-wide slice, before the reshape
-    y, layout = _slice(b, x, dim, index, 1, holder)
-    std = b.tensor(holder, STD)
-    dyn = [d for i, d in enumerate(b.ix.dynamic_dims(x)) if i != dim]
-    b.bind(out, b.reshape(std, [0 if d else n for n, d in zip(out.sizes, dyn)], out.sizes), STD)
+    holder = TensorValue("", out.scalar_type, piece, out.itemsize, x.dynamic)  # the 1-wide slice
+    b.dims_of[holder] = b.dynamic_dims(x)
+    _slice(b, x, dim, index, 1, holder)
+    b.dims_of[out] = tuple(d for i, d in enumerate(b.dynamic_dims(x)) if i != dim)
+    b.bind(out, b.tensor(holder, STD), STD, piece)  # a view of the slice: read as ``out``, it is reshaped
 
 
 @xnn_op("split_with_sizes_copy.out", check=_check_slice)

@@ -143,6 +143,39 @@ def test_delegated_file_holds_each_weight_once(mobile):
     assert blobs <= params
 
 
+class Layouts(torch.nn.Module):
+    """Permutes composed with NHWC (channels-last and back), a linear over channels, a transpose
+    and a channel softmax of an NHWC tensor, a flatten, broadcast constants of lower rank ([C, 1, 1]
+    against NCHW, [W] against a 3-D tensor), a select and a split of the channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1)
+        self.fc = torch.nn.Linear(8, 8)
+        self.bias = torch.nn.Parameter(torch.randn(8, 1, 1))
+        self.row = torch.nn.Parameter(torch.randn(6))
+
+    def forward(self, x):
+        y = torch.relu(self.c1(x)) + self.bias
+        z = self.fc(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)  # NHWC and back: no transposes needed
+        z = self.c2(z).transpose(2, 3)
+        s = torch.softmax(z, dim=1)
+        p, q = torch.split(s, [3, 5], dim=1)
+        t = (z.select(1, 2) + self.row) * p.mean(dim=[2, 3], keepdim=True).select(1, 0)
+        return t, q.flatten(1)
+
+
+def test_layouts_compose(tmp_path):
+    torch.manual_seed(0)
+    m = Layouts().eval()
+    path = str(tmp_path / "layouts.pt2")
+    torch.export.save(torch.export.export(m, (torch.randn(2, 3, 6, 6),),
+                                          dynamic_shapes=({0: torch.export.Dim("b", max=4)},)), path)
+    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
+    assert _delegated(data) == (1, {})
+    _check(data, m, [(torch.randn(1, 3, 6, 6),), (torch.randn(3, 3, 6, 6),)], "layouts")
+
+
 # ------------------------------------------------------------------ partitions around portable kernels
 
 
@@ -170,6 +203,28 @@ def test_portable_kernel_between_partitions(tmp_path):
     calls, left = _delegated(data)
     assert calls == 2 and left == {"aten::_log_softmax.out": 1}
     _check(data, m, [(torch.randn(1, 3, 8, 8),), (torch.randn(4, 3, 8, 8),)], "split")
+
+
+class Diamond(torch.nn.Module):
+    """Two branches from the input, one through a portable log_softmax, joined by an add: the
+    add's producers are in two groups that reach neither each other, which merge into one."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        return torch.relu(self.a(x)) + self.b(torch.log_softmax(x, dim=1))
+
+
+def test_groups_joined_by_a_call_merge(tmp_path):
+    torch.manual_seed(0)
+    m = Diamond().eval()
+    path = str(tmp_path / "diamond.pt2")
+    torch.export.save(torch.export.export(m, (torch.randn(2, 3, 8, 8),)), path)
+    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
+    assert _delegated(data) == (1, {"aten::_log_softmax.out": 1})
+    _check(data, m, [(torch.randn(2, 3, 8, 8),)], "diamond")
 
 
 class Refused(torch.nn.Module):
