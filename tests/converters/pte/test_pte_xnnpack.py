@@ -278,6 +278,37 @@ def test_strided_and_shared_weights(tmp_path):
     _check(data, m, [(torch.randn(2, 4),)], "strided")
 
 
+# ------------------------------------------------------------------ the payload
+
+
+def test_payload_header_graph_and_named_constants():
+    """The delegate's segment: the XH00 header, then the XN01 XNNGraph, whose constants are named
+    blobs of the program (offset UINT64_MAX, the key in the program's named data)."""
+    import struct
+
+    from pt2x.converters.pte import schema_generated as fb
+    from pt2x.converters.pte.xnnpack import schema_generated as xfb
+
+    data = pte_zoo.converted("mlp", **XNN)
+    s = read_pte(data)
+    base = s["extended_header"]["segment_base_offset"]
+    seg = s["segments"][s["execution_plans"][0]["delegates"][0]["index"]]
+    blob = data[base + seg["offset"]: base + seg["offset"] + seg["size"]]
+    assert blob[:8] == b"\0\0\0\0XH00"
+    length, fb_off, fb_size, const_off, const_size = struct.unpack_from("<HIIIQ", blob, 8)
+    assert (length, fb_off, const_size) == (30, 32, 0) and const_off >= fb_off + fb_size
+    graph = xfb.XNNGraph.GetRootAs(blob[fb_off:fb_off + fb_size], 0)
+    assert blob[fb_off + 4:fb_off + 8] == b"XN01" and graph.NumExterns() == 2
+    kinds = {graph.Xnodes(i).XnodeUnionType() for i in range(graph.XnodesLength())}
+    assert kinds == {xfb.XNodeUnion.XNNFullyConnected}  # the relu is the first one's output bound
+    keys = {graph.ConstantData(i).NamedKey() for i in range(1, graph.ConstantDataLength())}
+    assert graph.ConstantData(0).NamedKey() is None and graph.ConstantDataLength() == 5
+    assert all(graph.ConstantData(i).Offset() == 2**64 - 1 for i in range(1, 5))
+    program = fb.Program.GetRootAs(data, 0)
+    named = {program.NamedData(i).Key() for i in range(program.NamedDataLength())}
+    assert named == keys and b"p_fc1_weight" in named  # the weight placeholder's name
+
+
 # ------------------------------------------------------------------ the payload schema
 
 
