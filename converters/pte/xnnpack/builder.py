@@ -24,6 +24,7 @@ from ..program import ListValue, ScalarValue, TensorValue
 from .constants import Blob, literal_blob, weight_blob
 from .graph import XGraph, XValue
 from .index import PlanIndex
+from .schedule import schedule
 
 __all__ = ["Builder", "Ref", "STD", "NHWC", "TO_NHWC", "TO_STD", "literal"]
 
@@ -75,6 +76,7 @@ class Builder:
         self.absorbed: set = set()  # ids of calls a fusion took into an earlier node
         self.inputs: list = []  # the partition's input storages, in external id order
         self.dims_of: dict = {}  # an emitter's own tensor -> which of its dims are run-time
+        self._reshaped: dict = {}  # id of a reshape's result -> the value it reshapes
         self.handle = handle  # the debug handle of the call being emitted
 
     # ------------------------------------------------------------------ reading
@@ -147,8 +149,10 @@ class Builder:
 
     def reshape(self, v: XValue, new_shape: tuple, dims: tuple) -> XValue:
         """A ``StaticReshape`` of ``v`` to ``new_shape`` (a 0 is inferred at run time); ``dims``:
-        the new value's (upper-bound) dims."""
+        the new value's (upper-bound) dims. A reshape of a reshape reads the first one's input."""
+        v = self._reshaped.get(v.id, v)
         out = self.g.value(dims)
+        self._reshaped[out.id] = v
         self.g.node("XNNStaticReshape", "XNNStaticReshape", self.handle, num_dims=len(new_shape),
                     new_shape=[int(d) for d in new_shape], input_id=v.id, output_id=out.id, flags=0)
         return out
@@ -207,4 +211,6 @@ class Builder:
                 v = copy
             self.g.outputs.append(v)
         self.g.mark_externals()
+        self.g.drop_unread()
+        schedule(self.g)
         return self.g

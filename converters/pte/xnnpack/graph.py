@@ -67,6 +67,19 @@ class XGraph:
         self.nodes.append(n)
         return n
 
+    def drop_unread(self) -> None:
+        """Nodes whose results nothing reads and that write no output (a reshape another one
+        replaced); their values stay, unused."""
+        outputs = {"output_id", "output_value_id", "output_index_id"}
+        read = {v.id for v in self.outputs}
+        for n in reversed(self.nodes):
+            made = [v for k, v in n.fields.items() if k in outputs]
+            if not any(m in read for m in made):
+                n.fields["__dropped__"] = True
+                continue
+            read |= {v for k, v in n.fields.items() if k.endswith("_id") and k not in outputs}
+        self.nodes = [n for n in self.nodes if not n.fields.pop("__dropped__", False)]
+
     def mark_externals(self) -> None:
         """External ids and flags: the inputs first, then the outputs."""
         for i, v in enumerate(self.inputs):
