@@ -103,8 +103,9 @@ for name in names:
     try:
         q = pt2e.program(name[2:], "xnnpack")
         row["pt2"] = pt2e.save(q.exported, os.path.join(out, name + ".pt2"))
-        (x0,), (x1,) = q.inputs
-        y0, y1 = q.outputs
+        b0, b1 = pt2e.BATCHES
+        (x0,), (x1,) = q.inputs[b0], q.inputs[b1]
+        y0, y1 = q.expected[b0], q.expected[b1]
         row["inputs"] = os.path.join(out, name + "_inputs.npz")
         np.savez(row["inputs"], x0_0=x0.numpy(), x1_0=x1.numpy(), y0=y0.numpy(), y1=y1.numpy())
         row["batches"] = [int(x0.shape[0]), int(x1.shape[0])]
