@@ -27,7 +27,7 @@ from .index import PlanIndex, flat_values, kernel_key
 from .partition import partition
 from .payload import payload
 from .rules import tensor_problem
-from .table import FOLDED, OPS
+from .table import OPS
 
 __all__ = ["BACKEND_ID", "DelegationReport", "delegate_to_xnnpack"]
 

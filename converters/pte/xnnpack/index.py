@@ -12,6 +12,9 @@ from ..program import Call, ListValue, Plan, ScalarValue, TensorValue
 
 __all__ = ["PlanIndex", "flat_values", "kernel_key"]
 
+# kernels that, on a constant, are folded into it (a numpy view of the weight)
+_FOLDED = ("permute_copy.out", "transpose_copy.int_out", "slice_copy.Tensor_out", "select_copy.int_out")
+
 
 def kernel_key(c: Call) -> str:
     """``addmm.out`` for aten::addmm / out, ``executorch_prim::mul.Scalar`` for a prim op."""
@@ -68,28 +71,45 @@ class PlanIndex:
         return dict(zip((a.name for a in kernel(kernel_key(c)).inputs), c.args))
 
     def constant_view(self, t):
-        """(a key naming it, a numpy view) when ``t`` is a weight, or a permute or transpose of one
-        (folded: XNNPACK reads the view's bytes); else None."""
+        """(a key naming it, a numpy view) when ``t`` is a weight, or a permute, transpose, slice
+        or select of one (folded: XNNPACK reads the view's bytes); else None."""
         if not isinstance(t, TensorValue):
             return None
         s = t.storage()
         if s.weight is not None:
             return s.weight, self.weights[s.weight].array
         c = self.writer.get(s)
-        if not isinstance(c, Call) or kernel_key(c) not in ("permute_copy.out", "transpose_copy.int_out"):
+        if not isinstance(c, Call) or kernel_key(c) not in _FOLDED:
             return None
         a = self.args(c)
         src = self.constant_view(a["self"])
-        if src is None or any(self.run_time_int(x) for x in flat_values([v for v in a.values()])):
+        if src is None or any(self.run_time_int(x) for x in flat_values(list(a.values()))):
             return None
         key, arr = src
-        if kernel_key(c) == "permute_copy.out":
+        if arr.ndim == 0:
+            return None
+        lit = {k: (v.value if isinstance(v, ScalarValue) and v.kind != "Null" else None)
+               for k, v in a.items() if not isinstance(v, (TensorValue, ListValue))}
+        kind = kernel_key(c)
+        if kind == "permute_copy.out":
             perm = [int(x.value) % arr.ndim for x in a["dims"].items]
-        else:
+            return f"{key}|permute{','.join(map(str, perm))}", arr.transpose(perm)
+        if kind == "transpose_copy.int_out":
             perm = list(range(arr.ndim))
-            i, j = int(a["dim0"].value) % arr.ndim, int(a["dim1"].value) % arr.ndim
+            i, j = lit["dim0"] % arr.ndim, lit["dim1"] % arr.ndim
             perm[i], perm[j] = perm[j], perm[i]
-        return f"{key}|permute{','.join(map(str, perm))}", arr.transpose(perm)
+            return f"{key}|permute{','.join(map(str, perm))}", arr.transpose(perm)
+        dim = lit["dim"] % arr.ndim
+        index = [slice(None)] * arr.ndim
+        if kind == "select_copy.int_out":
+            index[dim] = lit["index"]
+            view = arr[tuple(index)]
+        else:
+            index[dim] = slice(lit["start"], lit["end"], lit["step"])
+            view = arr[tuple(index)]
+        if view.shape != tuple(c.writes[0].storage().sizes):
+            return None
+        return f"{key}|{kind.split('_copy')[0]}{dim}:{lit.get('start')}:{lit.get('end')}:{lit.get('step')}:{lit.get('index')}", view
 
     def dynamic_dims(self, t: TensorValue) -> tuple | None:
         """Which of ``t``'s dims are sized at run time, or None when it is not known (an internal

@@ -124,6 +124,8 @@ def cat(b, c, a):
 
 def _check_slice(ix, c, a):
     x = a["self"]
+    if ix.constant_view(x) is not None:
+        return "a slice of a constant (folded into the constant)"
     for k, v in a.items():
         value = ints(ix, v) if k == "split_sizes" else literal_or_none(ix, v)
         if k != "self" and (value is None and k not in ("start", "end") or value is NOT_LITERAL

@@ -3,8 +3,9 @@
 ``check(index, call, args)`` returns None when the delegate takes the call as it stands, or the
 reason it stays on the portable kernels (every argument read: one the emitter would not honour
 is a reason). ``emit(builder, call, args)`` adds the call's XNNPACK nodes. ``ops_*.py`` fill the
-table; ``FOLDED`` are the kernels that, on a constant, are folded into the constant instead
-(a permuted weight), and never run.
+table. A permute, transpose, slice or select of a constant is folded into the constant instead
+(``PlanIndex.constant_view``): its check refuses it, and it runs only if a portable kernel
+reads it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["XnnOp", "OPS", "FOLDED", "xnn_op"]
+__all__ = ["XnnOp", "OPS", "xnn_op"]
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,6 @@ class XnnOp:
 
 
 OPS: dict[str, XnnOp] = {}
-FOLDED = ("permute_copy.out", "transpose_copy.int_out")
 
 
 def xnn_op(*keys: str, check: Callable):

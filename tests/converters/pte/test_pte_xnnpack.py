@@ -146,14 +146,15 @@ def test_delegated_file_holds_each_weight_once(mobile):
 class Layouts(torch.nn.Module):
     """Permutes composed with NHWC (channels-last and back), a linear over channels, a transpose
     and a channel softmax of an NHWC tensor, a flatten, broadcast constants of lower rank ([C, 1, 1]
-    against NCHW, [W] against a 3-D tensor), a select and a split of the channels."""
+    against NCHW, [W] against a 3-D tensor, that one a slice of a select of a weight), a select and
+    a split of the channels."""
 
     def __init__(self):
         super().__init__()
         self.c1, self.c2 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1)
         self.fc = torch.nn.Linear(8, 8)
         self.bias = torch.nn.Parameter(torch.randn(8, 1, 1))
-        self.row = torch.nn.Parameter(torch.randn(6))
+        self.row = torch.nn.Parameter(torch.randn(2, 10))  # read as a slice of a select: folded
 
     def forward(self, x):
         y = torch.relu(self.c1(x)) + self.bias
@@ -161,7 +162,7 @@ class Layouts(torch.nn.Module):
         z = self.c2(z).transpose(2, 3)
         s = torch.softmax(z, dim=1)
         p, q = torch.split(s, [3, 5], dim=1)
-        t = (z.select(1, 2) + self.row) * p.mean(dim=[2, 3], keepdim=True).select(1, 0)
+        t = (z.select(1, 2) + self.row[1, 2:8]) * p.mean(dim=[2, 3], keepdim=True).select(1, 0)
         return t, q.flatten(1)
 
 
