@@ -67,6 +67,11 @@ def test_delegated_program_matches_torch_eager(name):
     _check(data, pte_zoo.module(name), pte_zoo.input_sets(name), name)
 
 
+def test_delegated_batch_past_its_bound_is_refused_by_the_runtime():
+    with pytest.raises(RuntimeError):
+        pte_zoo.run(pte_zoo.converted("mlp_dynamic", **XNN), [torch.randn(65, 8)])
+
+
 # ------------------------------------------------------------------ a mobile CNN, dynamic batch
 
 
