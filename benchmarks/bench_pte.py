@@ -1,4 +1,4 @@
-"""Benchmark: ``to_pte`` (pt2x, torch-free) vs exir's ``to_edge(ep).to_executorch()`` on the same .pt2.
+"""Benchmark: ``to_pte(delegate="none")`` (pt2x, torch-free) vs exir's ``to_edge(ep).to_executorch()`` on the same .pt2.
 
 Not a test. The programs are exported by this venv's torch and saved with ``torch.export.save``:
 ``tests/support/pte_zoo.py``'s MLP, CNN and block, a wide MLP with 64 MB of weights, torchvision's
@@ -6,7 +6,7 @@ resnet18 at random init, and the model zoo's models (``tests/support/model_zoo.p
 re-drawn, exported with its dynamic batch, as exported; ``--models zoo`` names them all). Then
 every side runs in its own fresh process:
 
-  * pt2x: ``to_pte(src, dst)`` in a process where ``import torch`` fails; the conversion's time
+  * pt2x: ``to_pte(src, dst, delegate="none")`` in a process where ``import torch`` fails; the conversion's time
     in process (``perf_counter`` around the call), the whole process's wall time, and its peak
     RSS (``VmHWM``). The child writes bytecode (``sys.dont_write_bytecode = False``), so the
     modules ``to_pte`` imports lazily load as an installed package's do, torch's and exir's
@@ -76,7 +76,8 @@ PT2X = textwrap.dedent("""
     watcher = threading.Thread(target=sample)
     watcher.start()
     try:
-        to_pte(sys.argv[1], sys.argv[2], external_weights=sys.argv[3] == "1")
+        to_pte(sys.argv[1], sys.argv[2], external_weights=sys.argv[3] == "1",
+               delegate="none")  # portable kernels, as exir's to_edge().to_executorch()
     except Exception as e:  # pt2x refuses this program: the row records why
         done.append(1)
         print(json.dumps({"error": f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"}))

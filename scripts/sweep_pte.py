@@ -9,9 +9,12 @@ compared with torch eager of the loaded program under the parity tests' float32 
 spread are printed beside the difference (a random-init model may answer nearly constant values).
 Each model ends as one of:
 ``match``, ``refused`` (the operators the report names), ``wrong`` (the values differ: a bug)
-or ``error`` (anything else: a bug).
+or ``error`` (anything else: a bug). ``--delegate`` is to_pte's (the delegate's partitions and the
+portable kernels left are read back from the file); ``--dynamic`` exports with a dynamic batch
+(up to 4) and runs batches 1 and 3.
 
-    python -m scripts.sweep_pte [--models resnet18,mobilenet_v2,...] [--size 112] [--out bench-out/pte-sweep]
+    python -m scripts.sweep_pte [--models resnet18,mobilenet_v2,...] [--size 112] [--delegate xnnpack|none]
+        [--dynamic] [--out bench-out/pte-sweep]
 """
 
 from __future__ import annotations
@@ -37,21 +40,24 @@ RUN = textwrap.dedent("""
     from tolerances import MODEL_SCALE, tolerance
     ep = torch.export.load(sys.argv[1])
     torch.manual_seed(1)
-    x = torch.randn(*[int(d) for d in sys.argv[3].split("x")])
     with open(sys.argv[2], "rb") as f:
         data = f.read()
     program = Runtime.get().load_program(data)
     method = program.load_method("forward")
-    got = method.execute([x])
-    with torch.no_grad():
-        want = ep.module()(x)
-    want = want if isinstance(want, (tuple, list)) else (want,)
     rtol, atol = tolerance("float32")
     rtol, atol = rtol * MODEL_SCALE["float32"], atol * MODEL_SCALE["float32"]
-    ok = all(np.allclose(g.numpy(), w.numpy(), rtol=rtol, atol=atol) for g, w in zip(got, want))
-    print(json.dumps({"ok": bool(ok), "max_abs_diff": max(float((g - w).abs().max()) for g, w in zip(got, want)),
-                      "max_abs_want": max(float(w.abs().max()) for w in want),
-                      "std_want": max(float(w.std()) for w in want)}))
+    ok, diff, peak, std = True, 0.0, 0.0, 0.0
+    for shape in sys.argv[3].split(","):
+        x = torch.randn(*[int(d) for d in shape.split("x")])
+        got = method.execute([x])
+        with torch.no_grad():
+            want = ep.module()(x)
+        want = want if isinstance(want, (tuple, list)) else (want,)
+        ok = ok and all(np.allclose(g.numpy(), w.numpy(), rtol=rtol, atol=atol) for g, w in zip(got, want))
+        diff = max([diff] + [float((g - w).abs().max()) for g, w in zip(got, want)])
+        peak = max([peak] + [float(w.abs().max()) for w in want])
+        std = max([std] + [float(w.std()) for w in want])
+    print(json.dumps({"ok": bool(ok), "max_abs_diff": diff, "max_abs_want": peak, "std_want": std}))
 """)
 
 
@@ -59,6 +65,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--size", type=int, default=112, help="input height and width (vit_b_16 always 224)")
+    ap.add_argument("--delegate", choices=("xnnpack", "none"), default=None, help="to_pte's delegate (default: its default)")
+    ap.add_argument("--dynamic", action="store_true", help="export with a dynamic batch (<= 4), run batches 1 and 3")
     ap.add_argument("--out", default=os.path.join("bench-out", "pte-sweep"))
     args = ap.parse_args(argv)
     ensure_support("scripts.sweep_pte")  # tests/support (torchfree, tolerances) on PYTHONPATH
@@ -70,6 +78,7 @@ def main(argv=None) -> int:
 
     from model_zoo import redraw
     from pt2x.converters.errors import UnsupportedOpsError
+    from pt2x.converters.pte.reader import read_pte
     from torchfree import convert_torch_free
 
     os.makedirs(args.out, exist_ok=True)
@@ -79,18 +88,24 @@ def main(argv=None) -> int:
         m = getattr(torchvision.models, name)(weights=None).eval()
         size = 224 if name.startswith("vit") else args.size
         shape = (1, 3, size, size)
+        runs = [(b, 3, size, size) for b in ((1, 3) if args.dynamic else (1,))]
+        dynamic = ({0: torch.export.Dim("batch", max=4)},) if args.dynamic else None
+        kwargs = {"delegate": args.delegate} if args.delegate else {}
         with torch.no_grad():  # weights as the model zoo draws them: no degenerate, near-constant output
             redraw(m, calibrate=torch.randn(4, *shape[1:]))
         src = os.path.join(args.out, f"{name}.pt2")
         dst = os.path.join(args.out, f"{name}.pte")
         row = {"model": name}
         try:
-            torch.export.save(torch.export.export(m, (torch.randn(*shape),)), src)
-            data = convert_torch_free("to_pte", src)
+            example = torch.randn(2, *shape[1:]) if args.dynamic else torch.randn(*shape)
+            torch.export.save(torch.export.export(m, (example,), dynamic_shapes=dynamic), src)
+            data = convert_torch_free("to_pte", src, **kwargs)
             with open(dst, "wb") as f:
                 f.write(data)
-            r = subprocess.run([sys.executable, "-c", RUN, src, dst, "x".join(map(str, shape))], capture_output=True,
-                               text=True, env=child_env())
+            plan = read_pte(data)["execution_plans"][0]
+            row.update(partitions=plan["delegate_calls"], portable_kernels=sum(plan["operators"].values()))
+            r = subprocess.run([sys.executable, "-c", RUN, src, dst, ",".join("x".join(map(str, s)) for s in runs)],
+                               capture_output=True, text=True, env=child_env())
             if r.returncode != 0:
                 row.update(result="error", detail=f"runtime exit {r.returncode}: {r.stderr[-300:]}")
             else:

@@ -44,6 +44,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--external-weights", action="store_true",
                    help="pte only: write the weights to OUT.ptd beside the program (ExecuTorch's FlatTensor file, "
                         "keyed by their names, as exir's external_constants=True)")
+    p.add_argument("--delegate", choices=("xnnpack", "none"), default=None,
+                   help="pte only: run what XNNPACK takes in XnnpackBackend payloads, the rest on the portable "
+                        "kernels (xnnpack, the default), or portable kernels only (none)")
     p.add_argument("--nhwc-io", action="store_true", help="tflite only: every 4-D input and output channels-last (NHWC)")
     p.add_argument("--weights", choices=("fp16", "int8"), default=None,
                    help="onnx/tflite: store the weights as float16, or as per-channel int8 (dynamic range), "
@@ -61,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-_ONLY_FOR = {"max_dim": "pte", "external_weights": "pte", "opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
+_ONLY_FOR = {"max_dim": "pte", "external_weights": "pte", "delegate": "pte", "opset": "onnx", "external_data": "onnx", "nhwc_io": "tflite", "target_schema": "pt2", "drop_sample_inputs": "pt2",
              "weights": ("onnx", "tflite"), "verify": ("onnx", "tflite", "pte"),
              "state": ("onnx", "tflite")}
 """Each target's own options (attribute -> the ``--to`` it applies to): given with another
@@ -131,7 +134,8 @@ def _converter(to: str):
             if data is not None:
                 check_output(data)
             with ConversionProgress(f"converting {printable(src)} to ExecuTorch"):
-                to_pte(src, dst, model=args.model or "model", max_dims=max_dims, external_weights=args.external_weights)
+                to_pte(src, dst, model=args.model or "model", max_dims=max_dims, external_weights=args.external_weights,
+                       **({"delegate": args.delegate} if args.delegate else {}))
             say(f"wrote {printable(dst)}")
             if data is not None:
                 say(_data_written(dst, data))

@@ -37,9 +37,13 @@ from .kernels import EXECUTORCH_VERSION, out_variant
 from .memory_plan import plan_memory
 from .program import Plan, TensorValue
 from .ptd import data_writer, external_weights as external_data, ptd_bytes, ptd_path
-from .writer import constant_layout, file_writer, flatbuffer, to_bytes
+from .writer import Segments, constant_layout, file_writer, flatbuffer, to_bytes
+from .xnnpack.delegate import delegate_to_xnnpack
 
-__all__ = ["to_pte", "plan_program", "MAX_DIM_HINT"]
+__all__ = ["to_pte", "plan_program", "MAX_DIM_HINT", "DELEGATES", "DEFAULT_DELEGATE"]
+
+DELEGATES = ("xnnpack", "none")
+DEFAULT_DELEGATE = "xnnpack"
 
 MAX_DIM_HINT = "--max-dim NAME=N (to_pte(..., max_dims={NAME: N}))"
 _UNBOUNDED = 2**62  # a range's max past this is torch's "no upper bound"
@@ -52,7 +56,7 @@ def _load_lowerings() -> None:
 
 
 def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | None = None,
-           external_weights: bool = False):
+           external_weights: bool = False, delegate: str = DEFAULT_DELEGATE):
     """Convert one model of a .pt2 (path, file, ``Pt2Archive`` or ``Pt2Model``) to an ExecuTorch
     program. Without ``dst``: returns the file's bytes. With ``dst``: writes it atomically, each
     weight streamed from the archive's memory map into the file once, and returns None.
@@ -64,12 +68,20 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
 
     ``max_dims`` bounds shape symbols torch left unbounded (``{"s77": 64}``): ExecuTorch plans a
     dynamic tensor at its upper bound. Raises ``UnsupportedOpsError`` naming every ATen node the
-    target cannot convert, ``ConversionError`` for a program it refuses as a whole."""
+    target cannot convert, ``ConversionError`` for a program it refuses as a whole.
+
+    ``delegate``: ``"xnnpack"`` runs what XNNPACK takes in ``XnnpackBackend`` payloads (the rest on
+    the portable kernels), ``"none"`` writes portable kernels only."""
+    if delegate not in DELEGATES:
+        raise ConversionError(f"delegate {delegate!r}: choose one of {', '.join(DELEGATES)}")
     view, keep = open_program(src, model)
     try:
         member = view.member
         with stage(member, "converting to ExecuTorch"):
             plan = plan_program(view, _bounds(view, max_dims or {}))
+        if delegate == "xnnpack":
+            with stage(member, "delegating to XNNPACK"):
+                delegate_to_xnnpack(plan, view)
         with stage(member, "planning memory"):
             memory = plan_memory(plan)
         with stage(member, "writing the ExecuTorch program"):
@@ -79,13 +91,14 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
             initial_arrays, initial_of = state.initial_buffers(plan, view.weights)
             initial = constant_layout(initial_arrays) if initial_arrays else None
             in_spec, out_spec = _specs(view)
-            program = flatbuffer(plan, memory, constants, buffer_of, in_spec, out_spec, data.refs() if data else None,
-                                 initial, initial_of)
+            segs = Segments.of(plan, constants, initial)
+            program = flatbuffer(plan, memory, segs, buffer_of, in_spec, out_spec, data.refs() if data else None,
+                                 initial_of)
             if dst is None:
-                pte = to_bytes(program, constants, initial)
+                pte = to_bytes(program, segs)
                 return (pte, data and ptd_bytes(data)) if external_weights else pte
         with stage(member, "writing the .pte file", passthrough=(OSError,)):
-            files = [(os.fspath(dst), file_writer(program, constants, initial))]
+            files = [(os.fspath(dst), file_writer(program, segs))]
             if data is not None:
                 files.append((ptd_path(dst), data_writer(data)))
             write_files_atomically(files)  # both renamed into place, or neither

@@ -9,15 +9,21 @@ value indices in the kernel's schema order, its ``out`` tensors, then the return
 (``control_flow.py``). ``state`` lists the planned tensors that persist from one call of the
 method to the next (mutable buffers, each starting from its ``initial`` value). Every tensor
 value has a name (the driver renames a node's output after the program's value).
+
+A delegated part of the plan is one ``DelegateCall`` (its inputs, then its outputs) of a
+``Delegate`` (the backend's id and its payload, written in a segment); ``NamedData`` are the
+blobs a payload names (its constants), each streamed into a segment of its own.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Iterable
 
 import numpy as np
 
-__all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "JumpFalse", "Move", "Plan"]
+__all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "JumpFalse", "Move", "DelegateCall", "Delegate",
+           "NamedData", "Plan"]
 
 
 @dataclass(eq=False)
@@ -103,13 +109,36 @@ class Move:
         return [self.dest]
 
 
+@dataclass(eq=False)
+class DelegateCall:
+    delegate: int  # index in Plan.delegates
+    args: list  # TensorValues: the delegate's inputs, then its outputs
+    reads: list
+    writes: list
+
+
+@dataclass(eq=False)
+class Delegate:
+    backend: str  # the runtime's backend id ("XnnpackBackend")
+    payload: bytes  # what the backend's init receives (written in a segment of its own)
+
+
+@dataclass(eq=False)
+class NamedData:
+    key: str
+    nbytes: int
+    chunks: Callable[[], Iterable]  # () -> the blob's bytes, in pieces (streamed, never joined)
+
+
 @dataclass
 class Plan:
     values: list = field(default_factory=list)
-    calls: list = field(default_factory=list)  # the chain: Call, JumpFalse, Move
+    calls: list = field(default_factory=list)  # the chain: Call, DelegateCall, JumpFalse, Move
     inputs: list = field(default_factory=list)  # TensorValues (or ScalarValues)
     outputs: list = field(default_factory=list)
     state: list = field(default_factory=list)  # TensorValues that persist across calls (mutable buffers)
+    delegates: list = field(default_factory=list)  # Delegates
+    named_data: list = field(default_factory=list)  # NamedData
 
     def add(self, value):
         self.values.append(value)

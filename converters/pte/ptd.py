@@ -22,6 +22,10 @@ writes:
   static view (``w.reshape(4, 6)``: a tensor of other sizes sharing its bytes), which stays in the
   ``.pte`` too: the runtime checks an external tensor's sizes against its key's layout, so a view
   cannot name the weight's key (exir folds such views into constants of their own);
+* delegated, the XNNPACK payloads' constants (the program's named blobs, ``Plan.named_data``) go
+  there too, each a segment of its own under its key, with no tensor layout (a blob, as exir's
+  ``NamedDataStore`` writes one): the runtime gives the backend one map of the ``.pte``'s named
+  data and the ``.ptd``'s;
 * the ``.pte`` does not name the file: the runtime is given its path (``load_program(pte,
   data_path=...)``). exir's ``write_tensor_data_to_file(dir)`` names it after its tag,
   ``_default_external_constant.ptd``; pt2x names it after the ``.pte`` (``M.pte`` -> ``M.ptd``),
@@ -36,7 +40,7 @@ from __future__ import annotations
 import io
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import flatbuffers
 import numpy as np
@@ -45,7 +49,7 @@ from ..errors import ConversionError
 from . import flat_tensor_generated as ft
 from .constants import constant_buffers, used_weights
 from .program import Plan, TensorValue
-from .segments import Packing, align, pack, stream
+from .segments import Packing, align, pack, stream, stream_blob
 
 __all__ = ["DataFile", "external_weights", "ptd_bytes", "data_writer", "ptd_path", "FILE_IDENTIFIER", "HEADER_MAGIC",
            "HEADER_LENGTH", "HEADER_ROOM", "SEGMENT_ALIGNMENT", "VERSION", "LIFTED_TENSOR"]
@@ -67,7 +71,17 @@ class DataFile:
     keys: dict  # weight placeholder -> its key (fully qualified name), in first-use order
     segment_of: dict  # weight placeholder -> its segment index
     layouts: dict  # weight placeholder -> (ExecuTorch scalar type, sizes)
-    packing: Packing  # the segments' arrays and offsets from the segment base
+    packing: Packing  # the weights' segments: arrays and offsets from the segment base
+    blobs: list = field(default_factory=list)  # NamedData: the delegates' constants, a segment each after the weights'
+
+    def blob_offsets(self) -> tuple[list[int], int]:
+        """Each blob's offset from the segment base, and the segments' total size."""
+        out, at = [], self.packing.size
+        for blob in self.blobs:
+            at = align(at, SEGMENT_ALIGNMENT)
+            out.append(at)
+            at += blob.nbytes
+        return out, at
 
     def refs(self) -> dict:
         """What the ``.pte``'s tensors name (``writer.flatbuffer``'s ``external``)."""
@@ -75,18 +89,26 @@ class DataFile:
 
 
 def external_weights(plan: Plan, weights: dict) -> DataFile | None:
-    """The weights ``plan`` reads that go to the ``.ptd`` (None when there are none);
+    """The weights ``plan`` reads that go to the ``.ptd``, and its named blobs (the delegates'
+    constants, taken out of the plan: the ``.pte`` keeps none); None when there are neither.
     ``weights``: the program's (``ProgramView.weights``)."""
     used = used_weights(plan)
     viewed = {v.storage().weight for v in plan.values if isinstance(v, TensorValue) and v.alias_of is not None}
     names = [n for n in used if LIFTED_TENSOR not in n and n not in viewed]
-    if not names:
+    blobs, plan.named_data = list(plan.named_data), []
+    if not names and not blobs:
         return None
     arrays, buffer_of = constant_buffers(plan, weights, leave_out=frozenset(used) - set(names))
     tensors = {v.weight: v for v in plan.values if isinstance(v, TensorValue) and v.weight}
-    return DataFile({n: weights[n].fqn for n in names}, {n: buffer_of[n] - 1 for n in names},
+    data = DataFile({n: weights[n].fqn for n in names}, {n: buffer_of[n] - 1 for n in names},
                     {n: (tensors[n].scalar_type, tuple(tensors[n].sizes)) for n in names},
-                    pack(arrays, SEGMENT_ALIGNMENT))
+                    pack(arrays, SEGMENT_ALIGNMENT), blobs)
+    taken = set(data.keys.values())
+    for blob in blobs:
+        if blob.key in taken:
+            raise ConversionError(f"the .ptd would name two entries {blob.key!r} (a weight and a delegate's constant)")
+        taken.add(blob.key)
+    return data
 
 
 def _flat_tensor(data: DataFile) -> bytes:
@@ -108,11 +130,20 @@ def _flat_tensor(data: DataFile) -> bytes:
         ft.NamedDataAddSegmentIndex(b, data.segment_of[name])
         ft.NamedDataAddTensorLayout(b, layout)
         named.append(ft.NamedDataEnd(b))
+    first = len(data.packing.arrays)
+    for i, blob in enumerate(data.blobs):  # a blob: no tensor layout
+        k = b.CreateString(blob.key)
+        ft.NamedDataStart(b)
+        ft.NamedDataAddKey(b, k)
+        ft.NamedDataAddSegmentIndex(b, first + i)
+        named.append(ft.NamedDataEnd(b))
     segments = []
-    for arr, off in zip(data.packing.arrays, data.packing.offsets):
+    places = list(zip(data.packing.offsets, (a.nbytes for a in data.packing.arrays)))
+    places += list(zip(data.blob_offsets()[0], (blob.nbytes for blob in data.blobs)))
+    for off, size in places:
         ft.DataSegmentStart(b)
         ft.DataSegmentAddOffset(b, off)
-        ft.DataSegmentAddSize(b, arr.nbytes)
+        ft.DataSegmentAddSize(b, size)
         segments.append(ft.DataSegmentEnd(b))
     segments_vec, named_vec = _tables(b, segments), _tables(b, named)
     ft.FlatTensorStart(b)
@@ -138,7 +169,7 @@ def _head(data: DataFile) -> tuple[bytes, int]:
     it), and the segment base offset."""
     body = _flat_tensor(data)
     base = align(len(body) + HEADER_ROOM, SEGMENT_ALIGNMENT)
-    header = HEADER_MAGIC + struct.pack("<IQQQQ", HEADER_LENGTH, HEADER_ROOM, len(body), base, data.packing.size)
+    header = HEADER_MAGIC + struct.pack("<IQQQQ", HEADER_LENGTH, HEADER_ROOM, len(body), base, data.blob_offsets()[1])
     root = struct.unpack_from("<I", body, 0)[0] + HEADER_ROOM
     return struct.pack("<I", root) + body[4:8] + header.ljust(HEADER_ROOM, b"\0") + body[8:], base
 
@@ -148,6 +179,11 @@ def _write(f, data: DataFile) -> None:
     f.write(head)
     f.write(b"\0" * (base - len(head)))
     stream(f, data.packing)
+    at = data.packing.size
+    for blob, off in zip(data.blobs, data.blob_offsets()[0]):
+        f.write(b"\0" * (off - at))
+        stream_blob(f, blob)
+        at = off + blob.nbytes
 
 
 def ptd_bytes(data: DataFile) -> bytes:

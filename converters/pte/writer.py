@@ -9,9 +9,12 @@ The layout, as exir writes it::
             u64 segment base offset, u64 segment data size
     [40:]   the rest of the flatbuffer
     pad to SEGMENT_ALIGNMENT, then segment 0: the constants, each CONSTANT_ALIGNMENT-aligned;
-    ``constant_segment.offsets[i]`` is buffer i's offset in it (entry 0 is reserved)
+    ``constant_segment.offsets[i]`` is buffer i's offset in it (entry 0 is reserved);
     with mutable buffers, pad to SEGMENT_ALIGNMENT, then segment 1: their initial values, laid
-    out as the constants; ``mutable_data_segments[0].offsets[i]`` is buffer i's offset in it
+    out as the constants; ``mutable_data_segments[0].offsets[i]`` is buffer i's offset in it;
+    then, each SEGMENT_ALIGNMENT-aligned, a segment per delegate payload
+    (``BackendDelegate.processed``) and one per named blob (``Program.named_data``: a
+    payload's constants), in that order (``Segments``)
 
 A weight kept in a ``.ptd`` (``external``: ``ptd.py``) is a tensor with no buffer here: its
 ``extra_tensor_info`` names its key (``fully_qualified_name``) with ``location = EXTERNAL``, and
@@ -23,7 +26,7 @@ archive's memory map into the file once (``segments.stream``); nothing holds all
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import flatbuffers
 import numpy as np
@@ -31,10 +34,10 @@ import numpy as np
 from ..errors import ConversionError
 from . import schema_generated as fb
 from .memory_plan import MEMORY_ID, MemoryPlan
-from .program import JumpFalse, ListValue, Move, Plan, ScalarValue, TensorValue
-from .segments import Packing, align, pack, stream
+from .program import Call, JumpFalse, ListValue, Move, NamedData, Plan, ScalarValue, TensorValue
+from .segments import Packing, align, pack, stream, stream_blob
 
-__all__ = ["ConstantLayout", "constant_layout", "flatbuffer", "to_bytes", "file_writer",
+__all__ = ["ConstantLayout", "constant_layout", "Segments", "flatbuffer", "to_bytes", "file_writer",
            "HEADER_MAGIC", "HEADER_LENGTH", "SEGMENT_ALIGNMENT", "CONSTANT_ALIGNMENT", "FILE_IDENTIFIER"]
 
 FILE_IDENTIFIER = b"ET12"
@@ -61,6 +64,50 @@ class ConstantLayout:
 
 def constant_layout(arrays: list) -> ConstantLayout:
     return ConstantLayout(pack(arrays, CONSTANT_ALIGNMENT))
+
+
+@dataclass
+class Segments:
+    """The file's segments, in order: the constants (0), the mutable buffers' initial values (1,
+    when there are any), each delegate's payload, then each named blob (a payload's constants)."""
+
+    constants: ConstantLayout
+    initial: ConstantLayout | None = None
+    payloads: list = field(default_factory=list)  # bytes, one per Plan.delegates entry
+    named: list = field(default_factory=list)  # NamedData
+
+    @classmethod
+    def of(cls, plan: Plan, constants: ConstantLayout, initial: ConstantLayout | None = None) -> Segments:
+        return cls(constants, initial, [d.payload for d in plan.delegates], list(plan.named_data))
+
+    @property
+    def first_delegate(self) -> int:
+        return 1 if self.initial is None else 2
+
+    @property
+    def first_named(self) -> int:
+        return self.first_delegate + len(self.payloads)
+
+    def sources(self) -> list:
+        head = [self.constants] if self.initial is None else [self.constants, self.initial]
+        return head + list(self.payloads) + list(self.named)
+
+    def placement(self) -> tuple[list[tuple[int, int]], int]:
+        """(offset from the segment base, size) of every segment, each SEGMENT_ALIGNMENT-aligned,
+        and the segments' total size."""
+        out, at = [], 0
+        for source in self.sources():
+            size = _size(source)
+            at = align(at, SEGMENT_ALIGNMENT) if out else 0
+            out.append((at, size))
+            at += size
+        return out, at
+
+
+def _size(source) -> int:
+    if isinstance(source, ConstantLayout):
+        return source.size
+    return source.nbytes if isinstance(source, NamedData) else len(source)
 
 
 # ------------------------------------------------------------------ the flatbuffer
@@ -95,7 +142,9 @@ def _tensor(b: flatbuffers.Builder, t: TensorValue, memory: MemoryPlan, buffer_o
         key, buffer = external[storage.weight]
         extra = _external_info(b, key)
     elif storage.weight is not None:  # a constant's buffer in the constant segment
-        buffer = buffer_of.get(storage.weight, 0)
+        if storage.weight not in buffer_of:  # buffer 0 is "no data": the runtime would read through null
+            raise ConversionError(f"tensor {t.name!r} reads weight {storage.weight!r}, which has no constant buffer")
+        buffer = buffer_of[storage.weight]
     else:  # a mutable buffer's initial value in the mutable segment
         buffer = initial_of.get(storage.initial, 0) if t is storage and storage.initial else 0
     if storage.weight is None:
@@ -198,10 +247,15 @@ def _instruction_args(b: flatbuffers.Builder, c, op_index: dict) -> tuple[int, i
         fb.MoveCallAddMoveTo(b, c.dest.index)
         return fb.InstructionArguments.MoveCall, fb.MoveCallEnd(b)
     args = _ints(b, (v.index for v in c.args), np.int32)
-    fb.KernelCallStart(b)
-    fb.KernelCallAddOpIndex(b, op_index[c.op])
-    fb.KernelCallAddArgs(b, args)
-    return fb.InstructionArguments.KernelCall, fb.KernelCallEnd(b)
+    if isinstance(c, Call):
+        fb.KernelCallStart(b)
+        fb.KernelCallAddOpIndex(b, op_index[c.op])
+        fb.KernelCallAddArgs(b, args)
+        return fb.InstructionArguments.KernelCall, fb.KernelCallEnd(b)
+    fb.DelegateCallStart(b)  # a DelegateCall
+    fb.DelegateCallAddDelegateIndex(b, c.delegate)
+    fb.DelegateCallAddArgs(b, args)
+    return fb.InstructionArguments.DelegateCall, fb.DelegateCallEnd(b)
 
 
 def _chain(b: flatbuffers.Builder, plan: Plan, op_index: dict) -> int:
@@ -232,12 +286,42 @@ def _operators(b: flatbuffers.Builder, ops: list) -> int:
     return _tables(b, tables)
 
 
-def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer_of: dict,
-               in_spec: str, out_spec: str, external: dict | None = None, initial: ConstantLayout | None = None,
-               initial_of: dict | None = None) -> bytes:
-    """The ``Program`` flatbuffer (no extended header yet). ``external``: each weight kept in a
-    ``.ptd`` (placeholder name) -> (its key, its segment index there). ``initial``/``initial_of``:
-    the mutable buffers' initial values (segment 1) and each buffer placeholder's index in them."""
+def _delegates(b: flatbuffers.Builder, plan: Plan, first: int) -> int:
+    """``BackendDelegate``s: delegate i's payload is segment ``first + i``."""
+    tables = []
+    for i, d in enumerate(plan.delegates):
+        backend = b.CreateString(d.backend)
+        fb.BackendDelegateDataReferenceStart(b)
+        fb.BackendDelegateDataReferenceAddLocation(b, fb.DataLocation.SEGMENT)
+        fb.BackendDelegateDataReferenceAddIndex(b, first + i)
+        processed = fb.BackendDelegateDataReferenceEnd(b)
+        specs = _tables(b, [])
+        fb.BackendDelegateStart(b)
+        fb.BackendDelegateAddId(b, backend)
+        fb.BackendDelegateAddProcessed(b, processed)
+        fb.BackendDelegateAddCompileSpecs(b, specs)
+        tables.append(fb.BackendDelegateEnd(b))
+    return _tables(b, tables)
+
+
+def _named_data(b: flatbuffers.Builder, plan: Plan, first: int) -> int:
+    """``NamedData``: blob i is segment ``first + i``."""
+    tables = []
+    for i, blob in enumerate(plan.named_data):
+        key = b.CreateString(blob.key)
+        fb.NamedDataStart(b)
+        fb.NamedDataAddKey(b, key)
+        fb.NamedDataAddSegmentIndex(b, first + i)
+        tables.append(fb.NamedDataEnd(b))
+    return _tables(b, tables)
+
+
+def flatbuffer(plan: Plan, memory: MemoryPlan, segs: Segments, buffer_of: dict,
+               in_spec: str, out_spec: str, external: dict | None = None, initial_of: dict | None = None) -> bytes:
+    """The ``Program`` flatbuffer (no extended header yet). ``segs``: the segments the file holds
+    (``Segments.of(plan, ...)``). ``external``: each weight kept in a ``.ptd`` (placeholder name) ->
+    (its key, its segment index there). ``initial_of``: each mutable buffer placeholder's index in
+    ``segs.initial``."""
     b = flatbuffers.Builder(1024)
     ops = plan.operators()
     op_index = {op: i for i, op in enumerate(ops)}
@@ -255,7 +339,7 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     fb.ContainerMetadataAddEncodedInpStr(b, inp)
     fb.ContainerMetadataAddEncodedOutStr(b, outp)
     meta = fb.ContainerMetadataEnd(b)
-    delegates = _tables(b, [])
+    delegates = _delegates(b, plan, segs.first_delegate)
     fb.ExecutionPlanStart(b)
     fb.ExecutionPlanAddName(b, name)
     fb.ExecutionPlanAddContainerMetaType(b, meta)
@@ -268,25 +352,29 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, constants: ConstantLayout, buffer
     fb.ExecutionPlanAddNonConstBufferSizes(b, sizes)
     plan_table = fb.ExecutionPlanEnd(b)
     plans = _tables(b, [plan_table])
-    constant_segment = _subsegments(b, 0, constants)
-    mutable_segments = _tables(b, [_subsegments(b, 1, initial)]) if initial is not None else None
-    layouts = _segment_layouts(constants, initial)
+    constant_segment = _subsegments(b, 0, segs.constants)
+    mutable_segments = _tables(b, [_subsegments(b, 1, segs.initial)]) if segs.initial is not None else None
     segment_tables = []
-    for offset, layout in layouts:
+    for offset, size in segs.placement()[0]:
         fb.DataSegmentStart(b)
         fb.DataSegmentAddOffset(b, offset)
-        fb.DataSegmentAddSize(b, layout.size)
+        fb.DataSegmentAddSize(b, size)
         segment_tables.append(fb.DataSegmentEnd(b))
     segments = _tables(b, segment_tables)
+    named_data = _named_data(b, plan, segs.first_named)
     empty_buffers = _tables(b, [])
+    empty_inline = _tables(b, [])
     fb.ProgramStart(b)
     fb.ProgramAddVersion(b, 0)
     fb.ProgramAddExecutionPlan(b, plans)
     fb.ProgramAddConstantBuffer(b, empty_buffers)
+    fb.ProgramAddBackendDelegateData(b, empty_inline)
     fb.ProgramAddSegments(b, segments)
     fb.ProgramAddConstantSegment(b, constant_segment)
     if mutable_segments is not None:
         fb.ProgramAddMutableDataSegments(b, mutable_segments)
+    if plan.named_data:
+        fb.ProgramAddNamedData(b, named_data)
     b.Finish(fb.ProgramEnd(b), file_identifier=FILE_IDENTIFIER)
     out = bytes(b.Output())
     if len(out) > _MAX_FLATBUFFER:
@@ -305,20 +393,6 @@ def _subsegments(b: flatbuffers.Builder, segment_index: int, layout: ConstantLay
 # ------------------------------------------------------------------ header and segments
 
 
-def _segment_layouts(constants: ConstantLayout, initial: ConstantLayout | None) -> list[tuple[int, ConstantLayout]]:
-    """(offset from the segment base, layout) of each segment: the constants, then the mutable
-    buffers' initial values (when there are any), each SEGMENT_ALIGNMENT-aligned."""
-    out = [(0, constants)]
-    if initial is not None:
-        out.append((align(constants.size, SEGMENT_ALIGNMENT), initial))
-    return out
-
-
-def _segments_size(constants: ConstantLayout, initial: ConstantLayout | None) -> int:
-    offset, last = _segment_layouts(constants, initial)[-1]
-    return offset + last.size
-
-
 def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
     """The flatbuffer with the extended header inserted after the file identifier (the root
     offset moved past it; every other offset is relative and stays), and the segment base offset."""
@@ -331,28 +405,32 @@ def with_header(program: bytes, segment_size: int) -> tuple[bytes, int]:
     return struct.pack("<I", root) + program[4:8] + header + program[8:], base
 
 
-def _write_segments(f, head: bytes, base: int, constants: ConstantLayout, initial: ConstantLayout | None) -> None:
+def _write_segments(f, head: bytes, base: int, segs: Segments) -> None:
     f.write(head)
     f.write(b"\0" * (base - len(head)))
     at = 0  # bytes written past the segment base
-    for start, layout in _segment_layouts(constants, initial):
+    for source, (start, size) in zip(segs.sources(), segs.placement()[0]):
         f.write(b"\0" * (start - at))
-        stream(f, layout.packing)
-        f.write(b"\0" * (layout.size - layout.packing.size))
-        at = start + layout.size
+        if isinstance(source, ConstantLayout):
+            stream(f, source.packing)
+        elif isinstance(source, NamedData):
+            stream_blob(f, source)
+        else:  # a delegate's payload
+            f.write(source)
+        at = start + size
 
 
-def to_bytes(program: bytes, constants: ConstantLayout, initial: ConstantLayout | None = None) -> bytes:
+def to_bytes(program: bytes, segs: Segments) -> bytes:
     import io
 
-    head, base = with_header(program, _segments_size(constants, initial))
+    head, base = with_header(program, segs.placement()[1])
     buf = io.BytesIO()
-    _write_segments(buf, head, base, constants, initial)
+    _write_segments(buf, head, base, segs)
     return buf.getvalue()
 
 
-def file_writer(program: bytes, constants: ConstantLayout, initial: ConstantLayout | None = None):
-    """What fills the ``.pte`` (``serde.atomic_write``'s ``Fill``): header, flatbuffer, the constants
-    and the mutable buffers' initial values streamed."""
-    head, base = with_header(program, _segments_size(constants, initial))
-    return lambda f: _write_segments(f, head, base, constants, initial)
+def file_writer(program: bytes, segs: Segments):
+    """What fills the ``.pte`` (``serde.atomic_write``'s ``Fill``): header, flatbuffer, then every
+    segment streamed (the constants, the mutable buffers' initial values, payloads, named blobs)."""
+    head, base = with_header(program, segs.placement()[1])
+    return lambda f: _write_segments(f, head, base, segs)

@@ -14,6 +14,7 @@ from tolerances import assert_close
 from torchfree import convert_torch_free
 
 _TMP = tempfile.mkdtemp(prefix="pt2x_pte_zoo_")
+PORTABLE = {"delegate": "none"}  # to_pte's portable kernels only (the default delegates to XNNPACK)
 
 
 class MLP(torch.nn.Module):
@@ -237,9 +238,9 @@ def run(data: bytes, inputs, data_path: str | None = None) -> list[torch.Tensor]
     return out
 
 
-def check(name: str) -> None:
-    """Every input set of ``name``: ExecuTorch on pt2x's .pte equals torch eager."""
-    data = converted(name)
+def check(name: str, **kwargs) -> None:
+    """Every input set of ``name``: ExecuTorch on pt2x's .pte (``to_pte(**kwargs)``) equals torch eager."""
+    data = converted(name, **kwargs)
     m = module(name)
     for inputs in input_sets(name):
         got = run(data, inputs)

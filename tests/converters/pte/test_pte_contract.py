@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import pte_zoo
+from pte_zoo import PORTABLE
 from pt2x.converters.errors import ConversionError, UnsupportedOpsError
 from pt2x.converters.pte import schema_generated as fb
 from pt2x.serde.errors import Pt2Error
@@ -48,7 +49,7 @@ def _save(tmp_path, m, inputs, name="m", dynamic_shapes=None) -> str:
 
 
 def test_header_segment_and_weights_written_once():
-    data = pte_zoo.converted("cnn")
+    data = pte_zoo.converted("cnn", **PORTABLE)
     assert data[4:8] == b"ET12" and data[8:12] == b"eh00"
     length, program_size, base, seg_size = struct.unpack_from("<IQQQ", data, 12)
     assert length == 32 and base % 128 == 0 and base >= program_size and len(data) == base + seg_size
@@ -81,20 +82,20 @@ def test_header_segment_and_weights_written_once():
 
 def test_operators_are_those_exir_calls():
     """The kernels and their order for the MLP and the CNN, as exir's to_executorch emits them."""
-    assert _operators(pte_zoo.converted("mlp")) == [
+    assert _operators(pte_zoo.converted("mlp", **PORTABLE)) == [
         "aten::permute_copy.out", "aten::addmm.out", "aten::relu.out", "aten::permute_copy.out", "aten::addmm.out"]
-    assert _operators(pte_zoo.converted("cnn")) == [
+    assert _operators(pte_zoo.converted("cnn", **PORTABLE)) == [
         "aten::convolution.out", "aten::_native_batch_norm_legit_no_training.out", "aten::relu.out",
         "aten::max_pool2d_with_indices.out", "aten::convolution.out", "aten::avg_pool2d.out",
         "aten::_adaptive_avg_pool2d.out", "aten::permute_copy.out", "aten::addmm.out"]
     # a reshape of dynamic shape: view_copy sized by sym_size at run time, as exir emits it
-    assert _operators(pte_zoo.converted("mlp_dynamic_reshape")) == [
+    assert _operators(pte_zoo.converted("mlp_dynamic_reshape", **PORTABLE)) == [
         "aten::sym_size.int", "aten::permute_copy.out", "aten::addmm.out", "aten::relu.out", "aten::permute_copy.out",
         "aten::addmm.out", "aten::view_copy.out"]
 
 
 def test_dynamic_tensors_are_bounded_at_the_range_max():
-    plan = _program(pte_zoo.converted("mlp_dynamic")).ExecutionPlan(0)
+    plan = _program(pte_zoo.converted("mlp_dynamic", **PORTABLE)).ExecutionPlan(0)
     t = fb.Tensor()
     ev = plan.Values(int(plan.InputsAsNumpy()[0]))
     t.Init(ev.Val().Bytes, ev.Val().Pos)
@@ -231,12 +232,12 @@ def test_identical_weights_share_a_buffer(tmp_path):
             return self.b(self.a(x))
 
     path = _save(tmp_path, Twins(), (torch.randn(2, 4),))
-    p = _program(convert_torch_free("to_pte", path))
+    p = _program(convert_torch_free("to_pte", path, **PORTABLE))
     assert len(p.ConstantSegment().OffsetsAsNumpy()) - 1 == 3  # one weight, two biases
 
 
 def test_dynamic_linear_of_rank_3_counts_its_rows_as_exir_does():
-    assert _operators(pte_zoo.converted("seq_dynamic")) == [
+    assert _operators(pte_zoo.converted("seq_dynamic", **PORTABLE)) == [
         "aten::native_layer_norm.out", "aten::permute_copy.out", "aten::sym_size.int", "executorch_prim::mul.Scalar",
         "aten::view_copy.out", "aten::addmm.out", "aten::view_copy.out", "aten::gelu.out", "aten::permute_copy.out",
         "executorch_prim::mul.Scalar", "aten::view_copy.out", "aten::mm.out", "aten::view_copy.out"]

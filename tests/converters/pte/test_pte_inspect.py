@@ -22,7 +22,7 @@ from torchfree import run_cli_torch_free
 @pytest.fixture(scope="module")
 def mlp(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("pte") / "mlp.pte"
-    path.write_bytes(pte_zoo.converted("mlp"))
+    path.write_bytes(pte_zoo.converted("mlp", **pte_zoo.PORTABLE))
     return str(path)
 
 
@@ -50,7 +50,7 @@ def test_inspect_text_and_json(mlp, capsys):
 
 
 def test_dynamic_bound_inputs():
-    s = read_pte(pte_zoo.converted("mlp_dynamic"))
+    s = read_pte(pte_zoo.converted("mlp_dynamic", **pte_zoo.PORTABLE))
     x = s["execution_plans"][0]["inputs"][0]
     assert x["dynamic"] and x["shape_dynamism"] == "DYNAMIC_BOUND" and x["sizes"] == [64, 8]
 
@@ -117,7 +117,7 @@ def test_hostile_files(mlp, tmp_path, capsys):
 
 
 def test_random_byte_flips_are_pt2_errors():
-    data = pte_zoo.converted("cnn")
+    data = pte_zoo.converted("cnn", **pte_zoo.PORTABLE)
     rng = random.Random(0)
     end = struct.unpack_from("<Q", data, 16)[0]  # the flatbuffer; the weights are not interpreted
     for _ in range(300):

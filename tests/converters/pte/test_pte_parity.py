@@ -1,4 +1,5 @@
-"""to_pte's parity: programs torch exports at test time, converted where ``import torch``
+"""to_pte's parity on the portable kernels (``delegate="none"``; the XNNPACK delegate's is
+test_pte_xnnpack.py): programs torch exports at test time, converted where ``import torch``
 fails, run in ExecuTorch's runtime and compared with torch eager (float32 tolerance from
 verification/compare.py's table, at the parity tests' scale)."""
 
@@ -14,14 +15,14 @@ import pte_zoo  # noqa: E402
 
 @pytest.mark.parametrize("name", sorted(pte_zoo.PROGRAMS))
 def test_matches_torch_eager(name):
-    pte_zoo.check(name)
+    pte_zoo.check(name, **pte_zoo.PORTABLE)
 
 
 def test_dynamic_batch_past_its_bound_is_refused_by_the_runtime():
     import torch
 
     with pytest.raises(RuntimeError):
-        pte_zoo.run(pte_zoo.converted("mlp_dynamic"), [torch.randn(65, 8)])
+        pte_zoo.run(pte_zoo.converted("mlp_dynamic", **pte_zoo.PORTABLE), [torch.randn(65, 8)])
 
 
 def test_max_dims_bounds_an_unbounded_batch(tmp_path):
@@ -41,7 +42,7 @@ def test_max_dims_bounds_an_unbounded_batch(tmp_path):
     path = str(tmp_path / "lin.pt2")
     torch.export.save(ep, path)
     (symbol,) = [str(s) for s in ep.range_constraints]
-    data = pte_zoo.convert_torch_free("to_pte", path, max_dims={symbol: 8})
+    data = pte_zoo.convert_torch_free("to_pte", path, max_dims={symbol: 8}, **pte_zoo.PORTABLE)
     for b in (1, 8):
         x = torch.randn(b, 4)
         (got,) = pte_zoo.run(data, [x])
@@ -61,7 +62,7 @@ def test_one_element_lists_of_2d_ops_mean_both_dims(tmp_path):
     args = (torch.randn(1, 3, 12, 12), torch.randn(4, 3, 3, 3))
     path = str(tmp_path / "pairs.pt2")
     torch.export.save(torch.export.export(M(), args), path)
-    (got,) = pte_zoo.run(pte_zoo.convert_torch_free("to_pte", path), args)
+    (got,) = pte_zoo.run(pte_zoo.convert_torch_free("to_pte", path, **pte_zoo.PORTABLE), args)
     torch.testing.assert_close(got, M()(*args), rtol=1e-4, atol=1e-5)
 
 
@@ -85,5 +86,5 @@ def test_weights_stored_strided_in_the_archive(tmp_path):
     path = str(tmp_path / "strided.pt2")
     x = torch.randn(2, 4)
     torch.export.save(torch.export.export(m, (x,)), path)
-    (got,) = pte_zoo.run(pte_zoo.convert_torch_free("to_pte", path), [x])
+    (got,) = pte_zoo.run(pte_zoo.convert_torch_free("to_pte", path, **pte_zoo.PORTABLE), [x])
     torch.testing.assert_close(got, m(x).detach(), rtol=1e-5, atol=1e-6)

@@ -1,0 +1,346 @@
+"""Fully connected, convolution (a following eval batch norm folded in), batch norm, pools, mean,
+batched matmul: XNNPACK's nodes for the portable kernels the ATen lowerings wrote.
+
+Facts from executorch's XNNPACK backend (``backends/xnnpack/operators``): a convolution's filter
+is stored [out, kh, kw, in/groups] (OHWI), a depthwise one (one input channel a group) [1, kh, kw,
+out]; a fully connected filter [out, in]; pools and global average pooling take NHWC and keep
+their dims with ``XNN_FLAG_KEEP_DIMS``; average pooling leaves the padding out of the count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..program import TensorValue
+from .builder import NHWC, STD, literal
+from .constants import Blob, literal_blob, scaled_blob, weight_blob
+from .fuse import fused_activation
+from .graph import FLAG_KEEP_DIMS, INVALID_ID
+from .index import kernel_key
+from .rules import ints, literal_or_none, number, tensor_problem
+from .table import xnn_op
+
+BATCH_NORM = "_native_batch_norm_legit_no_training.out"
+
+
+# ------------------------------------------------------------------ shared by the emitters
+
+
+def constant_problem(ix, t, what: str) -> str | None:
+    return None if ix.constant_view(t) is not None else f"{what} is not a constant"
+
+
+# ------------------------------------------------------------------ fully connected
+
+
+def _fc_filter(ix, mat2):
+    """The filter [out, in] a fully connected node reads for ``mat2`` [in, out]: its transpose."""
+    key, arr = ix.constant_view(mat2)
+    key = key[: -len("|permute1,0")] if key.endswith("|permute1,0") else f"{key}|permute1,0"
+    return key, arr.T
+
+
+def _check_fc(ix, c, a):
+    x, w = a.get("mat1", a["self"]), a["mat2"]
+    if "mat1" in a:
+        bias = a["self"]
+        if number(ix, a["beta"]) != 1 or number(ix, a["alpha"]) != 1:
+            return "addmm with beta or alpha other than 1"
+        if not isinstance(bias, TensorValue) or ix.constant_view(bias) is None or tuple(bias.sizes) != (w.sizes[1],):
+            return "addmm whose bias is not a constant vector of the output's width"
+    if ix.constant_view(x) is not None or len(x.sizes) != 2:
+        return "a matrix product whose left operand is a constant or not 2-D"
+    if ix.constant_view(w) is None or len(w.sizes) != 2:
+        return "a matrix product whose right operand is not a constant matrix"
+    return tensor_problem(x, "the input")
+
+
+@xnn_op("addmm.out", "mm.out", check=_check_fc)
+def fully_connected(b, c, a):
+    x, mat2 = a.get("mat1", a["self"]), a["mat2"]
+    key, filt = _fc_filter(b.ix, mat2)
+    filter_v = b.constant(weight_blob(key, filt), filt.shape)
+    bias_v = b.tensor(a["self"]) if "mat1" in a else None
+    xin = b.tensor(x)
+    out, bounds = fused_activation(b, c.writes[0])
+    y = b.define(out)
+    node = b.node("XNNFullyConnected", "XNNFullyConnected", input1_id=xin.id, filter_id=filter_v.id,
+                  bias_id=INVALID_ID if bias_v is None else bias_v.id, output_id=y.id, flags=0)
+    node.output_min_max = bounds
+
+
+# ------------------------------------------------------------------ convolution and batch norm
+
+
+def _pair(v):
+    return list(v) * 2 if len(v) == 1 else list(v)
+
+
+def _check_conv(ix, c, a):
+    x, w = a["input"], a["weight"]
+    if len(x.sizes) != 4 or len(w.sizes) != 4:
+        return "a convolution other than 2-D"
+    if literal_or_none(ix, a["transposed"]) is not False:
+        return "a transposed convolution"
+    if constant_problem(ix, w, "the filter") or a["bias"] is not None and isinstance(a["bias"], TensorValue) \
+            and ix.constant_view(a["bias"]) is None:
+        return "a convolution whose filter or bias is not a constant"
+    params = [ints(ix, a[k]) for k in ("stride", "padding", "dilation", "output_padding")]
+    groups = literal_or_none(ix, a["groups"])
+    if any(p is None or len(p) not in (1, 2) for p in params) or not isinstance(groups, int):
+        return "a convolution with run-time or malformed parameters"
+    if any(p < 0 for p in params[1]) or any(s < 1 for s in params[0] + params[2]):
+        return "a convolution with negative padding or a stride or dilation below 1"
+    return tensor_problem(x, "the input")
+
+
+def _batch_norm_after(b, conv_out: TensorValue):
+    """The batch norm of the partition that is the convolution's only reader, with constant
+    statistics and unread saved statistics: folded into the filter."""
+    bn = b.ix.sole_reader(conv_out)
+    if not b.in_group(bn) or kernel_key(bn) != BATCH_NORM or id(bn) in b.absorbed:
+        return None
+    a = b.ix.args(bn)
+    if a["input"] is not conv_out or _check_batch_norm(b.ix, bn, a) is not None:
+        return None
+    return bn
+
+
+def batch_norm_scale_shift(ix, a) -> tuple[np.ndarray, np.ndarray, str]:
+    """Per channel: x * scale + shift is the batch norm (float64 arithmetic, float32 results);
+    and a key naming the statistics."""
+    mean = np.asarray(ix.constant_view(a["running_mean"])[1], dtype=np.float64)
+    var = np.asarray(ix.constant_view(a["running_var"])[1], dtype=np.float64)
+    names = [ix.constant_view(a[k])[0] if isinstance(a[k], TensorValue) else "-" for k in
+             ("weight", "bias", "running_mean", "running_var")]
+    gamma = np.asarray(ix.constant_view(a["weight"])[1], dtype=np.float64) if isinstance(a["weight"], TensorValue) else 1.0
+    beta = np.asarray(ix.constant_view(a["bias"])[1], dtype=np.float64) if isinstance(a["bias"], TensorValue) else 0.0
+    eps = float(literal(a["eps"]))
+    scale = gamma / np.sqrt(var + eps)
+    shift = beta - mean * scale
+    return scale, shift, f"bn({','.join(names)},eps={eps!r})"
+
+
+@xnn_op("convolution.out", check=_check_conv)
+def convolution(b, c, a):
+    ix = b.ix
+    x, w = a["input"], a["weight"]
+    stride, padding, dilation = (_pair(literal(a[k])) for k in ("stride", "padding", "dilation"))
+    groups = int(literal(a["groups"]))
+    oc, gic, kh, kw = w.sizes
+    out = c.writes[0]
+    bn = _batch_norm_after(b, out)
+    wkey, warr = ix.constant_view(w)
+    bias = a["bias"] if isinstance(a["bias"], TensorValue) else None
+    scale = None
+    if bn is not None:
+        b.absorbed.add(id(bn))
+        scale, shift, bn_key = batch_norm_scale_shift(ix, ix.args(bn))
+        conv_bias = np.asarray(ix.constant_view(bias)[1], dtype=np.float64) if bias is not None else 0.0
+        wkey = f"{wkey}|{bn_key}"
+        bias_v = b.constant(literal_blob(f"{ix.constant_view(bias)[0] if bias is not None else 'zero'}|{bn_key}",
+                                         conv_bias * scale + shift), (oc,))
+        out = bn.writes[0]
+        scale = scale.astype(np.float32)
+    else:
+        bias_v = b.tensor(bias) if bias is not None else None
+    depthwise = gic == 1
+    if depthwise:  # [out, 1, kh, kw] -> [1, kh, kw, out]
+        flat = warr.reshape(oc, kh * kw)
+        s = scale
+
+        def rows(i, j, flat=flat, s=s):
+            part = flat[:, i:j].astype(np.float32)
+            return (part * s[:, None] if s is not None else part).T
+
+        filter_v = b.constant(Blob(f"{wkey}|dw", (kh * kw, oc), rows), (1, kh, kw, oc))
+    else:
+        filter_v = b.constant(scaled_blob(f"{wkey}|ohwi", warr, scale, (0, 2, 3, 1)), (oc, kh, kw, gic))
+    xin = b.tensor(x, NHWC)
+    out, bounds = fused_activation(b, out)
+    y = b.define(out, NHWC)
+    node = b.node("XNNDepthwiseConv2d" if depthwise else "XNNConv2d", "_XNNNodeConv",
+                  padding_top=padding[0], padding_right=padding[1], padding_bottom=padding[0], padding_left=padding[1],
+                  kernel_height=kh, kernel_width=kw, subsampling_height=stride[0], subsampling_width=stride[1],
+                  dilation_height=dilation[0], dilation_width=dilation[1], group_input_channels=gic,
+                  group_output_channels=oc // groups, groups=groups, adjustment_height=0, adjustment_width=0,
+                  input1_id=xin.id, filter_id=filter_v.id, bias_id=INVALID_ID if bias_v is None else bias_v.id,
+                  output_id=y.id, flags=0)
+    node.output_min_max = bounds
+
+
+def _check_batch_norm(ix, c, a):
+    if len(a["input"].sizes) != 4:
+        return "a batch norm of an input other than 4-D"
+    for k in ("weight", "bias", "running_mean", "running_var"):
+        if isinstance(a[k], TensorValue) and ix.constant_view(a[k]) is None:
+            return f"a batch norm whose {k} is not a constant"
+    if not isinstance(a["running_mean"], TensorValue) or not isinstance(a["running_var"], TensorValue):
+        return "a batch norm without running statistics"
+    if number(ix, a["eps"]) is None:
+        return "a batch norm with a run-time eps"
+    if any(ix.read_elsewhere(t) for t in c.writes[1:]):
+        return "a batch norm whose saved statistics are read"
+    return tensor_problem(a["input"], "the input")
+
+
+@xnn_op(BATCH_NORM, check=_check_batch_norm)
+def batch_norm(b, c, a):
+    """Not after a convolution: x * scale + shift, per channel (NHWC: the channel is the last dim)."""
+    scale, shift, key = batch_norm_scale_shift(b.ix, a)
+    xin = b.tensor(a["input"], NHWC)
+    c_ = a["input"].sizes[1]
+    s_v = b.constant(literal_blob(f"{key}|scale", scale), (c_,))
+    t_v = b.constant(literal_blob(f"{key}|shift", shift), (c_,))
+    mid = b.g.value(xin.dims)
+    b.node("XNNMultiply", "_XNNNode2x1", input1_id=xin.id, input2_id=s_v.id, output_id=mid.id, flags=0)
+    out, bounds = fused_activation(b, c.writes[0])
+    y = b.define(out, NHWC)
+    node = b.node("XNNAdd", "_XNNNode2x1", input1_id=mid.id, input2_id=t_v.id, output_id=y.id, flags=0)
+    node.output_min_max = bounds
+
+
+# ------------------------------------------------------------------ pools and mean
+
+
+def _pool_out(size: int, k: int, s: int, pad_total: int, d: int = 1) -> int:
+    return (size + pad_total - d * (k - 1) - 1) // s + 1
+
+
+def _pool_params(ix, c, a, dilated: bool):
+    """(kernel, stride, (top, left), (bottom, right), dilation) matching the output's sizes, or a reason."""
+    x, out = a["self"], c.writes[0]
+    if len(x.sizes) != 4:
+        return "a pool of an input other than 4-D"
+    kernel, stride, padding = ints(ix, a["kernel_size"]), ints(ix, a["stride"]), ints(ix, a["padding"])
+    dilation = ints(ix, a["dilation"]) if dilated else [1, 1]
+    if any(p is None for p in (kernel, stride, padding, dilation)):
+        return "a pool with run-time parameters"
+    kernel, padding, dilation = _pair(kernel), _pair(padding), _pair(dilation)
+    stride = _pair(stride) if stride else kernel
+    if len(kernel) != 2 or len(stride) != 2 or len(padding) != 2 or len(dilation) != 2 or min(kernel + stride) < 1:
+        return "a pool with malformed parameters"
+    if kernel[0] * kernel[1] == 1:
+        return "a 1x1 pool"
+    extra = []
+    for i in range(2):
+        want, size = out.sizes[2 + i], x.sizes[2 + i]
+        pad = 2 * padding[i]
+        more = max(0, (want - 1) * stride[i] + dilation[i] * (kernel[i] - 1) + 1 - (size + pad))
+        if _pool_out(size, kernel[i], stride[i], pad + more, dilation[i]) != want:
+            return "a pool whose output size XNNPACK would not reproduce"
+        extra.append(more)
+    return kernel, stride, padding, extra, dilation
+
+
+def _check_max_pool(ix, c, a):
+    if ix.read_elsewhere(c.writes[1]):
+        return "a max pool whose indices are read"
+    p = _pool_params(ix, c, a, dilated=True)
+    if isinstance(p, str):
+        return p
+    if literal_or_none(ix, a["ceil_mode"]) not in (False, True):
+        return "a max pool with a run-time ceil_mode"
+    if p[3] != [0, 0] and (not literal(a["ceil_mode"]) or not ix.static_dims(a["self"], (2, 3))):
+        return "a max pool whose output size needs ceil_mode's padding (of a dynamic input: not planned)"
+    return tensor_problem(a["self"], "the input")
+
+
+def _pool_node(b, c, a, kind, p, dilated):
+    kernel, stride, padding, extra, dilation = p
+    xin = b.tensor(a["self"], NHWC)
+    out, bounds = fused_activation(b, c.writes[0]) if kind == "XNNAvgPooling2d" else (c.writes[0], None)
+    y = b.define(out, NHWC)
+    fields = dict(padding_top=padding[0], padding_right=padding[1] + extra[1], padding_bottom=padding[0] + extra[0],
+                  padding_left=padding[1], pooling_height=kernel[0], pooling_width=kernel[1],
+                  stride_height=stride[0], stride_width=stride[1])
+    if dilated:
+        fields.update(dilation_height=dilation[0], dilation_width=dilation[1])
+    node = b.node(kind, "_XNNPooling2D", **fields, input_id=xin.id, output_id=y.id, flags=FLAG_KEEP_DIMS)
+    node.output_min_max = bounds
+
+
+@xnn_op("max_pool2d_with_indices.out", check=_check_max_pool)
+def max_pool2d(b, c, a):
+    _pool_node(b, c, a, "XNNMaxPooling2d", _pool_params(b.ix, c, a, dilated=True), True)
+
+
+def _check_avg_pool(ix, c, a):
+    p = _pool_params(ix, c, a, dilated=False)
+    if isinstance(p, str):
+        return p
+    if literal_or_none(ix, a["ceil_mode"]) is not False or p[3] != [0, 0]:
+        return "an average pool with ceil_mode"
+    if literal_or_none(ix, a["divisor_override"]) is not None:
+        return "an average pool with divisor_override"
+    include = literal_or_none(ix, a["count_include_pad"])
+    if include not in (False, True) or include and any(p[2]):
+        return "an average pool counting its padding (XNNPACK leaves it out)"
+    return tensor_problem(a["self"], "the input")
+
+
+@xnn_op("avg_pool2d.out", check=_check_avg_pool)
+def avg_pool2d(b, c, a):
+    _pool_node(b, c, a, "XNNAvgPooling2d", _pool_params(b.ix, c, a, dilated=False), False)
+
+
+def _global_pool(b, x, out_t, keep_dims: bool):
+    xin = b.tensor(x, NHWC)
+    out, bounds = fused_activation(b, out_t)
+    y = b.define(out, NHWC) if keep_dims else b.define(out, STD)
+    node = b.node("XNNGlobalAvgPooling2d", "_XNNNode1x1", input_id=xin.id, output_id=y.id,
+                  flags=FLAG_KEEP_DIMS if keep_dims else 0)
+    node.output_min_max = bounds
+
+
+def _check_adaptive(ix, c, a):
+    x, size = a["self"], ints(ix, a["output_size"])
+    if len(x.sizes) != 4 or size is None or len(size) != 2:
+        return "an adaptive pool other than 2-D, or of a run-time size"
+    if size != [1, 1] and (x.sizes[2] % size[0] or x.sizes[3] % size[1] or not ix.static_dims(x, (2, 3))):
+        return "an adaptive pool whose input is no whole multiple of its output"
+    if size != [1, 1] and x.sizes[2] == size[0] and x.sizes[3] == size[1]:
+        return "an adaptive pool that is the identity"
+    return tensor_problem(x, "the input")
+
+
+@xnn_op("_adaptive_avg_pool2d.out", check=_check_adaptive)
+def adaptive_avg_pool2d(b, c, a):
+    x, (oh, ow) = a["self"], literal(a["output_size"])
+    if (oh, ow) == (1, 1):
+        return _global_pool(b, x, c.writes[0], keep_dims=True)
+    kernel = [x.sizes[2] // oh, x.sizes[3] // ow]
+    _pool_node(b, c, a, "XNNAvgPooling2d", (kernel, kernel, [0, 0], [0, 0], [1, 1]), False)
+
+
+def _check_mean(ix, c, a):
+    x, dims = a["self"], ints(ix, a["dim"])
+    if len(x.sizes) != 4 or dims is None or sorted(d % 4 for d in dims) != [2, 3]:
+        return "a mean other than over the last two dims of a 4-D tensor"
+    if literal_or_none(ix, a["dtype"]) is not None or literal_or_none(ix, a["keepdim"]) not in (True, False):
+        return "a mean with a dtype or a run-time keepdim"
+    return tensor_problem(x, "the input")
+
+
+@xnn_op("mean.out", check=_check_mean)
+def mean(b, c, a):
+    _global_pool(b, a["self"], c.writes[0], keep_dims=bool(literal(a["keepdim"])))
+
+
+# ------------------------------------------------------------------ batched matmul
+
+
+def _check_bmm(ix, c, a):
+    x, y = a["self"], a["mat2"]
+    if ix.constant_view(x) is not None or ix.constant_view(y) is not None:
+        return "a batched matmul of a constant"
+    if len(x.sizes) != 3 or len(y.sizes) != 3:
+        return "a batched matmul other than 3-D"
+    return tensor_problem(x, "the input") or tensor_problem(y, "the input")
+
+
+@xnn_op("bmm.out", check=_check_bmm)
+def bmm(b, c, a):
+    x, y = b.tensor(a["self"]), b.tensor(a["mat2"])
+    out = b.define(c.writes[0])
+    b.node("XNNBatchMatrixMultiply", "_XNNNode2x1", input1_id=x.id, input2_id=y.id, output_id=out.id, flags=0)

@@ -1,0 +1,149 @@
+"""An ``XGraph`` -> the bytes ExecuTorch's XNNPACK backend receives (``BackendDelegate.processed``).
+
+The layout (the wheel's ``xnnpack_graph_serialize.py`` and the runtime's ``XNNHeader``)::
+
+    [0:4]   zeros                 [4:8]  "XH00"
+    [8:10]  u16 header length (30) [10:14] u32 flatbuffer offset   [14:18] u32 flatbuffer size
+    [18:22] u32 constant data offset                                [22:30] u64 constant data size
+    pad to 16, the ``XNNGraph`` flatbuffer (file identifier "XN01"), pad to 16
+
+No constant data follows: every constant is a named blob of the program (``NamedData``), its
+``ConstantDataOffset`` holding the key, offset ``UINT64_MAX`` and its size; entry 0 is the
+reserved "not a constant" one (offset 0, size 0, no key: the runtime tells them apart by the
+key's presence).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import flatbuffers
+
+from ...errors import ConversionError
+from . import schema_generated as xfb
+from .graph import XGraph, XNode, XValue
+
+__all__ = ["payload", "HEADER_MAGIC", "FILE_IDENTIFIER"]
+
+HEADER_MAGIC = b"XH00"
+FILE_IDENTIFIER = b"XN01"
+_HEADER_LENGTH = 30
+_ALIGNMENT = 16
+_NO_OFFSET = 2**64 - 1  # UINT64_MAX: the data is found by its key
+_VERSION = "0"  # XNNGraph.version, as exir writes it
+
+
+def _align(n: int) -> int:
+    return (n + _ALIGNMENT - 1) // _ALIGNMENT * _ALIGNMENT
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+def _vector(b: flatbuffers.Builder, items, prepend: str, size: int) -> int:
+    b.StartVector(size, len(items), size)
+    for x in reversed(list(items)):
+        getattr(b, prepend)(x)
+    return b.EndVector()
+
+
+def _tables(b: flatbuffers.Builder, offsets: list) -> int:
+    b.StartVector(4, len(offsets), 4)
+    for o in reversed(offsets):
+        b.PrependUOffsetTRelative(o)
+    return b.EndVector()
+
+
+def _table(b: flatbuffers.Builder, table: str, fields: dict) -> int:
+    """One table of the generated module by its name, its fields set by schema name: lists become
+    ``[uint]`` vectors, floats and ints are stored as the schema types them."""
+    vectors = {k: _vector(b, v, "PrependUint32", 4) for k, v in fields.items() if isinstance(v, (list, tuple))}
+    getattr(xfb, f"{table}Start")(b)
+    for k, v in fields.items():
+        add = getattr(xfb, f"{table}Add{_camel(k)}", None)
+        if add is None:
+            raise ConversionError(f"the XNNPACK schema's {table} has no field {k!r}")
+        add(b, vectors.get(k, v))
+    return getattr(xfb, f"{table}End")(b)
+
+
+def _value(b: flatbuffers.Builder, v: XValue) -> int:
+    dims = _vector(b, v.dims, "PrependUint32", 4)
+    xfb.XNNTensorValueStart(b)
+    xfb.XNNTensorValueAddDatatype(b, v.dtype)
+    xfb.XNNTensorValueAddNumDims(b, len(v.dims))
+    xfb.XNNTensorValueAddDims(b, dims)
+    xfb.XNNTensorValueAddConstantBufferIdx(b, v.constant)
+    xfb.XNNTensorValueAddExternalId(b, v.external_id)
+    xfb.XNNTensorValueAddFlags(b, v.flags)
+    xfb.XNNTensorValueAddIdOut(b, v.id)
+    tensor = xfb.XNNTensorValueEnd(b)
+    xfb.XValueStart(b)
+    xfb.XValueAddXvalueUnionType(b, xfb.XValueUnion.XNNTensorValue)
+    xfb.XValueAddXvalueUnion(b, tensor)
+    return xfb.XValueEnd(b)
+
+
+def _node(b: flatbuffers.Builder, n: XNode) -> int:
+    body = _table(b, n.table, n.fields)
+    minmax = None
+    if n.output_min_max is not None:
+        xfb.OutputMinMaxStart(b)
+        xfb.OutputMinMaxAddOutputMin(b, float(n.output_min_max[0]))
+        xfb.OutputMinMaxAddOutputMax(b, float(n.output_min_max[1]))
+        minmax = xfb.OutputMinMaxEnd(b)
+    xfb.XNodeStart(b)
+    xfb.XNodeAddXnodeUnionType(b, getattr(xfb.XNodeUnion, n.kind))
+    xfb.XNodeAddXnodeUnion(b, body)
+    xfb.XNodeAddDebugHandle(b, n.debug_handle)
+    if minmax is not None:
+        xfb.XNodeAddOutputMinMax(b, minmax)
+    return xfb.XNodeEnd(b)
+
+
+def _constant_data(b: flatbuffers.Builder, g: XGraph) -> int:
+    entries = []
+    xfb.ConstantDataOffsetStart(b)  # entry 0: no data, and no key
+    xfb.ConstantDataOffsetAddOffset(b, 0)
+    xfb.ConstantDataOffsetAddSize(b, 0)
+    entries.append(xfb.ConstantDataOffsetEnd(b))
+    for key, nbytes in g.constants:
+        k = b.CreateString(key)
+        xfb.ConstantDataOffsetStart(b)
+        xfb.ConstantDataOffsetAddOffset(b, _NO_OFFSET)
+        xfb.ConstantDataOffsetAddSize(b, nbytes)
+        xfb.ConstantDataOffsetAddNamedKey(b, k)
+        entries.append(xfb.ConstantDataOffsetEnd(b))
+    return _tables(b, entries)
+
+
+def _flatbuffer(g: XGraph) -> bytes:
+    b = flatbuffers.Builder(1024)
+    b.ForceDefaults(True)  # every field written, as flatc writes exir's JSON (ids of 0 included)
+    values = _tables(b, [_value(b, v) for v in g.values])
+    nodes = _tables(b, [_node(b, n) for n in g.nodes])
+    constant_data = _constant_data(b, g)
+    inputs = _vector(b, [v.id for v in g.inputs], "PrependUint32", 4)
+    outputs = _vector(b, [v.id for v in g.outputs], "PrependUint32", 4)
+    version = b.CreateString(_VERSION)
+    xfb.XNNGraphStart(b)
+    xfb.XNNGraphAddVersion(b, version)
+    xfb.XNNGraphAddXnodes(b, nodes)
+    xfb.XNNGraphAddXvalues(b, values)
+    xfb.XNNGraphAddNumExterns(b, len(g.inputs) + len(g.outputs))
+    xfb.XNNGraphAddInputIds(b, inputs)
+    xfb.XNNGraphAddOutputIds(b, outputs)
+    xfb.XNNGraphAddConstantData(b, constant_data)
+    b.Finish(xfb.XNNGraphEnd(b), file_identifier=FILE_IDENTIFIER)
+    return bytes(b.Output())
+
+
+def payload(g: XGraph) -> bytes:
+    """The header, then the flatbuffer (16-aligned); the constants live in the program's named data."""
+    fbytes = _flatbuffer(g)
+    start = _align(_HEADER_LENGTH)
+    header = (b"\0\0\0\0" + HEADER_MAGIC + struct.pack("<HIII", _HEADER_LENGTH, start, len(fbytes), start + _align(len(fbytes)))
+              + struct.pack("<Q", 0))
+    return header.ljust(start, b"\0") + fbytes.ljust(_align(len(fbytes)), b"\0")
+
