@@ -151,13 +151,13 @@ def _converter(to: str):
 
 def _data_written(pte: str, data: str) -> str:
     """What ``--external-weights`` wrote beside the program (read back from the two files)."""
-    from ..converters.pte.ptd_reader import read_ptd
+    from ..converters.pte.ptd_reader import read_ptd, reads_data
     from ..converters.pte.reader import read_pte
 
-    if not any(p["external_tensors"] for p in read_pte(pte)["execution_plans"]):
+    if not reads_data(read_pte(pte)):
         return "the program reads no weight a .ptd would hold: no .ptd written"
     s = read_ptd(data)
-    return f"wrote {printable(data)} ({len(s['named_data'])} weights, {s['data_bytes']} bytes)"
+    return f"wrote {printable(data)} ({len(s['named_data'])} entries, {s['data_bytes']} bytes)"
 
 
 def _max_dims(items: list[str] | None) -> dict[str, int]:

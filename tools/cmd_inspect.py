@@ -145,6 +145,11 @@ def _run_pte(args: argparse.Namespace) -> int:
         say(f"external tensors (read from a .ptd by key): {len(external)}")
         for key, e in external.items():
             say(f"  {P(key)}  {e['dtype']}[{', '.join(str(x) for x in e['sizes'])}]")
+    blobs = {e["key"]: e for plan in s["execution_plans"] for e in plan["external_blobs"]}
+    if blobs:
+        say(f"delegate constants read from a .ptd by key: {len(blobs)}")
+        for key, e in blobs.items():
+            say(f"  {P(key)}  ({e['delegate']})")
     return 0
 
 

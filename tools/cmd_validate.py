@@ -78,12 +78,11 @@ def _data_findings(path: str, pte: dict, data: str | None) -> tuple[str | None, 
     ``path``) and what it lacks (``ptd_reader.check_data``): no such file, a key missing, a key of
     another dtype or shape, an unreadable file. Returns the file used and the findings."""
     from ..converters.pte.ptd import ptd_path
-    from ..converters.pte.ptd_reader import check_data, read_ptd
+    from ..converters.pte.ptd_reader import check_data, read_ptd, reads_data
     from ..serde.errors import Pt2Error
     from ..serde.findings import Finding
 
-    needed = any(plan["external_tensors"] for plan in pte["execution_plans"])
-    if not needed:
+    if not reads_data(pte):
         unused = [Finding("warning", "unused-data", f"the program reads no tensor from a .ptd: {data} is not used")]
         return None, unused if data else []
     where = data or ptd_path(path)

@@ -44,9 +44,9 @@ def data_file(label: str, summary: dict, data: str | None) -> str | None:
     ``data``, else the one beside ``label``; None when it reads none. A missing file, key or layout
     is a ``VerificationError`` naming it."""
     from ..converters.pte.ptd import ptd_path
-    from ..converters.pte.ptd_reader import check_data, read_ptd
+    from ..converters.pte.ptd_reader import check_data, read_ptd, reads_data
 
-    if not any(plan["external_tensors"] for plan in summary["execution_plans"]):
+    if not reads_data(summary):
         return None
     where = data or (ptd_path(label) if label != "<bytes>" else None)
     try:

@@ -17,6 +17,9 @@ with three edits appended after its flatbuffer and pointed at, never written ove
 * ``non_const_buffer_sizes[1]``: the new arena's size (in place), and the extended header's
   program size and segment base offset; the segments follow, copied as they are.
 
+A delegated file is planned and delegated again as ``to_pte`` did: the values a partition
+computes inside its payload are not the runtime's to return, so its outputs are the values named.
+
 Only a ``.pte`` pt2x wrote for the same program can be named so (another tool's file has other
 values); ``name_values`` says why a file does not match.
 """
@@ -40,6 +43,7 @@ from .program import Plan, TensorValue
 from .reader import _PLAN_SLOT, _TENSOR_SLOT, _dtype_names
 from .segments import align
 from .writer import HEADER_MAGIC, SEGMENT_ALIGNMENT
+from .xnnpack.delegate import delegate_to_xnnpack
 
 __all__ = ["NamedValues", "name_values", "with_outputs"]
 
@@ -146,6 +150,11 @@ def _operators(plan_fb) -> list[str]:
     chain, out = plan_fb.Chains(0), []
     for j in range(chain.InstructionsLength()):
         ins = chain.Instructions(j)
+        if ins.InstrArgsType() == fb.InstructionArguments.DelegateCall:
+            call = fb.DelegateCall()
+            call.Init(ins.InstrArgs().Bytes, ins.InstrArgs().Pos)
+            out.append(f"{(plan_fb.Delegates(call.DelegateIndex()).Id() or b'').decode()} delegate")
+            continue
         if ins.InstrArgsType() != fb.InstructionArguments.KernelCall:
             out.append("?")
             continue
@@ -169,6 +178,8 @@ def name_values(view, data: bytes, names) -> tuple[NamedValues | None, str]:
     except KeyError as e:  # a shape symbol with no bound: not a program pt2x converted
         return None, f"the program's shape symbol {e} has no bound the file shows"
     plan_fb = program.ExecutionPlan(0)
+    if plan_fb.DelegatesLength():  # delegated as to_pte did: a partition's inner values are the delegate's
+        delegate_to_xnnpack(plan, view)
     why = _mismatch(plan, plan_fb)
     if why is not None:
         return None, f"the file is not pt2x's conversion of the program: {why}"

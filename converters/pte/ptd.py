@@ -103,11 +103,11 @@ def external_weights(plan: Plan, weights: dict) -> DataFile | None:
     data = DataFile({n: weights[n].fqn for n in names}, {n: buffer_of[n] - 1 for n in names},
                     {n: (tensors[n].scalar_type, tuple(tensors[n].sizes)) for n in names},
                     pack(arrays, SEGMENT_ALIGNMENT), blobs)
-    taken = set(data.keys.values())
-    for blob in blobs:
-        if blob.key in taken:
+    sizes = {data.keys[n]: tensors[n].nbytes for n in names}
+    for blob in blobs:  # a delegate reading a weight as it is names it by its key: one entry serves both
+        if blob.key in sizes and blob.nbytes != sizes[blob.key]:
             raise ConversionError(f"the .ptd would name two entries {blob.key!r} (a weight and a delegate's constant)")
-        taken.add(blob.key)
+    data.blobs = [blob for blob in blobs if blob.key not in sizes]
     return data
 
 

@@ -3,7 +3,7 @@ summary dict (what ``pt2x inspect`` prints and ``pt2x validate`` checks).
 
 The ``Program`` flatbuffer is read with flatc's generated module (``schema_generated.py``), but
 nothing it points at is trusted: before a table, vector or string is used its position, vtable
-and length are checked to lie inside the flatbuffer (``_Checked``), every index (value, operator,
+and length are checked to lie inside the flatbuffer (``flatbuffer_checks.Checked``), every index (value, operator,
 delegate, instruction, segment, constant buffer, memory id) is checked against what it indexes,
 the extended header's sizes against the file, and the work is bounded (``MAX_*``). Any failure,
 flatbuffers' own exceptions included, is a ``Pt2FormatError`` whose ``path`` names the field
@@ -18,6 +18,8 @@ import stat
 import struct
 
 from ...serde.errors import Pt2FormatError, extra_required
+from .delegate_reader import external_blobs
+from .flatbuffer_checks import MAX_ITEMS, Checked, fail
 
 __all__ = ["read_pte", "is_pte", "MAX_PLANS", "MAX_VALUES", "MAX_INSTRUCTIONS", "MAX_ITEMS"]
 
@@ -27,9 +29,7 @@ _HEADER_MIN = 24  # magic, length, program size, segment base offset (exir's MIN
 MAX_PLANS = 1_000
 MAX_VALUES = 2_000_000
 MAX_INSTRUCTIONS = 2_000_000
-MAX_ITEMS = 20_000_000  # vector elements read in all, over the whole file
 MAX_RANK = 64
-_MAX_STRING = 1 << 20
 _MAX_FLATBUFFER = 2**31 - 1
 _HEAD_BYTES = 64  # exir's NUM_HEAD_BYTES: enough for the identifier and the extended header
 
@@ -50,6 +50,7 @@ _PLAN_SLOT = {n: 4 + 2 * i for i, n in enumerate(
 _TENSOR_SLOT = {n: 4 + 2 * i for i, n in enumerate(
     ("scalar_type", "storage_offset", "sizes", "dim_order", "requires_grad", "data_buffer_idx",
      "allocation_info", "layout", "shape_dynamism", "extra_tensor_info"))}
+_NAMED_DATA_KEY = 4  # NamedData field 0: key
 _CHAIN_SLOT = {n: 4 + 2 * i for i, n in enumerate(("inputs", "outputs", "instructions", "stacktrace"))}
 _CALL_ARGS = 6  # KernelCall.args / DelegateCall.args
 _ITEMS = 4  # IntList / DoubleList / BoolList / TensorList / OptionalTensorList .items
@@ -81,106 +82,24 @@ def is_flatbuffer_file(path: str, suffix: str, identifier: bytes) -> bool:
         return False
 
 
-def _fail(path: str, message: str):
-    raise Pt2FormatError(message, path=path)
-
-
-class _Checked:
-    """Bounds checks over the flatbuffer bytes ``buf`` (``n`` of them) and the work budget."""
-
-    def __init__(self, buf, n: int):
-        self.buf, self.n, self.items = buf, n, 0
-
-    def u32(self, at: int, path: str) -> int:
-        if at < 0 or at + 4 > self.n:
-            _fail(path, f"offset {at} is outside the flatbuffer ({self.n} bytes)")
-        return struct.unpack_from("<I", self.buf, at)[0]
-
-    def table(self, tab, path: str):
-        """``tab`` (a flatbuffers ``Table``) after checking its position and vtable."""
-        pos, n = tab.Pos, self.n
-        if pos < 0 or pos + 4 > n:
-            _fail(path, f"table at {pos} is outside the flatbuffer ({n} bytes)")
-        vt = pos - struct.unpack_from("<i", self.buf, pos)[0]
-        if vt < 0 or vt + 4 > n:
-            _fail(path, f"vtable at {vt} is outside the flatbuffer ({n} bytes)")
-        vt_len, obj_len = struct.unpack_from("<HH", self.buf, vt)
-        if vt_len < 4 or vt_len % 2 or vt + vt_len > n or obj_len < 4 or pos + obj_len > n:
-            _fail(path, f"malformed vtable (length {vt_len}, table size {obj_len})")
-        for slot in range(4, vt_len, 2):
-            field = struct.unpack_from("<H", self.buf, vt + slot)[0]
-            if field and (field < 4 or field >= obj_len):
-                _fail(path, f"field {(slot - 4) // 2} at {field} is outside its table ({obj_len} bytes)")
-        return tab
-
-    def target(self, tab, slot: int, path: str) -> int | None:
-        """Where the offset field at ``slot`` points (checked), or None when it is absent."""
-        o = tab.Offset(slot)
-        if not o:
-            return None
-        at = tab.Pos + o
-        dest = at + self.u32(at, path)
-        if dest + 4 > self.n:
-            _fail(path, f"points at {dest}, outside the flatbuffer ({self.n} bytes)")
-        return dest
-
-    def vector(self, tab, slot: int, elem: int, path: str, limit: int) -> int:
-        """The length of the vector at ``slot`` (0 when absent) after checking it fits."""
-        dest = self.target(tab, slot, path)
-        if dest is None:
-            return 0
-        length = self.u32(dest, path)
-        if length > limit:
-            _fail(path, f"{length} entries, more than pt2x reads ({limit})")
-        if dest + 4 + length * elem > self.n:
-            _fail(path, f"{length} entries of {elem} bytes run past the flatbuffer's end ({self.n} bytes)")
-        self.items += length
-        if self.items > MAX_ITEMS:
-            _fail(path, f"the file holds more than {MAX_ITEMS} vector entries, more than pt2x reads")
-        return length
-
-    def vector_values(self, tab, slot: int, fmt: str, path: str, limit: int) -> list:
-        length = self.vector(tab, slot, struct.calcsize(fmt), path, limit)
-        if not length:
-            return []
-        dest = self.target(tab, slot, path) + 4
-        return list(struct.unpack_from(f"<{length}{fmt}", self.buf, dest))
-
-    def string(self, tab, slot: int, path: str) -> str | None:
-        dest = self.target(tab, slot, path)
-        if dest is None:
-            return None
-        length = self.vector(tab, slot, 1, path, _MAX_STRING)
-        raw = bytes(self.buf[dest + 4: dest + 4 + length])
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            _fail(path, "not UTF-8 text")
-
-    def index(self, value: int, count: int, what: str, path: str, optional: bool = False) -> int:
-        if not (0 <= value < count or (optional and value == -1)):
-            _fail(path, f"{what} index {value} is out of range (the plan has {count})")
-        return value
-
-
 def _header(data, size: int) -> dict | None:
     if size < 8:
-        _fail("file", f"{size} bytes: too short for a .pte (a flatbuffer needs at least 8)")
+        fail("file", f"{size} bytes: too short for a .pte (a flatbuffer needs at least 8)")
     if bytes(data[4:8]) != FILE_IDENTIFIER:
-        _fail("file_identifier", f"{bytes(data[4:8])!r} is not ExecuTorch's {FILE_IDENTIFIER!r}: not a .pte file")
+        fail("file_identifier", f"{bytes(data[4:8])!r} is not ExecuTorch's {FILE_IDENTIFIER!r}: not a .pte file")
     if size < 16 or bytes(data[8:12]) != HEADER_MAGIC:
         return None
     length = struct.unpack_from("<I", data, 12)[0]
     if length < _HEADER_MIN or 8 + length > size:
-        _fail("extended_header.length", f"{length}: an eh00 header is at least {_HEADER_MIN} bytes and inside the file")
+        fail("extended_header.length", f"{length}: an eh00 header is at least {_HEADER_MIN} bytes and inside the file")
     program_size, base = struct.unpack_from("<QQ", data, 16)
     seg_size = struct.unpack_from("<Q", data, 32)[0] if length >= 32 else None
     if program_size > size or program_size < 8 + length:
-        _fail("extended_header.program_size", f"{program_size} does not fit the file ({size} bytes)")
+        fail("extended_header.program_size", f"{program_size} does not fit the file ({size} bytes)")
     if base and (base < program_size or base > size):
-        _fail("extended_header.segment_base_offset", f"{base} is not between the program's end ({program_size}) and the file's ({size})")
+        fail("extended_header.segment_base_offset", f"{base} is not between the program's end ({program_size}) and the file's ({size})")
     if seg_size is not None and base and base + seg_size > size:
-        _fail("extended_header.segment_data_size", f"{seg_size} bytes from {base} run past the file's end ({size})")
+        fail("extended_header.segment_data_size", f"{seg_size} bytes from {base} run past the file's end ({size})")
     return {"length": length, "program_size": program_size, "segment_base_offset": base, "segment_data_size": seg_size}
 
 
@@ -197,14 +116,16 @@ def read_pte(source, name: str | None = None, *, detail: bool = False) -> dict:
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         header = _header(data, len(data))
-        return _summary(data[:header["program_size"]] if header else data, len(data), name or "<bytes>", header, detail)
+        summary = _summary(data[:header["program_size"]] if header else data, len(data), name or "<bytes>", header, detail)
+        base = header["segment_base_offset"] if header else 0
+        return _with_external_blobs(summary, lambda off, n: data[base + off: base + off + n])
     try:
         with open(source, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             header = _header(f.read(_HEAD_BYTES), size)
             end = header["program_size"] if header else size
             if end > _MAX_FLATBUFFER:
-                _fail("file", f"a {end}-byte flatbuffer, past flatbuffers' 2 GiB limit")
+                fail("file", f"a {end}-byte flatbuffer, past flatbuffers' 2 GiB limit")
             f.seek(0)
             data = f.read(end)
     except OSError as e:
@@ -212,12 +133,29 @@ def read_pte(source, name: str | None = None, *, detail: bool = False) -> dict:
 
         raise Pt2UsageError(f"cannot read {source}: {(e.strerror or str(e)).lower()}") from None
     if len(data) != end:
-        _fail("file", "the file changed while it was read")
-    return _summary(data, size, name or str(source), header, detail)
+        fail("file", "the file changed while it was read")
+    summary = _summary(data, size, name or str(source), header, detail)
+    base = header["segment_base_offset"] if header else 0
+
+    def read(off: int, n: int) -> bytes:
+        with open(source, "rb") as f:
+            f.seek(base + off)
+            return f.read(n)
+
+    return _with_external_blobs(summary, read)
+
+
+def _with_external_blobs(summary: dict, read) -> dict:
+    """Each plan's ``external_blobs``: the keys its XNNPACK delegates read that the file's named
+    data lacks (``delegate_reader``), found in the ``.ptd`` at run time."""
+    named = {e["key"] for e in summary["named_data"]}
+    for k, plan in enumerate(summary["execution_plans"]):
+        plan["external_blobs"] = external_blobs(k, plan, summary["segments"], named, read)
+    return summary
 
 
 def _summary(data: bytes, size: int, name: str, header, detail: bool = False) -> dict:
-    c = _Checked(data, len(data))
+    c = Checked(data, len(data))
     where = ["program"]
     try:
         return _read(c, size, name, header, where, detail)
@@ -228,7 +166,7 @@ def _summary(data: bytes, size: int, name: str, header, detail: bool = False) ->
         raise Pt2FormatError(f"malformed flatbuffer ({type(e).__name__}: {e})", path=where[0]) from None
 
 
-def _read(c: _Checked, size: int, name: str, header, where: list, detail: bool = False) -> dict:
+def _read(c: Checked, size: int, name: str, header, where: list, detail: bool = False) -> dict:
     from . import schema_generated as fb
 
     root = c.u32(0, "root")
@@ -246,7 +184,7 @@ def _read(c: _Checked, size: int, name: str, header, where: list, detail: bool =
     seg_room = (size - header["segment_base_offset"]) if header and header["segment_base_offset"] else 0
     for i, s in enumerate(segments):
         if s["offset"] + s["size"] > seg_room:
-            _fail(f"segments[{i}]", f"offset {s['offset']} + size {s['size']} runs past the file's segment data ({seg_room} bytes)")
+            fail(f"segments[{i}]", f"offset {s['offset']} + size {s['size']} runs past the file's segment data ({seg_room} bytes)")
     constant_buffers = []
     for i in range(c.vector(program._tab, _SLOT["constant_buffer"], 4, "constant_buffer", MAX_VALUES)):
         p = f"constant_buffer[{i}]"
@@ -270,11 +208,11 @@ def _read(c: _Checked, size: int, name: str, header, where: list, detail: bool =
         offsets = c.vector_values(cs._tab, _SUBSEGMENT_OFFSETS, "Q", "constant_segment.offsets", MAX_VALUES)
         if offsets:
             if seg_index >= len(segments):
-                _fail("constant_segment.segment_index", f"segment {seg_index} does not exist (the file has {len(segments)})")
+                fail("constant_segment.segment_index", f"segment {seg_index} does not exist (the file has {len(segments)})")
             seg_size = segments[seg_index]["size"]
             for i, off in enumerate(offsets):
                 if off > seg_size:
-                    _fail(f"constant_segment.offsets[{i}]", f"{off} is past its segment's end ({seg_size} bytes)")
+                    fail(f"constant_segment.offsets[{i}]", f"{off} is past its segment's end ({seg_size} bytes)")
             # buffer i spans to the next one's offset (or the segment's end); entry 0 is reserved
             constant_buffers = [{"index": i, "bytes": (offsets[i + 1] if i + 1 < len(offsets) else seg_size) - off,
                                  "location": f"segment {seg_index}"}
@@ -287,7 +225,16 @@ def _read(c: _Checked, size: int, name: str, header, where: list, detail: bool =
         c.table(m._tab, p)
         n_mutable.append(c.vector(m._tab, _SUBSEGMENT_OFFSETS, 8, f"{p}.offsets", MAX_VALUES))
         if n_mutable[-1] and m.SegmentIndex() >= len(segments):
-            _fail(f"{p}.segment_index", f"segment {m.SegmentIndex()} does not exist (the file has {len(segments)})")
+            fail(f"{p}.segment_index", f"segment {m.SegmentIndex()} does not exist (the file has {len(segments)})")
+    named_data = []
+    for i in range(c.vector(program._tab, _SLOT["named_data"], 4, "named_data", MAX_VALUES)):
+        p = f"named_data[{i}]"
+        where[0] = p
+        entry = program.NamedData(i)
+        c.table(entry._tab, p)
+        key = c.string(entry._tab, _NAMED_DATA_KEY, f"{p}.key")
+        named_data.append({"key": key, "segment": c.index(entry.SegmentIndex(), len(segments), "segment",
+                                                           f"{p}.segment_index")})
     plans = []
     for k in range(c.vector(program._tab, _SLOT["execution_plan"], 4, "execution_plan", MAX_PLANS)):
         p = f"execution_plan[{k}]"
@@ -308,6 +255,7 @@ def _read(c: _Checked, size: int, name: str, header, where: list, detail: bool =
         "constant_buffers": constant_buffers,
         "constant_bytes": sum(b["bytes"] for b in constant_buffers),
         "backend_delegate_data": inline_delegate_data,
+        "named_data": named_data,
     }
 
 
@@ -316,7 +264,7 @@ def _dtype_names(fb) -> dict:
     return {v: k for k, v in vars(fb.ScalarType).items() if k.isupper()}
 
 
-def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, buffer_sizes: list,
+def _tensor(c: Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, buffer_sizes: list,
             detail: bool = False) -> dict:
     """One tensor; ``data_buffers``: the constant buffers' count and each mutable data segment's
     (a planned tensor's ``data_buffer_idx`` names its initial value in the mutable one)."""
@@ -324,14 +272,14 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
     t.Init(val.Bytes, val.Pos)
     dtype = t.ScalarType()
     if dtype not in _ELEMENT_BYTES:
-        _fail(f"{p}.scalar_type", f"{dtype} is not an ExecuTorch scalar type")
+        fail(f"{p}.scalar_type", f"{dtype} is not an ExecuTorch scalar type")
     sizes = c.vector_values(t._tab, _TENSOR_SLOT["sizes"], "i", f"{p}.sizes", MAX_RANK)
     if any(s < 0 for s in sizes):
-        _fail(f"{p}.sizes", f"{sizes}: a negative size")
+        fail(f"{p}.sizes", f"{sizes}: a negative size")
     c.vector(t._tab, _TENSOR_SLOT["dim_order"], 1, f"{p}.dim_order", MAX_RANK)
     dyn = t.ShapeDynamism()
     if dyn not in _DYNAMISM:
-        _fail(f"{p}.shape_dynamism", f"{dyn} is not a TensorShapeDynamism")
+        fail(f"{p}.shape_dynamism", f"{dyn} is not a TensorShapeDynamism")
     key = _external_key(c, t, p)
     buffer = t.DataBufferIdx()
     planned = c.target(t._tab, _TENSOR_SLOT["allocation_info"], f"{p}.allocation_info") is not None
@@ -340,23 +288,23 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
         mutable_segment = t.ExtraTensorInfo().MutableDataSegmentsIdx()  # the table checked by _external_key
     n_constants, n_mutable = data_buffers
     if key is None and buffer and not planned and buffer >= n_constants:  # an external tensor's index is not read
-        _fail(f"{p}.data_buffer_idx", f"constant buffer {buffer} does not exist (the file has {n_constants})")
+        fail(f"{p}.data_buffer_idx", f"constant buffer {buffer} does not exist (the file has {n_constants})")
     if buffer and planned and (mutable_segment >= len(n_mutable) or buffer >= n_mutable[mutable_segment]):
-        _fail(f"{p}.data_buffer_idx", f"initial value {buffer} of a mutable tensor does not exist (mutable data "
+        fail(f"{p}.data_buffer_idx", f"initial value {buffer} of a mutable tensor does not exist (mutable data "
                                       f"segment {mutable_segment} of {len(n_mutable)})")
     memory = None
     if planned:
         a = t.AllocationInfo()
         c.table(a._tab, f"{p}.allocation_info")
         if not 0 < a.MemoryId() < n_buffers:
-            _fail(f"{p}.allocation_info.memory_id", f"{a.MemoryId()} is not a planned buffer (non_const_buffer_sizes has {n_buffers})")
+            fail(f"{p}.allocation_info.memory_id", f"{a.MemoryId()} is not a planned buffer (non_const_buffer_sizes has {n_buffers})")
         numel = 1
         for s in sizes:
             numel *= s
         memory = [a.MemoryId(), a.MemoryOffsetHigh() << 32 | a.MemoryOffsetLow()]
         end = memory[1] + numel * _ELEMENT_BYTES[dtype]
         if end > buffer_sizes[a.MemoryId()]:
-            _fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
+            fail(f"{p}.allocation_info", f"the tensor ends at {end}, past its buffer's {buffer_sizes[a.MemoryId()]} bytes")
     dtype_name = _dtype_names(fb).get(dtype, str(dtype))
     out = {"kind": "Tensor", "dtype": dtype_name, "sizes": sizes, "shape_dynamism": _DYNAMISM[dyn],
            "dynamic": dyn != 0, "constant": (bool(buffer) and not planned) or key is not None}
@@ -371,7 +319,7 @@ def _tensor(c: _Checked, fb, val, p: str, data_buffers: tuple, n_buffers: int, b
     return out
 
 
-def _external_key(c: _Checked, t, p: str) -> str | None:
+def _external_key(c: Checked, t, p: str) -> str | None:
     """The key of a tensor whose data is in a .ptd (``extra_tensor_info.location == EXTERNAL``)."""
     if c.target(t._tab, _TENSOR_SLOT["extra_tensor_info"], f"{p}.extra_tensor_info") is None:
         return None
@@ -381,19 +329,19 @@ def _external_key(c: _Checked, t, p: str) -> str | None:
     if extra.Location() != _EXTERNAL:
         return None
     if not key:
-        _fail(f"{p}.extra_tensor_info.fully_qualified_name", "an external tensor with no key")
+        fail(f"{p}.extra_tensor_info.fully_qualified_name", "an external tensor with no key")
     return key
 
 
 _SCALARS = {"Int": ("Int", "IntVal"), "Bool": ("Bool", "BoolVal"), "Double": ("Double", "DoubleVal")}
 
 
-def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n_inline: int, where: list,
+def _plan(c: Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n_inline: int, where: list,
           detail: bool = False) -> dict:
     name = c.string(plan._tab, _PLAN_SLOT["name"], f"{p}.name")
     buffer_sizes = c.vector_values(plan._tab, _PLAN_SLOT["non_const_buffer_sizes"], "q", f"{p}.non_const_buffer_sizes", MAX_PLANS)
     if any(s < 0 for s in buffer_sizes):
-        _fail(f"{p}.non_const_buffer_sizes", f"{buffer_sizes}: a negative size")
+        fail(f"{p}.non_const_buffer_sizes", f"{buffer_sizes}: a negative size")
     n_values = c.vector(plan._tab, _PLAN_SLOT["values"], 4, f"{p}.values", MAX_VALUES)
     values = []
     lists = []  # (path, items, optional) checked once every value is known
@@ -404,12 +352,12 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
         c.table(ev._tab, vp)
         kind = _KINDS.get(ev.ValType())
         if kind is None:
-            _fail(f"{vp}.val_type", f"{ev.ValType()} is not an EValue kind")
+            fail(f"{vp}.val_type", f"{ev.ValType()} is not an EValue kind")
         if kind == "Null":
             values.append({"kind": "Null"})
             continue
         if c.target(ev._tab, 6, f"{vp}.val") is None:
-            _fail(f"{vp}.val", f"a {kind} with no value")
+            fail(f"{vp}.val", f"a {kind} with no value")
         val = ev.Val()
         c.table(val, f"{vp}.val")
         if kind == "Tensor":
@@ -448,7 +396,7 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
         c.table(op._tab, f"{p}.operators[{i}]")
         op_name = c.string(op._tab, _OPERATOR_SLOT["name"], f"{p}.operators[{i}].name")
         if not op_name:
-            _fail(f"{p}.operators[{i}].name", "an operator with no name")
+            fail(f"{p}.operators[{i}].name", "an operator with no name")
         overload = c.string(op._tab, _OPERATOR_SLOT["overload"], f"{p}.operators[{i}].overload") or ""
         operators.append(f"{op_name}.{overload}" if overload else op_name)
     delegates = []
@@ -458,14 +406,14 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
         c.table(d._tab, dp)
         delegate_id = c.string(d._tab, _DELEGATE_SLOT["id"], f"{dp}.id")
         if c.target(d._tab, _DELEGATE_SLOT["processed"], f"{dp}.processed") is None:
-            _fail(f"{dp}.processed", "a delegate with no processed data")
+            fail(f"{dp}.processed", "a delegate with no processed data")
         ref = d.Processed()
         c.table(ref._tab, f"{dp}.processed")
         count = {0: n_inline, 1: n_segments}.get(ref.Location())
         if count is None:
-            _fail(f"{dp}.processed.location", f"{ref.Location()} is not a DataLocation")
+            fail(f"{dp}.processed.location", f"{ref.Location()} is not a DataLocation")
         if ref.Index() >= count:
-            _fail(f"{dp}.processed.index", f"{ref.Index()} is out of range ({count} {'inline blobs' if ref.Location() == 0 else 'segments'})")
+            fail(f"{dp}.processed.index", f"{ref.Index()} is out of range ({count} {'inline blobs' if ref.Location() == 0 else 'segments'})")
         c.vector(d._tab, _DELEGATE_SLOT["compile_specs"], 4, f"{dp}.compile_specs", MAX_PLANS)
         delegates.append({"id": delegate_id, "location": "inline" if ref.Location() == 0 else "segment", "index": ref.Index()})
     counts = {op: 0 for op in operators}
@@ -490,9 +438,9 @@ def _plan(c: _Checked, fb, plan, p: str, data_buffers: tuple, n_segments: int, n
             c.table(ins._tab, ip)
             kind = _INSTRUCTIONS.get(ins.InstrArgsType())
             if kind is None:
-                _fail(f"{ip}.instr_args_type", f"{ins.InstrArgsType()} is not an instruction kind")
+                fail(f"{ip}.instr_args_type", f"{ins.InstrArgsType()} is not an instruction kind")
             if c.target(ins._tab, 6, f"{ip}.instr_args") is None:
-                _fail(f"{ip}.instr_args", f"a {kind} with no arguments")
+                fail(f"{ip}.instr_args", f"a {kind} with no arguments")
             args = c.table(ins.InstrArgs(), f"{ip}.instr_args")
             kinds[kind] += 1
             if kind in ("KernelCall", "DelegateCall"):
@@ -546,4 +494,4 @@ def _jump_destination(dest: int, n: int, path: str) -> None:
     """A ``JumpFalseCall``'s destination: an instruction of its chain, or ``n``, the chain's end
     (exir jumps there past a ``cond`` that ends the chain)."""
     if not 0 <= dest <= n:
-        _fail(path, f"instruction index {dest} is out of range (the chain has {n} instructions; {n} is its end)")
+        fail(path, f"instruction index {dest} is out of range (the chain has {n} instructions; {n} is its end)")

@@ -5,19 +5,20 @@ A ``Blob`` is a float32 array described by its ``rows(a, b)``: its rows a..b alo
 of ``stream_shape`` (an array of the blob's byte order; XNNPACK's dims may group them otherwise).
 A weight taken as it is, or transposed (a numpy view of the archive's memory map), is read slice
 by slice; a filter with a batch norm folded into it is scaled slice by slice. Nothing holds a
-whole weight: at most ``arrays.CHUNK`` bytes of one are copied at a time.
+whole weight: at most ``COPY_CHUNK`` bytes of one are made at a time, and a weight taken as it is
+goes from the memory map to the file uncopied.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import CHUNK
 from ..program import NamedData
 
 __all__ = ["Blob", "weight_blob", "literal_blob", "scaled_blob"]
 
 _F32 = np.dtype("<f4")
+COPY_CHUNK = 8 << 20  # bytes of a blob made at once (a transposed or scaled weight); a weight as it is streams uncopied
 
 
 class Blob:
@@ -35,10 +36,13 @@ class Blob:
             yield np.asarray(self.rows(0, 1), dtype=_F32).reshape(()).tobytes()
             return
         row = max(1, self.nbytes // max(1, self.stream_shape[0]))
-        step = max(1, CHUNK // row)
+        step = max(1, COPY_CHUNK // row)
         for a in range(0, self.stream_shape[0], step):
-            b = min(a + step, self.stream_shape[0])
-            yield np.ascontiguousarray(self.rows(a, b), dtype=_F32).tobytes()
+            part = self.rows(a, min(a + step, self.stream_shape[0]))
+            if isinstance(part, np.ndarray) and part.dtype == _F32 and part.flags.c_contiguous:
+                yield memoryview(part.reshape(-1).view(np.uint8))  # the archive's mapped bytes, not copied
+            else:
+                yield np.ascontiguousarray(part, dtype=_F32).tobytes()
 
     def named(self) -> NamedData:
         return NamedData(self.key, self.nbytes, self.chunks)

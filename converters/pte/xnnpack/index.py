@@ -85,8 +85,9 @@ class PlanIndex:
         return f"{key}|view{','.join(map(str, t.sizes))}", arr.reshape(t.sizes)
 
     def _storage_view(self, s: TensorValue):
-        if s.weight is not None:
-            return s.weight, self.weights[s.weight].array
+        if s.weight is not None:  # keyed by its fully qualified name, as the .ptd keys a weight
+            w = self.weights[s.weight]
+            return w.fqn or s.weight, w.array
         c = self.writer.get(s)
         if not isinstance(c, Call) or kernel_key(c) not in _FOLDED:
             return None

@@ -26,6 +26,8 @@ from tolerances import assert_close
 from torchfree import convert_torch_free, run_cli_torch_free
 from workshop import load_script
 
+PORTABLE = pte_zoo.PORTABLE  # the portable path's .ptd: every weight as it is, under its name
+
 needs_runtime = pytest.mark.skipif(
     not __import__("importlib").util.find_spec("executorch"),
     reason="executorch is not installed (pip install executorch==1.5.1): the files are checked by running them")
@@ -55,7 +57,7 @@ def files(tmp_path_factory):
     out = {"dir": d}
     for name in ("cnn_dynamic", "mlp_dynamic"):
         dst = str(d / f"{name}.pte")
-        assert convert_torch_free("to_pte", pte_zoo.saved(name), dst, external_weights=True) is None
+        assert convert_torch_free("to_pte", pte_zoo.saved(name), dst, external_weights=True, **PORTABLE) is None
         out[name] = dst
     torch.manual_seed(0)
     twins = Twins().eval()
@@ -63,7 +65,10 @@ def files(tmp_path_factory):
     # decomposed: the lifted constant's lift_fresh_copy becomes a clone (which the pte target lowers)
     torch.export.save(torch.export.export(twins, (torch.randn(2, 4),)).run_decompositions(), src)
     out["twins"], out["twins_module"], out["twins_pt2"] = str(d / "twins.pte"), twins, src
-    assert convert_torch_free("to_pte", src, out["twins"], external_weights=True) is None
+    assert convert_torch_free("to_pte", src, out["twins"], external_weights=True, **PORTABLE) is None
+    # delegated (the default): the XNNPACK payloads' constants go to the .ptd too
+    out["delegated"] = str(d / "delegated.pte")
+    assert convert_torch_free("to_pte", pte_zoo.saved("cnn_dynamic"), out["delegated"], external_weights=True) is None
     return out
 
 
@@ -94,6 +99,30 @@ def test_shared_segment_and_lifted_constant(files):
     (got,) = pte_zoo.run(open(files["twins"], "rb").read(), [x], data_path=_ptd(files["twins"]))
     with torch.no_grad():
         assert_close(got.numpy(), files["twins_module"](x).numpy(), "float32", what="twins")
+
+
+@needs_runtime
+def test_delegated_constants_in_the_data_file(files, tmp_path, capsys):
+    """Delegated, the XNNPACK payloads' constants (the folded filters) are named entries of the
+    .ptd, not of the .pte: it runs with the .ptd at two batch sizes, holds no weight bytes, and
+    without its .ptd validate names the file it lacks (the runtime would end the process)."""
+    pte = files["delegated"]
+    m = pte_zoo.module("cnn_dynamic")
+    shape = pte_zoo.input_sets("cnn_dynamic")[0][0].shape
+    torch.manual_seed(4)
+    for b in (1, 8):
+        x = torch.randn(b, *shape[1:])
+        (got,) = pte_zoo.run(open(pte, "rb").read(), [x], data_path=_ptd(pte))
+        with torch.no_grad():
+            assert_close(got.numpy(), m(x).numpy(), "float32", what=f"delegated batch {b}")
+    s = read_pte(pte)
+    blobs = {e["key"] for e in s["execution_plans"][0]["external_blobs"]}
+    assert s["execution_plans"][0]["delegates"] and s["named_data"] == [] and s["constant_bytes"] == 0
+    assert blobs and blobs <= {e["key"] for e in read_ptd(_ptd(pte))["named_data"]}
+    lone = tmp_path / "lone.pte"
+    lone.write_bytes(open(pte, "rb").read())
+    rc, r = _validate(capsys, str(lone))
+    assert rc == 1 and [f["code"] for f in r["findings"]] == ["missing-data"] and "lone.ptd" in r["findings"][0]["message"]
 
 
 # ------------------------------------------------------------------------------ the files
@@ -134,16 +163,17 @@ def test_equal_weights_share_a_segment_and_lifted_constants_stay(files):
 
 
 def test_bytes_without_dst_and_no_data_file_without_weights(tmp_path):
-    pte, ptd = convert_torch_free("to_pte", pte_zoo.saved("mlp"), external_weights=True)
+    pte, ptd = convert_torch_free("to_pte", pte_zoo.saved("mlp"), external_weights=True, **PORTABLE)
     assert read_ptd(ptd)["named_data"][0]["key"] == "fc1.weight" and read_pte(pte)["constant_bytes"] == 0
-    assert convert_torch_free("to_pte", pte_zoo.saved("two_outputs"), external_weights=True)[1] is None
+    assert convert_torch_free("to_pte", pte_zoo.saved("two_outputs"), external_weights=True, **PORTABLE)[1] is None
 
 
 def test_cli_torch_free(tmp_path):
     dst = str(tmp_path / "m.pte")
-    r = run_cli_torch_free("convert", pte_zoo.saved("mlp"), "--to", "pte", "--external-weights", "-o", dst)
+    r = run_cli_torch_free("convert", pte_zoo.saved("mlp"), "--to", "pte", "--external-weights", "--delegate", "none",
+                           "-o", dst)
     assert r.returncode == 0, r.stderr
-    assert f"wrote {dst[:-4]}.ptd (4 weights, " in r.stdout
+    assert f"wrote {dst[:-4]}.ptd (4 entries, " in r.stdout
     r = run_cli_torch_free("inspect", dst[:-4] + ".ptd", "--json")
     assert r.returncode == 0 and [e["key"] for e in json.loads(r.stdout)["named_data"]][:2] == ["fc1.weight", "fc1.bias"]
     r = run_cli_torch_free("validate", dst, "--target", "executorch==1.5")
@@ -231,7 +261,7 @@ def test_exir_written_data_file(files, tmp_path, capsys):
     # exir's .pte names the same keys as pt2x's; pt2x's .pte of the same program runs on exir's .ptd
     rc, r = _validate(capsys, str(tmp_path / "exir.pte"), "--data", str(exir_ptd))
     assert rc == 0, r
-    pte, _ = convert_torch_free("to_pte", pte_zoo.saved("mlp"), external_weights=True)
+    pte, _ = convert_torch_free("to_pte", pte_zoo.saved("mlp"), external_weights=True, **PORTABLE)
     rc, r = _validate(capsys, files["mlp_dynamic"], "--data", str(exir_ptd))
     assert rc == 0, r
     if __import__("importlib").util.find_spec("executorch.runtime"):

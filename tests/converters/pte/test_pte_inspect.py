@@ -12,7 +12,8 @@ import struct
 import pytest
 
 import pte_zoo
-from pt2x.converters.pte.reader import read_pte, _Checked, _PLAN_SLOT
+from pt2x.converters.pte.flatbuffer_checks import Checked
+from pt2x.converters.pte.reader import read_pte, _PLAN_SLOT
 from pt2x.converters.pte import schema_generated as fb
 from pt2x.serde.errors import Pt2Error, Pt2FormatError
 from pt2x.tools.cli import main
@@ -102,7 +103,7 @@ def test_hostile_files(mlp, tmp_path, capsys):
     # an input index past the values: the inputs vector's first entry rewritten
     prog = fb.Program.GetRootAs(data, 0)
     plan = prog.ExecutionPlan(0)
-    c = _Checked(data, len(data))
+    c = Checked(data, len(data))
     at = c.target(plan._tab, _PLAN_SLOT["inputs"], "inputs") + 4
     bad = bytearray(data)
     struct.pack_into("<i", bad, at, 9999)

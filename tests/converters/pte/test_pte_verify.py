@@ -50,8 +50,11 @@ def files(tmp_path_factory):
     torch.export.save(ep, out["pt2"])
     ep._example_inputs = None
     torch.export.save(ep, out["bare"])
-    assert convert_torch_free("to_pte", out["pt2"], out["pte"]) is None
-    assert convert_torch_free("to_pte", out["pt2"], out["ext"], external_weights=True) is None
+    # portable (the faults below are planted at a weight's own bytes, which the delegate folds)
+    assert convert_torch_free("to_pte", out["pt2"], out["pte"], delegate="none") is None
+    assert convert_torch_free("to_pte", out["pt2"], out["ext"], external_weights=True, delegate="none") is None
+    out["delegated"] = str(d / "delegated.pte")
+    assert convert_torch_free("to_pte", out["pt2"], out["delegated"]) is None
     return out
 
 
@@ -90,6 +93,20 @@ def test_convert_verify(files, tmp_path, capsys):
     text = capsys.readouterr().out
     assert f"wrote {out[:-4]}.ptd" in text and "ExecuTorch (executorch.runtime)" in text
     assert "result: equal within tolerance" in text
+
+
+def test_delegated_file_compared_at_its_partitions(files, capsys):
+    """An XNNPACK-delegated .pte: --locate plans and delegates the program again as to_pte did, and
+    compares the values the runtime returns (the partitions' outputs); a filter scaled inside the
+    delegate's constants is found and located at the partition."""
+    assert main(["verify", files["bare"], files["delegated"], "--json", "--locate"]) == 0
+    r = _json(capsys)
+    assert r["ok"] and r["divergence"] is None and r["compared_values"] >= 2 and not r["notes"]
+    w = files["module"].conv1.weight.detach().numpy()
+    faulty = files["dir"] / "delegated_fault.pte"
+    faulty.write_bytes(pf.scale_pte_weight(open(files["delegated"], "rb").read(), w.transpose(0, 2, 3, 1), 1.5))  # OHWI
+    dv = _located(capsys, [files["pt2"], str(faulty)])
+    assert dv["converted_op"] == "XnnpackBackend delegate" and dv["converted_node"].startswith("#")
 
 
 # ------------------------------------------------------------------------------ planted faults

@@ -312,7 +312,7 @@ def test_payload_header_graph_and_named_constants():
     assert all(graph.ConstantData(i).Offset() == 2**64 - 1 for i in range(1, 5))
     program = fb.Program.GetRootAs(data, 0)
     named = {program.NamedData(i).Key() for i in range(program.NamedDataLength())}
-    assert named == keys and b"p_fc1_weight" in named  # the weight placeholder's name
+    assert named == keys and b"fc1.weight" in named  # the weight's fully qualified name, as a .ptd keys it
 
 
 # ------------------------------------------------------------------ the payload schema
