@@ -427,10 +427,19 @@ def _write_inline(p: Program, f, progress=None) -> None:
     a map take no memory), then written out region by region, each constant's bytes from the
     constant itself, one at a time. The file is the one ``write`` makes, byte for byte."""
     size = _inline_size(p)
-    room = mmap.mmap(-1, size)
-    bufs = _inline(p)
-    bufs.reserved = []
-    data = _flatbuffer(p, bufs, p.metadata, storage=room)
+    while True:
+        room = mmap.mmap(-1, size)
+        bufs = _inline(p)
+        bufs.reserved = []
+        data = _flatbuffer(p, bufs, p.metadata, storage=room)
+        if data.obj is room:
+            break
+        # the builder outgrew the room and went on in a buffer of its own, where the constants'
+        # reserved places are not: build again in a larger room (untouched pages cost nothing)
+        grown = len(data.obj)
+        del data
+        room.close()
+        size = max(grown, 2 * size) + 4096
     pos, total, done = size - len(data), sum(e.nbytes for _, e in bufs.reserved), 0
     del data
     for start, e in sorted(bufs.reserved, key=lambda r: r[0]):
@@ -466,7 +475,8 @@ def _inline_size(p: Program) -> int:
     the constants, 16-byte alignment each, and a generous bound on everything else."""
     tensors = sum(len(g.tensors) for g in p.subgraphs)
     ops = sum(len(g.ops) for g in p.subgraphs)
-    rest = 4096 + 1024 * tensors + 512 * ops + sum(len(d) + 64 for d in p.metadata.values())
+    quant = sum(12 * len(t.quant.scale) + 64 for g in p.subgraphs for t in g.tensors if t.quant is not None)
+    rest = 4096 + 1024 * tensors + 512 * ops + quant + sum(len(d) + 64 for d in p.metadata.values())
     return constant_bytes(p) + 16 * tensors + rest
 
 

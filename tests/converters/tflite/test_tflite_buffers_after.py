@@ -201,3 +201,18 @@ def test_to_tflite_writes_the_file_it_returns(tmp_path):
     data = to_tflite(src, dst)
     assert dst.read_bytes() == data == to_tflite(src)
     assert not [f for f in os.listdir(tmp_path) if f.startswith(".pt2x-")]  # no temporary left
+
+
+def test_inline_file_when_the_builder_outgrows_its_room(tmp_path, monkeypatch):
+    """The inline layout is built in a room sized by estimate (``_inline_size``); when the builder
+    outgrows it (PT2E's per-channel scales once did: a MobileNetV2's file was corrupt), it builds
+    again in a larger room: the file is ``write``'s, byte for byte, and loads in LiteRT."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    p = _program(_saved(Mlp, (torch.randn(3, 12),), tmp_path))
+    want = bytes(writer.write(p, buffers_after=False))
+    monkeypatch.setattr(writer, "_inline_size", lambda prog: writer.constant_bytes(prog) + 64)  # far too small
+    dst = tmp_path / "m.tflite"
+    writer.write_file(p, dst, buffers_after=False)
+    assert dst.read_bytes() == want
+    Interpreter(model_path=str(dst)).allocate_tensors()
