@@ -127,9 +127,32 @@ class PlanIndex:
         if not t.dynamic:
             return (False,) * len(t.sizes)
         info = self.shapes.get(t.name)
-        if info is None or len(info.shape) != len(t.sizes):
+        if info is not None and len(info.shape) == len(t.sizes):
+            return tuple(not isinstance(d, int) for d in info.shape)
+        return self._derived_dims(t)
+
+    def _derived_dims(self, t: TensorValue) -> tuple | None:
+        """An internal tensor's run-time dims from the call writing it: a ``view_copy``'s size list
+        (its run-time ints), a permute or transpose of a tensor whose dims are known."""
+        c = self.writer.get(t.storage())
+        if not isinstance(c, Call) or t is not t.storage() or t is not c.writes[0]:
             return None
-        return tuple(not isinstance(d, int) for d in info.shape)
+        key, a = kernel_key(c), self.args(c)
+        if any(self.run_time_int(v) for v in flat_values([v for k, v in a.items() if k not in ("self", "size")])):
+            return None
+        if key == "view_copy.out" and len(a["size"].items) == len(t.sizes):
+            return tuple(self.run_time_int(s) for s in a["size"].items)
+        if key in ("permute_copy.out", "transpose_copy.int_out"):
+            src = self.dynamic_dims(a["self"])
+            if src is None:
+                return None
+            if key == "permute_copy.out":
+                return tuple(src[int(x.value) % len(src)] for x in a["dims"].items)
+            perm = list(range(len(src)))
+            i, j = int(a["dim0"].value) % len(src), int(a["dim1"].value) % len(src)
+            perm[i], perm[j] = perm[j], perm[i]
+            return tuple(src[p] for p in perm)
+        return None
 
     def static_dims(self, t: TensorValue, dims) -> bool:
         """Whether ``t``'s ``dims`` are all known before it runs."""

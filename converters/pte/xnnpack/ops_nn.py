@@ -55,15 +55,64 @@ def _check_fc(ix, c, a):
     return tensor_problem(x, "the input")
 
 
+def flattened_from(b, x: TensorValue, keep: int):
+    """The tensor of rank ``len(x.sizes) + 1`` to 6 whose leading dims ``x`` merges into its first,
+    keeping its last ``keep`` dims: a static view of it (an alias), or a ``view_copy`` of the
+    partition; else None."""
+    if x.alias_of is not None:
+        src = x.alias_of
+    else:
+        w = b.ix.writer.get(x.storage())
+        if not b.in_group(w) or kernel_key(w) != "view_copy.out":
+            return None
+        src = b.ix.args(w)["self"]
+    if not isinstance(src, TensorValue) or not len(x.sizes) < len(src.sizes) <= 6:
+        return None
+    if tuple(src.sizes[-keep:]) != tuple(x.sizes[-keep:]) or b.ix.constant_view(src) is not None:
+        return None
+    return src if b.dynamic_dims(src) is not None else None
+
+
+def nd_output(b, lead: TensorValue, keep: int, out: TensorValue):
+    """Where a node writing ``out`` ([N, *its last keep dims]) from inputs with ``lead``'s leading
+    dims writes instead, and its sizes: ``lead``'s leading dims, then ``out``'s last ``keep``,
+    when ``out`` is only seen so: a static ``out`` (its readers take the value as it is, or
+    reshaped by ``Builder.tensor``), or ``out`` read only by a ``view_copy`` of the partition back
+    to those dims (absorbed: no node); else None."""
+    n = len(lead.sizes) - keep
+    sizes = tuple(lead.sizes[:n]) + tuple(out.sizes[1:])
+    dyn = b.dynamic_dims(lead)
+    if not any(dyn) and not out.dynamic:
+        return out, sizes
+    r = b.ix.sole_reader(out)
+    if not b.in_group(r) or id(r) in b.absorbed or kernel_key(r) != "view_copy.out":
+        return None
+    back = r.writes[0]
+    if tuple(back.sizes) != sizes or b.dynamic_dims(back) != tuple(dyn[:n]) + (False,) * keep:
+        return None
+    b.absorbed.add(id(r))
+    return back, sizes
+
+
 @xnn_op("addmm.out", "mm.out", check=_check_fc)
 def fully_connected(b, c, a):
+    """XNNPACK's fully connected node flattens all but its input's last dim: a linear of an N-D
+    tensor, which the portable lowering views as 2-D and back, reads the N-D tensor and writes
+    the N-D result (no reshape nodes) where the views allow (``flattened_from``, ``nd_output``)."""
     x, mat2 = a.get("mat1", a["self"]), a["mat2"]
     key, filt = _fc_filter(b.ix, mat2)
     filter_v = b.constant(weight_blob(key, filt), filt.shape)
     bias_v = b.tensor(a["self"]) if "mat1" in a else None
-    xin = b.tensor(x)
     out, bounds = fused_activation(b, c.writes[0])
-    y = b.define(out)
+    src = flattened_from(b, x, 1)
+    nd = nd_output(b, src, 1, out) if src is not None else None
+    if nd is not None:
+        target, sizes = nd
+        xin = b.tensor(src)
+        y = b.define(target, sizes=sizes)
+    else:
+        xin = b.tensor(x)
+        y = b.define(out)
     node = b.node("XNNFullyConnected", "XNNFullyConnected", input1_id=xin.id, filter_id=filter_v.id,
                   bias_id=INVALID_ID if bias_v is None else bias_v.id, output_id=y.id, flags=0)
     node.output_min_max = bounds
@@ -341,6 +390,20 @@ def _check_bmm(ix, c, a):
 
 @xnn_op("bmm.out", check=_check_bmm)
 def bmm(b, c, a):
-    x, y = b.tensor(a["self"]), b.tensor(a["mat2"])
-    out = b.define(c.writes[0])
-    b.node("XNNBatchMatrixMultiply", "_XNNNode2x1", input1_id=x.id, input2_id=y.id, output_id=out.id, flags=0)
+    """XNNPACK's batched matmul takes any number of batch dims: where both operands are views of
+    tensors of the same batch dims (attention's [B, H, S, D] viewed as [B * H, S, D]), it reads
+    those and writes the result with them (no reshape nodes)."""
+    x, y, out = a["self"], a["mat2"], c.writes[0]
+    sx, sy = flattened_from(b, x, 2), flattened_from(b, y, 2)
+    nd = None
+    if sx is not None and sy is not None and tuple(sx.sizes[:-2]) == tuple(sy.sizes[:-2]) \
+            and b.dynamic_dims(sx)[:-2] == b.dynamic_dims(sy)[:-2]:
+        nd = nd_output(b, sx, 2, out)
+    if nd is not None:
+        xv, yv = b.tensor(sx), b.tensor(sy)
+        target, sizes = nd
+        ov = b.define(target, sizes=sizes)
+    else:
+        xv, yv = b.tensor(x), b.tensor(y)
+        ov = b.define(out)
+    b.node("XNNBatchMatrixMultiply", "_XNNNode2x1", input1_id=xv.id, input2_id=yv.id, output_id=ov.id, flags=0)
