@@ -8,13 +8,16 @@ op says otherwise (a reshape's run-time size).
 
 from __future__ import annotations
 
+from ....schema import definitions as d
+from ..dtypes import ET_SCALAR_TYPE
 from ..program import ListValue, ScalarValue, TensorValue
 from .index import PlanIndex
 
-__all__ = ["MAX_DIMS", "FLOAT", "tensor_problem", "literal_or_none", "ints", "number", "NOT_LITERAL"]
+__all__ = ["MAX_DIMS", "FLOAT", "INT8", "tensor_problem", "literal_or_none", "ints", "number", "NOT_LITERAL"]
 
 MAX_DIMS = 6
-FLOAT = 6  # ExecuTorch's ScalarType.FLOAT
+FLOAT = ET_SCALAR_TYPE[d.ScalarType.FLOAT]
+INT8 = ET_SCALAR_TYPE[d.ScalarType.CHAR]
 NOT_LITERAL = object()
 
 
