@@ -21,9 +21,10 @@ import numpy as np
 
 from ...errors import ConversionError
 from ..program import ListValue, ScalarValue, TensorValue
-from .constants import Blob, literal_blob, weight_blob
-from .graph import FP32, XGraph, XValue
+from .constants import Blob, as_float16, literal_blob, weight_blob
+from .graph import FP16, FP32, XGraph, XValue
 from .index import PlanIndex
+from .rules import FLOAT, HALF
 from .schedule import schedule
 
 __all__ = ["Builder", "Ref", "STD", "NHWC", "TO_NHWC", "TO_STD", "literal"]
@@ -60,6 +61,17 @@ def _keeps_order(dims: tuple, perm: tuple) -> bool:
     return moved == sorted(moved)
 
 
+_NAMES = {FP32: "float32", FP16: "float16"}
+
+
+def _float_dtype(calls) -> int:
+    """FP16 for a partition of float16 tensors, FP32 for one of float32 (``ConversionError`` for both)."""
+    kinds = {t.scalar_type for c in calls for t in list(c.reads) + list(c.writes)} & {FLOAT, HALF}
+    if kinds == {FLOAT, HALF}:
+        raise ConversionError("a partition of float32 and float16 tensors")
+    return FP16 if kinds == {HALF} else FP32
+
+
 def stored(sizes: tuple, layout: str) -> tuple:
     return tuple(sizes[p] for p in TO_NHWC) if layout == NHWC else tuple(sizes)
 
@@ -79,6 +91,7 @@ class Builder:
         self._reshaped: dict = {}  # id of a reshape's result -> the value it reshapes
         self.handle = handle  # the debug handle of the call being emitted
         self.dequantized: dict = {}  # a dequantize's float result (storage) -> its QuantOp (int8.py)
+        self.g.float_dtype = _float_dtype(calls)
 
     # ------------------------------------------------------------------ reading
 
@@ -170,8 +183,15 @@ class Builder:
         """The program's blob of this key (the first made), so partitions share it."""
         return self.blobs.setdefault(blob.key, blob)
 
-    def constant(self, blob: Blob, dims: tuple, dtype: int = FP32, quant=None) -> XValue:
-        """A constant value of the blob's bytes (of XNNPACK ``dtype`` and ``quant``)."""
+    def constant(self, blob: Blob, dims: tuple, dtype: int | None = None, quant=None) -> XValue:
+        """A constant value of the blob's bytes (of XNNPACK ``dtype`` and ``quant``; by default the
+        partition's float datatype, a float32 blob rounded to float16 for a float16 partition)."""
+        if dtype is None:
+            dtype = self.g.float_dtype
+            if dtype == FP16 and blob.dtype == np.float32:
+                blob = as_float16(blob)
+            if (dtype == FP16) != (blob.dtype == np.float16):
+                raise ConversionError(f"constant {blob.key!r} of {blob.dtype} in a partition of {_NAMES[dtype]}")
         blob = self.blob(blob)
         if int(np.prod(dims, dtype=np.int64)) * blob.dtype.itemsize != blob.nbytes:
             raise ConversionError(f"constant {blob.key!r}: {blob.nbytes} bytes for dims {dims}")

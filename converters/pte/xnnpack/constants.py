@@ -1,7 +1,7 @@
 """The constants a payload names: each becomes one ``NamedData`` blob of the program, its bytes made
 from the program's weights one tensor at a time, in slices, when the file is written.
 
-A ``Blob`` is an array (float32, or an int8 filter, int32 bias of the int8 nodes) described by its ``rows(a, b)``: its rows a..b along the first axis
+A ``Blob`` is an array (float32 or float16, or an int8 filter, int32 bias of the int8 nodes) described by its ``rows(a, b)``: its rows a..b along the first axis
 of ``stream_shape`` (an array of the blob's byte order; XNNPACK's dims may group them otherwise).
 A weight taken as it is, or transposed (a numpy view of the archive's memory map), is read slice
 by slice; a filter with a batch norm folded into it is scaled slice by slice. Nothing holds a
@@ -15,7 +15,7 @@ import numpy as np
 from ..arrays import CHUNK
 from ..program import NamedData
 
-__all__ = ["Blob", "weight_blob", "literal_blob", "scaled_blob", "int8_blob"]
+__all__ = ["Blob", "weight_blob", "literal_blob", "scaled_blob", "int8_blob", "as_float16"]
 
 _F32 = np.dtype("<f4")
 
@@ -49,10 +49,15 @@ class Blob:
 
 
 def weight_blob(key: str, arr: np.ndarray) -> Blob:
-    """A weight (or a view of it: a transpose) as it is."""
-    if arr.dtype != np.float32:
-        raise TypeError(f"{key}: a float32 weight was expected, not {arr.dtype}")
-    return Blob(key, arr.shape, lambda a, b: arr[a:b])
+    """A weight (or a view of it: a transpose) as it is, float32 or float16."""
+    if arr.dtype not in (np.float32, np.float16):
+        raise TypeError(f"{key}: a float32 or float16 weight was expected, not {arr.dtype}")
+    return Blob(key, arr.shape, lambda a, b: arr[a:b], arr.dtype)
+
+
+def as_float16(blob: Blob) -> Blob:
+    """A float32 blob's values rounded to float16 (a constant of a float16 partition), slice by slice."""
+    return Blob(f"{blob.key}|f16", blob.stream_shape, blob.rows, np.float16)
 
 
 def literal_blob(key: str, values, dtype=_F32) -> Blob:

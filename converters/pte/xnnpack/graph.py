@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["XValue", "XNode", "XGraph", "PerTensor", "PerChannel", "INVALID_ID", "FP32", "QINT8", "QCINT8",
+__all__ = ["XValue", "XNode", "XGraph", "PerTensor", "PerChannel", "INVALID_ID", "FP32", "FP16", "QINT8", "QCINT8",
            "QCINT32", "EXTERNAL_INPUT", "EXTERNAL_OUTPUT", "FLAG_KEEP_DIMS", "FLAG_TRANSPOSE_WEIGHTS"]
 
 INVALID_ID = 0xFFFFFFFF  # XNN_INVALID_VALUE_ID
 # XNNDatatype (schema.fbs)
 FP32 = 1  # xnn_datatype_fp32
+FP16 = 2  # xnn_datatype_fp16
 QINT8 = 3  # xnn_datatype_qint8: int8, one scale and zero point (activations)
 QCINT8 = 6  # xnn_datatype_qcint8: int8, a scale per channel, zero point 0 (filters)
 QCINT32 = 7  # xnn_datatype_qcint32: int32, a scale per channel, zero point 0 (biases)
@@ -68,12 +69,15 @@ class XGraph:
     constants: list = field(default_factory=list)  # constant_data entries 1..: (named key, bytes)
     inputs: list = field(default_factory=list)  # XValues, external ids 0..
     outputs: list = field(default_factory=list)  # XValues, external ids after the inputs
+    float_dtype: int = FP32  # the datatype of its float values: FP32, or FP16 for a float16 partition
 
-    def value(self, dims, *, constant: int = 0, dtype: int = FP32, quant=None, like: XValue | None = None) -> XValue:
-        """A new value of ``dims``: of ``dtype`` and ``quant``, or of the datatype and parameters
-        of ``like`` (a transpose or reshape of it)."""
+    def value(self, dims, *, constant: int = 0, dtype: int | None = None, quant=None,
+              like: XValue | None = None) -> XValue:
+        """A new value of ``dims``: of ``dtype`` (the graph's float datatype by default) and
+        ``quant``, or of the datatype and parameters of ``like`` (a transpose or reshape of it)."""
         if like is not None:
             dtype, quant = like.dtype, like.quant
+        dtype = self.float_dtype if dtype is None else dtype
         v = XValue(len(self.values), tuple(int(d) for d in dims), dtype, constant, quant=quant)
         self.values.append(v)
         return v
