@@ -76,6 +76,8 @@ class Ctx:
         gone = set(map(id, self.plan.values[vstart:]))
         del self.plan.values[vstart:]
         del self.plan.calls[cstart:]
+        kept = set(map(id, self.plan.calls))
+        self.plan.quant_ops[:] = [q for q in self.plan.quant_ops if all(id(c) in kept for c in q.calls)]
         for table in (self.by_name, self._weights, self._syms):
             for k in [k for k, v in table.items() if id(v) in gone]:
                 del table[k]

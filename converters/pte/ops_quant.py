@@ -18,7 +18,8 @@ written as the arithmetic torch's reference kernels do (``torch/ao/quantization/
 
 The program runs the same float ops between them as torch's quantized module does (the
 simulation PT2E's reference is), not integer kernels: those come with the XNNPACK delegate.
-Refused by name: a scale or zero point computed at run time (``.tensor``/``.tensor2``, dynamic
+Each lowering also records a ``program.QuantOp`` in the plan (``Plan.quant_ops``): what it was
+and which calls it wrote, for the XNNPACK delegate's int8 folding. Refused by name: a scale or zero point computed at run time (``.tensor``/``.tensor2``, dynamic
 quantization), a per-channel quantize of a run-time tensor, an ``out_dtype`` other than float32,
 a quantized dtype other than int8/uint8 or bounds outside it.
 """
@@ -29,7 +30,7 @@ from ...schema import definitions as d
 from ..aten.args import TensorRef, bind
 from ..aten.registry import lowering
 from ..errors import Unsupported
-from .program import TensorValue
+from .program import QuantOp, TensorValue
 
 _RANGES = {d.ScalarType.CHAR: (-128, 127), d.ScalarType.BYTE: (0, 255)}
 
@@ -64,6 +65,7 @@ def quantize_per_tensor(ctx, node):
     zero_point = _literal(a.zero_point, "zero_point", int)
     shape = ctx.view.tensor(a.input.name).shape
     f32 = d.ScalarType.FLOAT
+    first = len(ctx.plan.calls)
     scaled = ctx.call("mul.Scalar_out", {"self": a.input, "other": 1.0 / scale}, [ctx.scratch("scaled", shape, f32)])
     rounded = ctx.call("round.out", {"self": scaled}, [ctx.scratch("rounded", shape, f32)])
     shifted = ctx.call("add.Scalar_out", {"self": rounded, "other": zero_point}, [ctx.scratch("shifted", shape, f32)])
@@ -72,8 +74,9 @@ def quantize_per_tensor(ctx, node):
     out = ctx.output(node)
     if ctx.view.tensor(node.outputs[0].value.name).dtype != st:
         raise Unsupported("quantize whose output dtype is not its dtype argument")
-    return ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": clamped, "dim_order": _order(shape)},
-                    [out]).name
+    ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": clamped, "dim_order": _order(shape)}, [out])
+    _record(ctx, "quantize_per_tensor", a.input, out, scale, zero_point, a, first)
+    return out.name
 
 
 @lowering("pte", "quantized_decomposed.dequantize_per_tensor.default")
@@ -85,10 +88,13 @@ def dequantize_per_tensor(ctx, node):
     zero_point = _literal(a.zero_point, "zero_point", int)
     shape = ctx.view.tensor(a.input.name).shape
     f32 = d.ScalarType.FLOAT
+    first = len(ctx.plan.calls)
     as_float = ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": a.input, "dim_order": _order(shape)},
                         [ctx.scratch("as_float", shape, f32)])
     centred = ctx.call("sub.Scalar_out", {"self": as_float, "other": zero_point}, [ctx.scratch("centred", shape, f32)])
-    return ctx.call("mul.Scalar_out", {"self": centred, "other": scale}, [ctx.output(node)]).name
+    out = ctx.call("mul.Scalar_out", {"self": centred, "other": scale}, [ctx.output(node)])
+    _record(ctx, "dequantize_per_tensor", a.input, out, scale, zero_point, a, first)
+    return out.name
 
 
 @lowering("pte", "quantized_decomposed.dequantize_per_channel.default")
@@ -102,16 +108,28 @@ def dequantize_per_channel(ctx, node):
     shape = info.shape
     along = [1] * rank
     along[axis] = shape[axis]
+    first = len(ctx.plan.calls)
     scales = _constant_along(ctx, a.scales, along, "scales", (d.ScalarType.FLOAT, d.ScalarType.DOUBLE))
     q = ctx.tensor(a.input)
     if a.zero_points is not None:
         zps = _constant_along(ctx, a.zero_points, along, "zero_points", (d.ScalarType.LONG,))
         q = ctx.call("sub.out", {"self": q, "other": zps}, [ctx.scratch("centred", shape, d.ScalarType.LONG)])
     if ctx.view.tensor(a.scales.name).dtype == d.ScalarType.FLOAT:
-        return ctx.call("mul.out", {"self": q, "other": scales}, [ctx.output(node)]).name
-    wide = ctx.call("mul.out", {"self": q, "other": scales}, [ctx.scratch("dequantized", shape, d.ScalarType.DOUBLE)])
-    return ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": wide, "dim_order": _order(shape)},
-                    [ctx.output(node)]).name
+        out = ctx.call("mul.out", {"self": q, "other": scales}, [ctx.output(node)])
+    else:
+        wide = ctx.call("mul.out", {"self": q, "other": scales},
+                        [ctx.scratch("dequantized", shape, d.ScalarType.DOUBLE)])
+        out = ctx.call("dim_order_ops::_to_dim_order_copy.out", {"self": wide, "dim_order": _order(shape)},
+                       [ctx.output(node)])
+    zero_points = a.zero_points.name if a.zero_points is not None else None
+    _record(ctx, "dequantize_per_channel", a.input, out, a.scales.name, zero_points, a, first, axis=axis)
+    return out.name
+
+
+def _record(ctx, kind: str, source, result: TensorValue, scale, zero_point, a, first: int, axis=None) -> None:
+    """What the calls from ``first`` on were, for a later stage (``program.QuantOp``)."""
+    ctx.plan.quant_ops.append(QuantOp(kind, ctx.tensor(source), result, scale, zero_point, a.quant_min, a.quant_max,
+                                      ctx.plan.calls[first:], axis))
 
 
 def _constant_along(ctx, ref, sizes: list, what: str, dtypes: tuple) -> TensorValue:

@@ -13,6 +13,11 @@ value has a name (the driver renames a node's output after the program's value).
 A delegated part of the plan is one ``DelegateCall`` (its inputs, then its outputs) of a
 ``Delegate`` (the backend's id and its payload, written in a segment); ``NamedData`` are the
 blobs a payload names (its constants), each streamed into a segment of its own.
+
+``quant_ops`` records what each PT2E quantize or dequantize was before ``ops_quant.py`` wrote it
+as float arithmetic in portable calls (a ``QuantOp``: its int8 and float tensors, its
+quantization parameters, and those calls), so a later stage can run it otherwise (the XNNPACK
+delegate folds it into int8 values); the calls stay the plan's truth.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 __all__ = ["TensorValue", "ScalarValue", "ListValue", "Call", "JumpFalse", "Move", "DelegateCall", "Delegate",
-           "NamedData", "Plan"]
+           "NamedData", "QuantOp", "Plan"]
 
 
 @dataclass(eq=False)
@@ -130,6 +135,47 @@ class NamedData:
     chunks: Callable[[], Iterable]  # () -> the blob's bytes, in pieces (streamed, never joined)
 
 
+@dataclass(eq=False)
+class QuantOp:
+    """A ``quantized_decomposed`` quantize (float ``source`` -> int8 ``result``) or dequantize
+    (int8 ``source`` -> float ``result``), and the portable ``calls`` it was written as, in order.
+
+    Per tensor: ``scale`` a float, ``zero_point`` an int. Per channel (a dequantize of a weight):
+    ``scale`` and ``zero_point`` the names of the weights holding them (1-D), ``axis`` the
+    channel dim of ``source``; ``zero_point`` None when the program gives none."""
+
+    kind: str  # "quantize_per_tensor" | "dequantize_per_tensor" | "dequantize_per_channel"
+    source: TensorValue
+    result: TensorValue
+    scale: object  # float, or a weight's name
+    zero_point: object  # int, a weight's name, or None
+    quant_min: int
+    quant_max: int
+    calls: list
+    axis: int | None = None
+
+    @property
+    def op(self) -> tuple:
+        return f"quantized_decomposed::{self.kind}", ""
+
+    @property
+    def args(self) -> list:
+        return [self.source, self.result]
+
+    @property
+    def reads(self) -> list:
+        return [self.source]
+
+    @property
+    def writes(self) -> list:
+        return [self.result]
+
+    @property
+    def per_tensor(self) -> tuple | None:
+        """(scale, zero point) of a per-tensor op, else None."""
+        return None if self.axis is not None else (self.scale, self.zero_point)
+
+
 @dataclass
 class Plan:
     values: list = field(default_factory=list)
@@ -139,6 +185,7 @@ class Plan:
     state: list = field(default_factory=list)  # TensorValues that persist across calls (mutable buffers)
     delegates: list = field(default_factory=list)  # Delegates
     named_data: list = field(default_factory=list)  # NamedData
+    quant_ops: list = field(default_factory=list)  # QuantOp: what the PT2E calls were
 
     def add(self, value):
         self.values.append(value)

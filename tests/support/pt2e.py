@@ -87,6 +87,19 @@ class MobileCNN(nn.Module):
         return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
 
 
+class BoundaryCNN(nn.Module):
+    """Float ops between int8 ones: a sigmoid (XNNPACK's float node: the delegate converts its
+    int8 input and its output) and a log_softmax (no XNNPACK node: the partitions stop at it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2, self.c3 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1), nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = self.c2(torch.sigmoid(torch.relu(self.c1(x))))
+        return self.c3(torch.log_softmax(y, dim=1))
+
+
 class MLP(nn.Module):
     def __init__(self):
         super().__init__()
@@ -146,6 +159,7 @@ def _torchvision(name: str) -> nn.Module:
 MODELS = {
     "cnn": (SmallCNN, (3, 16, 16)),
     "mobile_cnn": (MobileCNN, (3, 32, 32)),
+    "boundary_cnn": (BoundaryCNN, (3, 8, 8)),
     "mlp": (MLP, (32,)),
     "transformer": (TransformerBlock, (6, 32)),
     "resnet18": (lambda: _torchvision("resnet18"), (3, 64, 64)),

@@ -21,9 +21,10 @@ import numpy as np
 
 from ...errors import ConversionError
 from ..program import ListValue, ScalarValue, TensorValue
-from .constants import Blob, literal_blob, weight_blob
-from .graph import XGraph, XValue
+from .constants import Blob, as_float16, literal_blob, weight_blob
+from .graph import FP16, FP32, XGraph, XValue
 from .index import PlanIndex
+from .rules import FLOAT, HALF
 from .schedule import schedule
 
 __all__ = ["Builder", "Ref", "STD", "NHWC", "TO_NHWC", "TO_STD", "literal"]
@@ -60,6 +61,17 @@ def _keeps_order(dims: tuple, perm: tuple) -> bool:
     return moved == sorted(moved)
 
 
+_NAMES = {FP32: "float32", FP16: "float16"}
+
+
+def _float_dtype(calls) -> int:
+    """FP16 for a partition of float16 tensors, FP32 for one of float32 (``ConversionError`` for both)."""
+    kinds = {t.scalar_type for c in calls for t in list(c.reads) + list(c.writes)} & {FLOAT, HALF}
+    if kinds == {FLOAT, HALF}:
+        raise ConversionError("a partition of float32 and float16 tensors")
+    return FP16 if kinds == {HALF} else FP32
+
+
 def stored(sizes: tuple, layout: str) -> tuple:
     return tuple(sizes[p] for p in TO_NHWC) if layout == NHWC else tuple(sizes)
 
@@ -78,6 +90,8 @@ class Builder:
         self.dims_of: dict = {}  # an emitter's own tensor -> which of its dims are run-time
         self._reshaped: dict = {}  # id of a reshape's result -> the value it reshapes
         self.handle = handle  # the debug handle of the call being emitted
+        self.dequantized: dict = {}  # a dequantize's float result (storage) -> its QuantOp (int8.py)
+        self.g.float_dtype = _float_dtype(calls)
 
     # ------------------------------------------------------------------ reading
 
@@ -107,6 +121,12 @@ class Builder:
         return self.refs.get(s) or self._input(s)
 
     def _input(self, s: TensorValue) -> Ref:
+        if s in self.dequantized:  # read as float: a Convert of the int8 value it dequantizes
+            src = self.ref(self.dequantized[s].source)
+            v = self.g.value(src.value.dims)
+            self.node("XNNConvert", "_XNNNode1x1", input_id=src.value.id, output_id=v.id, flags=0)
+            self.refs[s] = Ref(v, src.sizes, src.layout)
+            return self.refs[s]
         v = self.g.value(s.sizes)
         self.g.inputs.append(v)
         self.inputs.append(s)
@@ -142,7 +162,7 @@ class Builder:
 
     def transpose(self, v: XValue, perm: tuple) -> XValue:
         """A ``StaticTranspose`` of ``v``."""
-        out = self.g.value(tuple(v.dims[p] for p in perm))
+        out = self.g.value(tuple(v.dims[p] for p in perm), like=v)
         self.g.node("XNNStaticTranspose", "XNNStaticTranspose", self.handle, num_dims=len(perm), perm=list(perm),
                     input_id=v.id, output_id=out.id, flags=0)
         return out
@@ -151,7 +171,7 @@ class Builder:
         """A ``StaticReshape`` of ``v`` to ``new_shape`` (a 0 is inferred at run time); ``dims``:
         the new value's (upper-bound) dims. A reshape of a reshape reads the first one's input."""
         v = self._reshaped.get(v.id, v)
-        out = self.g.value(dims)
+        out = self.g.value(dims, like=v)
         self._reshaped[out.id] = v
         self.g.node("XNNStaticReshape", "XNNStaticReshape", self.handle, num_dims=len(new_shape),
                     new_shape=[int(d) for d in new_shape], input_id=v.id, output_id=out.id, flags=0)
@@ -163,11 +183,19 @@ class Builder:
         """The program's blob of this key (the first made), so partitions share it."""
         return self.blobs.setdefault(blob.key, blob)
 
-    def constant(self, blob: Blob, dims: tuple) -> XValue:
+    def constant(self, blob: Blob, dims: tuple, dtype: int | None = None, quant=None) -> XValue:
+        """A constant value of the blob's bytes (of XNNPACK ``dtype`` and ``quant``; by default the
+        partition's float datatype, a float32 blob rounded to float16 for a float16 partition)."""
+        if dtype is None:
+            dtype = self.g.float_dtype
+            if dtype == FP16 and blob.dtype == np.float32:
+                blob = as_float16(blob)
+            if (dtype == FP16) != (blob.dtype == np.float16):
+                raise ConversionError(f"constant {blob.key!r} of {blob.dtype} in a partition of {_NAMES[dtype]}")
         blob = self.blob(blob)
-        if int(np.prod(dims, dtype=np.int64)) * 4 != blob.nbytes:
+        if int(np.prod(dims, dtype=np.int64)) * blob.dtype.itemsize != blob.nbytes:
             raise ConversionError(f"constant {blob.key!r}: {blob.nbytes} bytes for dims {dims}")
-        return self.g.value(dims, constant=self.g.constant(blob.key, blob.nbytes))
+        return self.g.value(dims, constant=self.g.constant(blob.key, blob.nbytes), dtype=dtype, quant=quant)
 
     def constant_tensor(self, t: TensorValue, layout: str = STD) -> XValue:
         """A weight (or a transpose of one) as a constant value, in ``layout``."""
@@ -205,7 +233,7 @@ class Builder:
         for s in outputs:
             v = self.tensor(s, STD)
             if v in self.g.inputs or v in self.g.outputs or v.constant:
-                copy = self.g.value(v.dims)
+                copy = self.g.value(v.dims, like=v)
                 self.node("XNNCopy", "_XNNNode1x1", input_id=v.id, output_id=copy.id, flags=0)
                 v = copy
             self.g.outputs.append(v)

@@ -3,15 +3,18 @@ XNNPACK runs replaced by ``DelegateCall``s of ``XnnpackBackend`` payloads.
 
 The phases, in order:
 
+0. ``int8.fold``: each PT2E quantize or dequantize stands for its portable calls (one unit);
 1. every call is checked against the op table (``table.OPS``); a call XNNPACK does not take stays
    on the portable kernels, with its reason (``DelegationReport.kept``);
 2. ``partition``: the largest groups of taken calls that can each run as one instruction;
-3. each group -> an ``XGraph`` (``builder.Builder``, the emitters of ``ops_*.py``) -> its payload;
+3. each group -> an ``XGraph`` (``builder.Builder``, the emitters of ``ops_*.py``: the int8 form
+   of ``ops_int8`` where a call is in PT2E's "dq -> op -> q" pattern) -> its payload;
    a group whose build is refused stays portable, with the reason;
 4. the plan rewritten: each group one ``DelegateCall`` (its inputs, then its outputs), placed in
    a topological order of the groups and the calls left; calls nothing reads any more (a
    weight's permute folded into a filter, a size only a delegated reshape read) and the values
-   no instruction names are dropped; the constants become the plan's named blobs.
+   no instruction names are dropped; the constants become the plan's named blobs; a quantize or
+   dequantize left outside the groups is its portable calls again.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import heapq
 from dataclasses import dataclass, field
 
 from ...errors import ConversionError
-from ..program import Call, Delegate, DelegateCall, Plan, TensorValue
-from . import ops_elementwise, ops_nn, ops_shape  # noqa: F401  (they fill the table)
+from ..program import Call, Delegate, DelegateCall, Plan, QuantOp, TensorValue
+from . import int8, ops_elementwise, ops_int8, ops_nn, ops_shape  # noqa: F401  (they fill the table)
 from .builder import Builder
 from .index import PlanIndex, flat_values, kernel_key
 from .partition import partition
@@ -51,6 +54,8 @@ class DelegationReport:
 
 def _why_not(ix: PlanIndex, c) -> str | None:
     """None when XNNPACK takes ``c``; else why it stays portable."""
+    if isinstance(c, QuantOp):
+        return OPS[kernel_key(c)].check(ix, c, None)
     if not isinstance(c, Call):
         return "not a kernel call"
     key = kernel_key(c)
@@ -86,7 +91,8 @@ def _build(ix: PlanIndex, group: list, blobs: dict):
         if id(c) in b.absorbed:
             continue
         b.handle = ix.position[id(c)]
-        OPS[kernel_key(c)].emit(b, c, ix.args(c))
+        if not ops_int8.emit(b, c, ix.args(c)):
+            OPS[kernel_key(c)].emit(b, c, ix.args(c))
     outputs = _outputs(ix, group)
     if len(b.inputs) + len(outputs) > MAX_EXTERNS:
         raise ConversionError(f"{len(b.inputs) + len(outputs)} inputs and outputs (the runtime takes {MAX_EXTERNS})")
@@ -160,6 +166,7 @@ def delegate_to_xnnpack(plan: Plan, view) -> DelegationReport:
             if isinstance(c, Call):
                 report.keep(kernel_key(c), "the plan has control flow, state or in-place writes (not delegated yet)")
         return report
+    int8.fold(plan)
     ix = PlanIndex(plan, view.weights, view.tensors)
     reasons = {id(c): _why_not(ix, c) for c in plan.calls}
     groups = partition(ix, lambda c: reasons[id(c)] is None)
@@ -185,7 +192,10 @@ def delegate_to_xnnpack(plan: Plan, view) -> DelegationReport:
         report.partitions += 1
         report.delegated_calls += len(group)
     units += [(c, [c]) for c in plan.calls if id(c) not in grouped]
-    plan.calls = _order(ix, units)
+    for q in plan.calls:
+        if isinstance(q, QuantOp) and id(q) not in grouped:  # back to its portable calls
+            reasons.update((id(c), reasons[id(q)]) for c in q.calls)
+    plan.calls = int8.unfold(_order(ix, units))
     _drop_dead(plan)
     for c in plan.calls:
         if isinstance(c, Call):

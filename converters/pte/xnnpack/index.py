@@ -2,13 +2,14 @@
 XNNGraph builder share.
 
 Tensors are keyed by their storage (a view shares its base's); ``Int`` values (run-time sizes)
-by themselves. A call's arguments are read by the kernel's schema names (``args(call)``).
+by themselves. The plan's calls may include ``QuantOp``s (a PT2E quantize or dequantize standing
+for its portable calls: ``int8.fold``). A call's arguments are read by the kernel's schema names (``args(call)``).
 """
 
 from __future__ import annotations
 
 from ..kernels import kernel
-from ..program import Call, ListValue, Plan, ScalarValue, TensorValue
+from ..program import Call, ListValue, Plan, QuantOp, ScalarValue, TensorValue
 
 __all__ = ["PlanIndex", "flat_values", "kernel_key"]
 
@@ -16,8 +17,9 @@ __all__ = ["PlanIndex", "flat_values", "kernel_key"]
 _FOLDED = ("permute_copy.out", "transpose_copy.int_out", "slice_copy.Tensor_out", "select_copy.int_out")
 
 
-def kernel_key(c: Call) -> str:
-    """``addmm.out`` for aten::addmm / out, ``executorch_prim::mul.Scalar`` for a prim op."""
+def kernel_key(c) -> str:
+    """``addmm.out`` for aten::addmm / out, ``executorch_prim::mul.Scalar`` for a prim op,
+    ``quantized_decomposed::quantize_per_tensor`` for a ``QuantOp``."""
     name, overload = c.op
     name = name.removeprefix("aten::")
     return f"{name}.{overload}" if overload else name  # an in-place kernel (copy_) has no overload name
@@ -67,8 +69,10 @@ class PlanIndex:
         return len(kernel(kernel_key(c)).inputs) if isinstance(c, Call) else len(c.reads)
 
     @staticmethod
-    def args(c: Call) -> dict:
-        """A kernel call's inputs by schema name."""
+    def args(c) -> dict:
+        """A kernel call's inputs by schema name (a ``QuantOp``'s: ``self``)."""
+        if isinstance(c, QuantOp):
+            return {"self": c.source}
         return dict(zip((a.name for a in kernel(kernel_key(c)).inputs), c.args))
 
     def constant_view(self, t):

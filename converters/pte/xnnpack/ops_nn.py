@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ConversionError
 from ..program import TensorValue
 from .builder import NHWC, STD, literal
 from .constants import Blob, literal_blob, scaled_blob, weight_blob
 from .fuse import fused_activation
 from .graph import FLAG_KEEP_DIMS, INVALID_ID
 from .index import kernel_key
+from .int8 import weight_view
 from .rules import ints, literal_or_none, number, tensor_problem
 from .table import xnn_op
 
@@ -27,7 +29,19 @@ BATCH_NORM = "_native_batch_norm_legit_no_training.out"
 
 
 def constant_problem(ix, t, what: str) -> str | None:
-    return None if ix.constant_view(t) is not None else f"{what} is not a constant"
+    """None for a constant, or an int8 weight's dequantize (``int8.weight_view``: the int8 node
+    reads it; a float node of it is refused when the partition is built)."""
+    if ix.constant_view(t) is not None or weight_view(ix, t) is not None:
+        return None
+    return f"{what} is not a constant"
+
+
+def float_constant(ix, t, what: str):
+    """``ix.constant_view(t)``, or ``ConversionError`` (a dequantized int8 weight read by a float node)."""
+    found = ix.constant_view(t)
+    if found is None:
+        raise ConversionError(f"{what} is a dequantized int8 weight read by a float node (not folded yet)")
+    return found
 
 
 # ------------------------------------------------------------------ fully connected
@@ -35,7 +49,7 @@ def constant_problem(ix, t, what: str) -> str | None:
 
 def _fc_filter(ix, mat2):
     """The filter [out, in] a fully connected node reads for ``mat2`` [in, out]: its transpose."""
-    key, arr = ix.constant_view(mat2)
+    key, arr = float_constant(ix, mat2, "the filter")
     key = key[: -len("|permute1,0")] if key.endswith("|permute1,0") else f"{key}|permute1,0"
     return key, arr.T
 
@@ -50,7 +64,7 @@ def _check_fc(ix, c, a):
             return "addmm whose bias is not a constant vector of the output's width"
     if ix.constant_view(x) is not None or len(x.sizes) != 2:
         return "a matrix product whose left operand is a constant or not 2-D"
-    if ix.constant_view(w) is None or len(w.sizes) != 2:
+    if constant_problem(ix, w, "the filter") or len(w.sizes) != 2:
         return "a matrix product whose right operand is not a constant matrix"
     return tensor_problem(x, "the input")
 
@@ -179,7 +193,7 @@ def convolution(b, c, a):
     oc, gic, kh, kw = w.sizes
     out = c.writes[0]
     bn = _batch_norm_after(b, out)
-    wkey, warr = ix.constant_view(w)
+    wkey, warr = float_constant(ix, w, "the filter")
     bias = a["bias"] if isinstance(a["bias"], TensorValue) else None
     scale = None
     if bn is not None:

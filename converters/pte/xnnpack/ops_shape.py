@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..program import TensorValue
 from .builder import NHWC, STD, TO_NHWC, TO_STD, literal
 from .index import kernel_key
+from .int8 import weight_view
 from .rules import NOT_LITERAL, ints, literal_or_none, tensor_problem
 from .table import xnn_op
 
@@ -18,7 +19,7 @@ MAX_CAT = 5  # XNNConcatenate2..5
 
 
 def _check_permute(ix, c, a):
-    if ix.constant_view(a["self"]) is not None:
+    if ix.constant_view(a["self"]) is not None or weight_view(ix, a["self"]) is not None:
         return "a permute of a constant (folded into the constant)"
     return tensor_problem(a["self"], "the input")
 

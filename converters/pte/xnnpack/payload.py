@@ -21,7 +21,7 @@ import flatbuffers
 
 from ...errors import ConversionError
 from . import schema_generated as xfb
-from .graph import XGraph, XNode, XValue
+from .graph import PerTensor, XGraph, XNode, XValue
 
 __all__ = ["payload", "HEADER_MAGIC", "FILE_IDENTIFIER"]
 
@@ -68,7 +68,24 @@ def _table(b: flatbuffers.Builder, table: str, fields: dict) -> int:
     return getattr(xfb, f"{table}End")(b)
 
 
+def _quant_params(b: flatbuffers.Builder, q) -> tuple[int, int]:
+    """(the XNNQuantParams union's type, its table)."""
+    if isinstance(q, PerTensor):
+        xfb.PerTensorQuantStart(b)
+        xfb.PerTensorQuantAddScale(b, float(q.scale))
+        xfb.PerTensorQuantAddZeroPoint(b, int(q.zero_point))
+        return xfb.XNNQuantParams.PerTensorQuant, xfb.PerTensorQuantEnd(b)
+    scale = _vector(b, [], "PrependFloat32", 4)  # the scales are the named blob at scale_buffer_idx
+    xfb.PerChannelQuantStart(b)
+    xfb.PerChannelQuantAddScale(b, scale)
+    xfb.PerChannelQuantAddChannelDim(b, q.channel_dim)
+    xfb.PerChannelQuantAddScaleBufferIdx(b, q.scales)
+    xfb.PerChannelQuantAddNumScales(b, q.count)
+    return xfb.XNNQuantParams.PerChannelQuant, xfb.PerChannelQuantEnd(b)
+
+
 def _value(b: flatbuffers.Builder, v: XValue) -> int:
+    params = _quant_params(b, v.quant) if v.quant is not None else None
     dims = _vector(b, v.dims, "PrependUint32", 4)
     xfb.XNNTensorValueStart(b)
     xfb.XNNTensorValueAddDatatype(b, v.dtype)
@@ -79,8 +96,15 @@ def _value(b: flatbuffers.Builder, v: XValue) -> int:
     xfb.XNNTensorValueAddFlags(b, v.flags)
     xfb.XNNTensorValueAddIdOut(b, v.id)
     tensor = xfb.XNNTensorValueEnd(b)
+    kind = xfb.XValueUnion.XNNTensorValue
+    if params is not None:
+        xfb.XNNQuantizedTensorValueStart(b)
+        xfb.XNNQuantizedTensorValueAddTensorValue(b, tensor)
+        xfb.XNNQuantizedTensorValueAddQuantParamsType(b, params[0])
+        xfb.XNNQuantizedTensorValueAddQuantParams(b, params[1])
+        tensor, kind = xfb.XNNQuantizedTensorValueEnd(b), xfb.XValueUnion.XNNQuantizedTensorValue
     xfb.XValueStart(b)
-    xfb.XValueAddXvalueUnionType(b, xfb.XValueUnion.XNNTensorValue)
+    xfb.XValueAddXvalueUnionType(b, kind)
     xfb.XValueAddXvalueUnion(b, tensor)
     return xfb.XValueEnd(b)
 

@@ -1,6 +1,6 @@
 """What every delegated call must satisfy, and the small readers the op checks share.
 
-XNNPACK's tensors here are float32, of rank 1..6 (``XNN_MAX_TENSOR_DIMS``), with no empty dim;
+XNNPACK's tensors here are float32 or float16 (a partition is one or the other: ``Builder``), of rank 1..6 (``XNN_MAX_TENSOR_DIMS``), with no empty dim;
 a scratch output the portable kernel writes beside its result (a pool's int64 indices, a batch
 norm's saved statistics) must be read by nothing. Arguments must be literals, except where an
 op says otherwise (a reshape's run-time size).
@@ -8,19 +8,23 @@ op says otherwise (a reshape's run-time size).
 
 from __future__ import annotations
 
+from ....schema import definitions as d
+from ..dtypes import ET_SCALAR_TYPE
 from ..program import ListValue, ScalarValue, TensorValue
 from .index import PlanIndex
 
-__all__ = ["MAX_DIMS", "FLOAT", "tensor_problem", "literal_or_none", "ints", "number", "NOT_LITERAL"]
+__all__ = ["MAX_DIMS", "FLOAT", "HALF", "INT8", "tensor_problem", "literal_or_none", "ints", "number", "NOT_LITERAL"]
 
 MAX_DIMS = 6
-FLOAT = 6  # ExecuTorch's ScalarType.FLOAT
+FLOAT = ET_SCALAR_TYPE[d.ScalarType.FLOAT]
+HALF = ET_SCALAR_TYPE[d.ScalarType.HALF]
+INT8 = ET_SCALAR_TYPE[d.ScalarType.CHAR]
 NOT_LITERAL = object()
 
 
 def tensor_problem(t: TensorValue, what: str) -> str | None:
-    if t.scalar_type != FLOAT:
-        return f"{what} is not float32"
+    if t.scalar_type not in (FLOAT, HALF):
+        return f"{what} is not float32 or float16"
     if not 1 <= len(t.sizes) <= MAX_DIMS:
         return f"{what} has rank {len(t.sizes)} (XNNPACK takes 1..{MAX_DIMS})"
     if any(d <= 0 for d in t.sizes):

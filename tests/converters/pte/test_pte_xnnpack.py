@@ -344,3 +344,51 @@ def test_cli_delegates_by_default_and_delegate_none_is_portable(tmp_path):
             assert _delegated(f.read())[0] == want
     r = run_cli_torch_free("convert", src, "--to", "onnx", "--delegate", "none", "-o", str(tmp_path / "x.onnx"))
     assert r.returncode == 2 and "--delegate applies only to --to pte" in r.stderr
+
+
+# ------------------------------------------------------------------ float16 partitions
+
+
+def _datatypes(data: bytes) -> set:
+    """The XNNPACK datatypes of every value of every payload."""
+    import struct
+
+    from pt2x.converters.pte.xnnpack import schema_generated as xfb
+
+    s = read_pte(data)
+    base = s["extended_header"]["segment_base_offset"]
+    kinds = set()
+    for d in s["execution_plans"][0]["delegates"]:
+        seg = s["segments"][d["index"]]
+        blob = data[base + seg["offset"]: base + seg["offset"] + seg["size"]]
+        _length, fb_off, fb_size = struct.unpack_from("<HII", blob, 8)
+        graph = xfb.XNNGraph.GetRootAs(blob[fb_off:fb_off + fb_size], 0)
+        for i in range(graph.XvaluesLength()):
+            t = xfb.XNNTensorValue()
+            t.Init(graph.Xvalues(i).XvalueUnion().Bytes, graph.Xvalues(i).XvalueUnion().Pos)
+            kinds.add(t.Datatype())
+    return kinds
+
+
+def test_float16_program_is_delegated_as_fp16(tmp_path):
+    """The mobile CNN in float16 (batch norms folded into float16 filters, hardswish, depthwise,
+    pools, cat, softmax): one partition of XNNPACK fp16 values (constants float16 blobs), run at
+    two batches against eager float16."""
+    from pt2x.converters.pte.xnnpack import schema_generated as xfb
+
+    m = _redrawn(Mobile()).half()
+    path = str(tmp_path / "mobile16.pt2")
+    ep = torch.export.export(m, (torch.randn(2, 3, 20, 20).half(),), dynamic_shapes=({0: torch.export.Dim("b", max=8)},))
+    torch.export.save(ep, path)
+    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
+    assert _delegated(data) == (1, {})
+    assert _datatypes(data) == {xfb.XNNDatatype.xnn_datatype_fp16}
+    torch.manual_seed(3)
+    for x in (torch.randn(2, 3, 20, 20).half(), torch.randn(5, 3, 20, 20).half()):
+        with torch.no_grad():
+            wants = m(x)
+        for i, (got, want) in enumerate(zip(pte_zoo.run(data, [x]), wants, strict=True)):
+            # each op rounds to float16 (a folded batch norm once, where eager rounds twice)
+            assert got.dtype == torch.float16
+            assert_close(got.float().numpy(), want.float().numpy(), "float16", what=f"mobile16 output {i} {tuple(x.shape)}",
+                         scale=4.0)
