@@ -2,7 +2,7 @@
 torch's math reference computes it:
 
     scores = q @ k^T * scale                   (ops_matmul.matmul_into: bmm over the batch dims)
-    scores = scores + mask | where(mask, scores, -inf) | where(tril(ones), scores, -inf) (is_causal)
+    scores = scores + mask | scores + where(mask, 0, -inf) | scores + where(tril(ones), 0, -inf) (is_causal)
     probs  = softmax(scores, -1), 0 on a row every position of which is -inf (torch's _safe_softmax)
     out    = probs @ v
 
@@ -44,8 +44,10 @@ def _kv_heads(ctx, t, shape, heads, base):
 
 
 def _masked(ctx, a, scores, shape, rows, cols):
-    """``scores`` with the mask applied (``None`` when there is none): a float mask added, a bool
-    mask or the causal one selecting between the scores and -inf."""
+    """``scores`` with the mask applied (``None`` when there is none): a float mask added; a bool
+    mask, or the causal one, made a float one of its own shape (0 where kept, -inf where not, as
+    torch's math reference turns a bool mask into a bias) and added: the select runs on the
+    mask's elements, not the scores' (often a head count more), and the add broadcasts."""
     if a.attn_mask is None and not a.is_causal:
         return None
     if a.attn_mask is not None and a.is_causal:
@@ -54,14 +56,18 @@ def _masked(ctx, a, scores, shape, rows, cols):
     if a.attn_mask is not None and ctx.view.tensor(a.attn_mask.name).dtype != d.ScalarType.BOOL:
         return ctx.call("add.out", {"self": scores, "other": a.attn_mask}, [out])
     if a.attn_mask is not None:
-        keep = ctx.tensor(a.attn_mask)
+        keep, keep_shape = ctx.tensor(a.attn_mask), list(ctx.view.tensor(a.attn_mask.name).shape)
     else:  # top-left aligned, as torch: row i sees columns 0..i
         ones = ctx.call("full.out", {"size": [ctx.size_value(rows), ctx.size_value(cols)], "fill_value": True},
                         [_scratch(ctx, [rows, cols], "causal_ones", d.ScalarType.BOOL)])
         keep = ctx.call("tril.out", {"self": ones, "diagonal": 0},
                         [_scratch(ctx, [rows, cols], "causal_mask", d.ScalarType.BOOL)])
+        keep_shape = [rows, cols]
+    zero = ctx.call("scalar_tensor.out", {"s": 0.0}, [_scratch(ctx, [], "mask_zero")])
     neg_inf = ctx.call("scalar_tensor.out", {"s": -math.inf}, [_scratch(ctx, [], "minus_inf")])
-    return ctx.call("where.self_out", {"condition": keep, "self": scores, "other": neg_inf}, [out])
+    bias = ctx.call("where.self_out", {"condition": keep, "self": zero, "other": neg_inf},
+                    [_scratch(ctx, keep_shape, "mask_bias")])
+    return ctx.call("add.out", {"self": scores, "other": bias}, [out])
 
 
 def _safe_softmax(ctx, scores, shape, masked: bool):

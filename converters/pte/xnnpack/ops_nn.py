@@ -233,8 +233,8 @@ def convolution(b, c, a):
 
 
 def _check_batch_norm(ix, c, a):
-    if len(a["input"].sizes) != 4:
-        return "a batch norm of an input other than 4-D"
+    if len(a["input"].sizes) not in (2, 3, 4):
+        return "a batch norm of an input other than 2-D, 3-D or 4-D"
     for k in ("weight", "bias", "running_mean", "running_var"):
         if isinstance(a[k], TensorValue) and ix.constant_view(a[k]) is None:
             return f"a batch norm whose {k} is not a constant"
@@ -249,16 +249,19 @@ def _check_batch_norm(ix, c, a):
 
 @xnn_op(BATCH_NORM, check=_check_batch_norm)
 def batch_norm(b, c, a):
-    """Not after a convolution: x * scale + shift, per channel (NHWC: the channel is the last dim)."""
+    """Not after a convolution: x * scale + shift, per channel (dim 1): 4-D in NHWC, where the
+    channel is the last dim; [N, C] as it is; [N, C, L] with the scale and shift as [C, 1]."""
     scale, shift, key = batch_norm_scale_shift(b.ix, a)
-    xin = b.tensor(a["input"], NHWC)
+    rank = len(a["input"].sizes)
+    xin = b.tensor(a["input"], NHWC if rank == 4 else STD)
     c_ = a["input"].sizes[1]
-    s_v = b.constant(literal_blob(f"{key}|scale", scale), (c_,))
-    t_v = b.constant(literal_blob(f"{key}|shift", shift), (c_,))
+    dims = (c_, 1) if rank == 3 else (c_,)
+    s_v = b.constant(literal_blob(f"{key}|scale", scale), dims)
+    t_v = b.constant(literal_blob(f"{key}|shift", shift), dims)
     mid = b.g.value(xin.dims)
     b.node("XNNMultiply", "_XNNNode2x1", input1_id=xin.id, input2_id=s_v.id, output_id=mid.id, flags=0)
     out, bounds = fused_activation(b, c.writes[0])
-    y = b.define(out, NHWC)
+    y = b.define(out, NHWC if rank == 4 else STD)
     node = b.node("XNNAdd", "_XNNNode2x1", input1_id=mid.id, input2_id=t_v.id, output_id=y.id, flags=0)
     node.output_min_max = bounds
 

@@ -110,7 +110,7 @@ def _redrawn(m: torch.nn.Module) -> torch.nn.Module:
     torch.manual_seed(0)
     with torch.no_grad():
         for mod in m.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
+            if isinstance(mod, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
                 mod.running_mean.uniform_(-0.5, 0.5)
                 mod.running_var.uniform_(0.5, 2.0)
                 mod.weight.uniform_(0.5, 1.5)
@@ -180,6 +180,30 @@ def test_layouts_compose(tmp_path):
     data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
     assert _delegated(data) == (1, {})
     _check(data, m, [(torch.randn(1, 3, 6, 6),), (torch.randn(3, 3, 6, 6),)], "layouts")
+
+
+class Norms1d(torch.nn.Module):
+    """LeViT's forms: a batch norm of a linear's 2-D output (flattened tokens) and of a 3-D
+    [N, C, L] tensor, after a linear of a 3-D input (no reshape nodes around it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc, self.bn, self.bn3 = torch.nn.Linear(8, 6), torch.nn.BatchNorm1d(6), torch.nn.BatchNorm1d(5)
+
+    def forward(self, x):  # x: [N, 5, 8]
+        y = self.bn(self.fc(x).flatten(0, 1)).reshape(x.shape[0], 5, 6)
+        return torch.relu(self.bn3(y))
+
+
+def test_batch_norms_of_2d_and_3d_inputs(tmp_path):
+    torch.manual_seed(0)
+    m = _redrawn(Norms1d()).eval()
+    path = str(tmp_path / "norms.pt2")
+    torch.export.save(torch.export.export(m, (torch.randn(2, 5, 8),),
+                                          dynamic_shapes=({0: torch.export.Dim("b", max=6)},)), path)
+    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
+    assert _delegated(data) == (1, {})
+    _check(data, m, [(torch.randn(1, 5, 8),), (torch.randn(4, 5, 8),)], "batch norms 1d")
 
 
 # ------------------------------------------------------------------ partitions around portable kernels
