@@ -57,6 +57,35 @@ def unary(b, c, a):
             activation_bounds(b.ix, c)
 
 
+# torch computes these powers by multiplication or a square root (its CPU kernel's special cases)
+POWERS = (2.0, 3.0, 0.5)
+
+
+def _check_pow(ix, c, a):
+    if number(ix, a["exponent"]) not in POWERS:
+        return f"a power other than {', '.join(map(str, POWERS))} (or a run-time one)"
+    if ix.constant_view(a["self"]) is not None:
+        return "a power of a constant"
+    return tensor_problem(a["self"], "the input")
+
+
+@xnn_op("pow.Tensor_Scalar_out", check=_check_pow)
+def power(b, c, a):
+    """``x ** 2`` is ``Square``, ``x ** 3`` ``(x * x) * x``, ``x ** 0.5`` ``SquareRoot``: GPT-2's
+    gelu cubes its input, and the portable kernel's ``pow`` is its slowest call."""
+    xin, layout = _same_layout_in(b, a["self"])
+    e = number(b.ix, a["exponent"])
+    y = b.define(c.writes[0], layout)
+    if e == 0.5:
+        b.node("XNNSquareRoot", "_XNNNode1x1", input_id=xin.id, output_id=y.id, flags=0)
+    elif e == 2.0:
+        b.node("XNNSquare", "_XNNNode1x1", input_id=xin.id, output_id=y.id, flags=0)
+    else:
+        sq = b.g.value(xin.dims)
+        b.node("XNNSquare", "_XNNNode1x1", input_id=xin.id, output_id=sq.id, flags=0)
+        b.node("XNNMultiply", "_XNNNode2x1", input1_id=sq.id, input2_id=xin.id, output_id=y.id, flags=0)
+
+
 # ------------------------------------------------------------------ binary
 
 

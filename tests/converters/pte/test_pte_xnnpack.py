@@ -206,6 +206,30 @@ def test_batch_norms_of_2d_and_3d_inputs(tmp_path):
     _check(data, m, [(torch.randn(1, 5, 8),), (torch.randn(4, 5, 8),)], "batch norms 1d")
 
 
+class Powers(torch.nn.Module):
+    """GPT-2's gelu (a cube) and a square and a square root: XNNPACK nodes, not the portable pow."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.fc(x)
+        g = 0.5 * h * (1.0 + torch.tanh(0.7978845608 * (h + 0.044715 * torch.pow(h, 3.0))))
+        return g + h.pow(2) + (h * h + 1.0).pow(0.5)
+
+
+def test_powers_two_three_and_a_half(tmp_path):
+    torch.manual_seed(0)
+    m = Powers().eval()
+    path = str(tmp_path / "powers.pt2")
+    torch.export.save(torch.export.export(m, (torch.randn(2, 8),),
+                                          dynamic_shapes=({0: torch.export.Dim("b", max=6)},)), path)
+    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
+    assert _delegated(data) == (1, {})
+    _check(data, m, [(torch.randn(1, 8),), (torch.randn(5, 8),)], "powers")
+
+
 # ------------------------------------------------------------------ partitions around portable kernels
 
 
