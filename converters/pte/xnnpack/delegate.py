@@ -38,7 +38,8 @@ BACKEND_ID = "XnnpackBackend"
 MAX_EXTERNS = 4096  # the XNNPACK backend refuses a payload with more external values
 # groups of only these move no arithmetic: they stay portable rather than cost a delegate call
 _LAYOUT_ONLY = {"permute_copy.out", "transpose_copy.int_out", "view_copy.out", "clone.out", "slice_copy.Tensor_out",
-                "select_copy.int_out", "split_with_sizes_copy.out", "cat.out"}
+                "select_copy.int_out", "split_with_sizes_copy.out", "cat.out",
+                "dim_order_ops::_to_dim_order_copy.out"}
 
 
 @dataclass
@@ -167,7 +168,7 @@ def delegate_to_xnnpack(plan: Plan, view) -> DelegationReport:
                 report.keep(kernel_key(c), "the plan has control flow, state or in-place writes (not delegated yet)")
         return report
     int8.fold(plan)
-    ix = PlanIndex(plan, view.weights, view.tensors)
+    ix = PlanIndex(plan, view.weights, view.tensors, [u.name for u in view.user_inputs])
     reasons = {id(c): _why_not(ix, c) for c in plan.calls}
     groups = partition(ix, lambda c: reasons[id(c)] is None)
     blobs: dict = {}

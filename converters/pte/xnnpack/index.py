@@ -17,6 +17,11 @@ __all__ = ["PlanIndex", "flat_values", "kernel_key"]
 _FOLDED = ("permute_copy.out", "transpose_copy.int_out", "slice_copy.Tensor_out", "select_copy.int_out")
 
 
+# kernels whose (first) output has its input's shape, run-time dims included
+_SHAPE_KEEPING = {"_native_batch_norm_legit_no_training.out", "relu.out", "hardtanh.out", "clamp.out", "gelu.out",
+                  "sigmoid.out", "tanh.out", "clone.out", "native_layer_norm.out", "_softmax.out"}
+
+
 def kernel_key(c) -> str:
     """``addmm.out`` for aten::addmm / out, ``executorch_prim::mul.Scalar`` for a prim op,
     ``quantized_decomposed::quantize_per_tensor`` for a ``QuantOp``."""
@@ -34,10 +39,13 @@ def flat_values(values):
 
 
 class PlanIndex:
-    def __init__(self, plan: Plan, weights: dict, shapes: dict | None = None):
+    def __init__(self, plan: Plan, weights: dict, shapes: dict | None = None, input_names: list | None = None):
         self.plan = plan
         self.weights = weights  # placeholder name -> the archive's weight (``.array``)
         self.shapes = shapes or {}  # the program's tensor name -> its TensorInfo (dims: int or symbolic)
+        # the plan's inputs by the program's names (the plan may rename one: ``x`` -> ``x_1``)
+        self.input_name = {id(t): n for t, n in zip(plan.inputs, input_names or ())
+                           if len(plan.inputs) == len(input_names or ())}
         self.position = {id(c): i for i, c in enumerate(plan.calls)}
         self.writer: dict = {}  # storage -> the call writing it
         self.int_writer: dict = {}  # id(Int ScalarValue) -> the prim call returning it
@@ -130,20 +138,24 @@ class PlanIndex:
         tensor of a dynamic program)."""
         if not t.dynamic:
             return (False,) * len(t.sizes)
-        info = self.shapes.get(t.name)
+        info = self.shapes.get(self.input_name.get(id(t), t.name))
         if info is not None and len(info.shape) == len(t.sizes):
             return tuple(not isinstance(d, int) for d in info.shape)
         return self._derived_dims(t)
 
     def _derived_dims(self, t: TensorValue) -> tuple | None:
-        """An internal tensor's run-time dims from the call writing it: a ``view_copy``'s size list
-        (its run-time ints), a permute or transpose of a tensor whose dims are known."""
+        """An internal tensor's run-time dims from the call writing it: its input's for a kernel that
+        keeps the shape, a ``view_copy``'s size list (its run-time ints), a permute or transpose of a
+        tensor whose dims are known."""
         c = self.writer.get(t.storage())
         if not isinstance(c, Call) or t is not t.storage() or t is not c.writes[0]:
             return None
         key, a = kernel_key(c), self.args(c)
         if any(self.run_time_int(v) for v in flat_values([v for k, v in a.items() if k not in ("self", "size")])):
             return None
+        if key in _SHAPE_KEEPING:
+            src = a.get("self", a.get("input"))
+            return self.dynamic_dims(src) if isinstance(src, TensorValue) and src.sizes == t.sizes else None
         if key == "view_copy.out" and len(a["size"].items) == len(t.sizes):
             return tuple(self.run_time_int(s) for s in a["size"].items)
         if key in ("permute_copy.out", "transpose_copy.int_out"):

@@ -141,8 +141,14 @@ def _pair(v):
 
 def _check_conv(ix, c, a):
     x, w = a["input"], a["weight"]
-    if len(x.sizes) != 4 or len(w.sizes) != 4:
-        return "a convolution other than 2-D"
+    if not (len(x.sizes) == len(w.sizes) == 4 or len(x.sizes) == len(w.sizes) == 3):
+        return "a convolution other than 1-D or 2-D"
+    if len(x.sizes) == 3:  # run as a 2-D one of height 1
+        dyn = ix.dynamic_dims(x)
+        if dyn is None or dyn[1] or dyn[2]:
+            return "a 1-D convolution of run-time channels or length"
+        if any(len(ints(ix, a[k]) or ()) != 1 for k in ("stride", "padding", "dilation")):
+            return "a 1-D convolution with malformed parameters"
     if literal_or_none(ix, a["transposed"]) is not False:
         return "a transposed convolution"
     if constant_problem(ix, w, "the filter") or a["bias"] is not None and isinstance(a["bias"], TensorValue) \
@@ -188,12 +194,21 @@ def batch_norm_scale_shift(ix, a) -> tuple[np.ndarray, np.ndarray, str]:
 def convolution(b, c, a):
     ix = b.ix
     x, w = a["input"], a["weight"]
-    stride, padding, dilation = (_pair(literal(a[k])) for k in ("stride", "padding", "dilation"))
+    one_d = len(x.sizes) == 3  # [N, C, L]: a 2-D convolution of height 1
+    if one_d:
+        stride, padding, dilation = ([h] + list(literal(a[k])) for k, h in
+                                     (("stride", 1), ("padding", 0), ("dilation", 1)))
+    else:
+        stride, padding, dilation = (_pair(literal(a[k])) for k in ("stride", "padding", "dilation"))
     groups = int(literal(a["groups"]))
-    oc, gic, kh, kw = w.sizes
+    oc, gic, kh, kw = w.sizes if not one_d else (w.sizes[0], w.sizes[1], 1, w.sizes[2])
     out = c.writes[0]
     bn = _batch_norm_after(b, out)
     wkey, warr = float_constant(ix, w, "the filter")
+    if one_d:
+        if not warr.flags.c_contiguous:
+            raise ConversionError(f"the 1-D filter {wkey!r} is strided (its reshape would copy it whole)")
+        wkey, warr = f"{wkey}|h1", warr.reshape(oc, gic, 1, kw)
     bias = a["bias"] if isinstance(a["bias"], TensorValue) else None
     scale = None
     if bn is not None:
@@ -219,9 +234,12 @@ def convolution(b, c, a):
         filter_v = b.constant(Blob(f"{wkey}|dw", (kh * kw, oc), rows), (1, kh, kw, oc))
     else:
         filter_v = b.constant(scaled_blob(f"{wkey}|ohwi", warr, scale, (0, 2, 3, 1)), (oc, kh, kw, gic))
-    xin = b.tensor(x, NHWC)
     out, bounds = fused_activation(b, out)
-    y = b.define(out, NHWC)
+    if one_d:
+        xin, y = _as_height_one(b, x, out)
+    else:
+        xin = b.tensor(x, NHWC)
+        y = b.define(out, NHWC)
     node = b.node("XNNDepthwiseConv2d" if depthwise else "XNNConv2d", "_XNNNodeConv",
                   padding_top=padding[0], padding_right=padding[1], padding_bottom=padding[0], padding_left=padding[1],
                   kernel_height=kh, kernel_width=kw, subsampling_height=stride[0], subsampling_width=stride[1],
@@ -230,6 +248,29 @@ def convolution(b, c, a):
                   input1_id=xin.id, filter_id=filter_v.id, bias_id=INVALID_ID if bias_v is None else bias_v.id,
                   output_id=y.id, flags=0)
     node.output_min_max = bounds
+    if one_d:
+        _from_height_one(b, y, out)
+
+
+def _lead(b, t: TensorValue) -> int:
+    """A reshape's batch dim: 0 (inferred) when it is sized at run time."""
+    return 0 if b.dynamic_dims(t)[0] else t.sizes[0]
+
+
+def _as_height_one(b, x: TensorValue, out: TensorValue):
+    """A 1-D convolution's input [N, C, L] as the NHWC [N, 1, L, C] a 2-D one reads (a transpose,
+    then a reshape of the same bytes), and the NHWC value [N, 1, L', O] it writes."""
+    n, ch, length = x.sizes
+    nlc = b.transpose(b.tensor(x, STD), (0, 2, 1))
+    xin = b.reshape(nlc, [_lead(b, x), 1, length, ch], (n, 1, length, ch))
+    return xin, b.g.value((out.sizes[0], 1, out.sizes[2], out.sizes[1]))
+
+
+def _from_height_one(b, y, out: TensorValue) -> None:
+    """``out`` ([N, O, L']) from the NHWC [N, 1, L', O] a 2-D convolution wrote."""
+    n, oc, length = out.sizes
+    nlo = b.reshape(y, [_lead(b, out), length, oc], (n, length, oc))
+    b.bind(out, b.transpose(nlo, (0, 2, 1)), STD)
 
 
 def _check_batch_norm(ix, c, a):

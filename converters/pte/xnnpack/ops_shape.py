@@ -78,9 +78,27 @@ def _check_clone(ix, c, a):
     return tensor_problem(a["self"], "the input")
 
 
-@xnn_op("clone.out", check=_check_clone)
+def _check_same_dtype_copy(ix, c, a):
+    x, out = a["self"], c.writes[0]
+    if not isinstance(x, TensorValue) or x.scalar_type != out.scalar_type:
+        return "a cast to another dtype"
+    order = literal_or_none(ix, a["dim_order"])
+    if order is not None and order != list(range(len(x.sizes))):
+        return "a copy to another dim order"
+    return tensor_problem(x, "the input")
+
+
+def _check_copy(ix, c, a):
+    if kernel_key(c) == "clone.out":
+        return _check_clone(ix, c, a)
+    return _check_same_dtype_copy(ix, c, a)
+
+
+@xnn_op("clone.out", "dim_order_ops::_to_dim_order_copy.out", check=_check_copy)
 def clone(b, c, a):
-    """The copy is the input itself inside the delegate (an output is copied when it must be)."""
+    """The copy is the input itself inside the delegate (an output is copied when it must be): a
+    clone, or a ``.to()`` of a tensor to its own dtype and dim order (Llama's RMSNorm casts to
+    float32 what is float32 already)."""
     x = a["self"]
     ref = b.ref(x) if b.ix.constant_view(x) is None else None
     if ref is not None and ref.sizes == tuple(x.sizes):

@@ -230,6 +230,32 @@ def test_powers_two_three_and_a_half(tmp_path):
     _check(data, m, [(torch.randn(1, 8),), (torch.randn(5, 8),)], "powers")
 
 
+class Convs1d(torch.nn.Module):
+    """wav2vec2's feature extractor forms: strided, padded, dilated, grouped (depthwise) 1-D
+    convolutions, one followed by a batch norm (folded) and one by a relu (fused)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv1d(3, 8, 5, stride=2, padding=2)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.dw = torch.nn.Conv1d(8, 8, 3, padding=2, dilation=2, groups=8)
+        self.b = torch.nn.Conv1d(8, 4, 1, bias=False)
+
+    def forward(self, x):  # x: [N, 3, 20]
+        return self.b(torch.relu(self.dw(self.bn(self.a(x)))))
+
+
+def test_convolutions_1d(tmp_path):
+    torch.manual_seed(0)
+    m = _redrawn(Convs1d()).eval()
+    path = str(tmp_path / "convs1d.pt2")
+    torch.export.save(torch.export.export(m, (torch.randn(2, 3, 20),),
+                                          dynamic_shapes=({0: torch.export.Dim("b", max=6)},)), path)
+    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
+    assert _delegated(data) == (1, {})
+    _check(data, m, [(torch.randn(1, 3, 20),), (torch.randn(5, 3, 20),)], "1-D convolutions")
+
+
 # ------------------------------------------------------------------ partitions around portable kernels
 
 
