@@ -182,6 +182,17 @@ def test_layouts_compose(tmp_path):
     _check(data, m, [(torch.randn(1, 3, 6, 6),), (torch.randn(3, 3, 6, 6),)], "layouts")
 
 
+def _one_partition_at_two_batches(tmp_path, m: torch.nn.Module, shape: tuple, name: str) -> None:
+    """``m`` exported with a dynamic batch (up to 6), converted torch-free and delegated whole (one
+    partition, no portable kernel), then run at batches 1 and 5 against eager."""
+    path = str(tmp_path / f"{name}.pt2")
+    torch.export.save(torch.export.export(m, (torch.randn(2, *shape),),
+                                          dynamic_shapes=({0: torch.export.Dim("b", max=6)},)), path)
+    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
+    assert _delegated(data) == (1, {})
+    _check(data, m, [(torch.randn(1, *shape),), (torch.randn(5, *shape),)], name)
+
+
 class Norms1d(torch.nn.Module):
     """LeViT's forms: a batch norm of a linear's 2-D output (flattened tokens) and of a 3-D
     [N, C, L] tensor, after a linear of a 3-D input (no reshape nodes around it)."""
@@ -197,13 +208,7 @@ class Norms1d(torch.nn.Module):
 
 def test_batch_norms_of_2d_and_3d_inputs(tmp_path):
     torch.manual_seed(0)
-    m = _redrawn(Norms1d()).eval()
-    path = str(tmp_path / "norms.pt2")
-    torch.export.save(torch.export.export(m, (torch.randn(2, 5, 8),),
-                                          dynamic_shapes=({0: torch.export.Dim("b", max=6)},)), path)
-    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
-    assert _delegated(data) == (1, {})
-    _check(data, m, [(torch.randn(1, 5, 8),), (torch.randn(4, 5, 8),)], "batch norms 1d")
+    _one_partition_at_two_batches(tmp_path, _redrawn(Norms1d()), (5, 8), "batch_norms_1d")
 
 
 class Powers(torch.nn.Module):
@@ -221,13 +226,7 @@ class Powers(torch.nn.Module):
 
 def test_powers_two_three_and_a_half(tmp_path):
     torch.manual_seed(0)
-    m = Powers().eval()
-    path = str(tmp_path / "powers.pt2")
-    torch.export.save(torch.export.export(m, (torch.randn(2, 8),),
-                                          dynamic_shapes=({0: torch.export.Dim("b", max=6)},)), path)
-    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
-    assert _delegated(data) == (1, {})
-    _check(data, m, [(torch.randn(1, 8),), (torch.randn(5, 8),)], "powers")
+    _one_partition_at_two_batches(tmp_path, Powers().eval(), (8,), "powers")
 
 
 class Convs1d(torch.nn.Module):
@@ -247,13 +246,7 @@ class Convs1d(torch.nn.Module):
 
 def test_convolutions_1d(tmp_path):
     torch.manual_seed(0)
-    m = _redrawn(Convs1d()).eval()
-    path = str(tmp_path / "convs1d.pt2")
-    torch.export.save(torch.export.export(m, (torch.randn(2, 3, 20),),
-                                          dynamic_shapes=({0: torch.export.Dim("b", max=6)},)), path)
-    data = pte_zoo.convert_torch_free("to_pte", path, **XNN)
-    assert _delegated(data) == (1, {})
-    _check(data, m, [(torch.randn(1, 3, 20),), (torch.randn(5, 3, 20),)], "1-D convolutions")
+    _one_partition_at_two_batches(tmp_path, _redrawn(Convs1d()), (3, 20), "convs_1d")
 
 
 # ------------------------------------------------------------------ partitions around portable kernels
