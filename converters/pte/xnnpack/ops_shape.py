@@ -167,14 +167,20 @@ def _slice(b, x: TensorValue, dim: int, start: int, size: int, out: TensorValue)
     axis = TO_STD[dim] if layout == NHWC else dim
     dyn = b.dynamic_dims(x)
     dyn = [dyn[p] for p in TO_NHWC] if layout == NHWC else list(dyn)
-    offsets = [0] * len(xin.dims)
-    sizes = [0 if d else n for n, d in zip(xin.dims, dyn)]  # 0: the whole (run-time) dim
-    offsets[axis], sizes[axis] = start, size
-    y = b.g.value(tuple(size if i == axis else n for i, n in enumerate(xin.dims)))
-    b.node("XNNStaticSlice", "XNNStaticSlice", num_dims=len(sizes), offsets=offsets, sizes=sizes, input_id=xin.id,
-           output_id=y.id, flags=0)
+    y = _slice_value(b, xin, dyn, axis, start, size)
     b.bind(out, y, layout, tuple(out.sizes) if tuple(out.sizes) == _sized(x.sizes, dim, size) else None)
     return y, layout
+
+
+def _slice_value(b, v, dyn, axis: int, start: int, size: int):
+    """A ``StaticSlice`` of ``v`` along ``axis`` (``dyn``: which of its dims are run-time sizes)."""
+    offsets = [0] * len(v.dims)
+    sizes = [0 if d else n for n, d in zip(v.dims, dyn)]  # 0: the whole (run-time) dim
+    offsets[axis], sizes[axis] = start, size
+    y = b.g.value(tuple(size if i == axis else n for i, n in enumerate(v.dims)))
+    b.node("XNNStaticSlice", "XNNStaticSlice", num_dims=len(sizes), offsets=offsets, sizes=sizes, input_id=v.id,
+           output_id=y.id, flags=0)
+    return y
 
 
 def _sized(sizes, dim, size):
@@ -218,3 +224,34 @@ def split(b, c, a):
     for out in c.writes:
         _slice(b, x, dim, start, out.sizes[dim], out)
         start += out.sizes[dim]
+
+
+def _check_roll(ix, c, a):
+    x = a["self"]
+    shifts, dims = ints(ix, a["shifts"]), ints(ix, a["dims"])
+    if shifts is None or dims is None or not dims or len(shifts) != len(dims):
+        return "a roll of the flattened tensor (no dims) or with run-time shifts"
+    if ix.constant_view(x) is not None:
+        return "a roll of a constant"
+    dyn = ix.dynamic_dims(x)
+    if dyn is None or any(dyn[d % len(x.sizes)] for d in dims):
+        return "a roll along a run-time dim (or of a tensor whose run-time dims are not known)"
+    return tensor_problem(x, "the input")
+
+
+@xnn_op("roll.out", check=_check_roll)
+def roll(b, c, a):
+    """``roll(x, k, d)`` is its last ``k`` along ``d`` then the rest: two ``StaticSlice``s and a
+    ``Concatenate2`` per rolled dim (swin's shifted windows; the portable kernel was a fifth of
+    its run)."""
+    x = a["self"]
+    dyn = list(b.dynamic_dims(x))
+    v = b.tensor(x, STD)
+    for shift, dim in zip(ints(b.ix, a["shifts"]), ints(b.ix, a["dims"])):
+        d = dim % len(x.sizes)
+        n = x.sizes[d]
+        k = shift % n
+        if k:
+            tail, head = _slice_value(b, v, dyn, d, n - k, k), _slice_value(b, v, dyn, d, 0, n - k)
+            v = _concat(b, [tail, head], d, v.dims)
+    b.bind(c.writes[0], v, STD)

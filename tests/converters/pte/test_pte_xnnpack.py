@@ -249,6 +249,24 @@ def test_convolutions_1d(tmp_path):
     _one_partition_at_two_batches(tmp_path, _redrawn(Convs1d()), (3, 20), "convs_1d")
 
 
+class ShiftedWindows(torch.nn.Module):
+    """Swin's cyclic shift and its inverse around a linear: rolls along two static dims of a
+    dynamic-batch [N, H, W, C] tensor, negative and positive shifts, one of a whole turn."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):  # x: [N, 6, 5, 4]
+        y = self.fc(torch.roll(x, shifts=(-2, -3), dims=(1, 2)))
+        return torch.roll(y, shifts=(2, 5), dims=(1, 2)) * 2.0
+
+
+def test_rolls(tmp_path):
+    torch.manual_seed(0)
+    _one_partition_at_two_batches(tmp_path, ShiftedWindows().eval(), (6, 5, 4), "rolls")
+
+
 # ------------------------------------------------------------------ partitions around portable kernels
 
 
