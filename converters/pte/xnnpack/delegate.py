@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ...errors import ConversionError
 from ..program import Call, Delegate, DelegateCall, Plan, QuantOp, TensorValue
-from . import int8, ops_elementwise, ops_int8, ops_nn, ops_shape  # noqa: F401  (they fill the table)
+from . import int8, ops_conv, ops_elementwise, ops_int8, ops_nn, ops_shape  # noqa: F401  (they fill the table)
 from .builder import Builder
 from .index import PlanIndex, flat_values, kernel_key
 from .partition import partition

@@ -32,7 +32,8 @@ from .fuse import ACTIVATIONS, activation_bounds
 from .graph import FLAG_KEEP_DIMS, FP32, INVALID_ID, QCINT8, QCINT32, QINT8
 from .index import kernel_key
 from .int8 import DEQUANTIZE, dequantized, params, per_channel, quantize_after, weight_scales, weight_view
-from .ops_nn import _pair
+from .ops_conv import conv_node
+from .ops_nn import pair
 from .table import OPS
 
 __all__ = ["emit"]
@@ -122,7 +123,7 @@ def conv(b, c, a) -> bool:
     if axis != 0 or perm != (0, 1, 2, 3) or w_scales is None:
         return False
     bias = a["bias"] if isinstance(a["bias"], TensorValue) else None
-    stride, padding, dilation = (_pair(literal(a[k])) for k in ("stride", "padding", "dilation"))
+    stride, padding, dilation = (pair(literal(a[k])) for k in ("stride", "padding", "dilation"))
     groups = int(literal(a["groups"]))
     oc, gic, kh, kw = w.sizes
     depthwise = gic == 1
@@ -140,14 +141,7 @@ def conv(b, c, a) -> bool:
     xin = b.tensor(dq.source, NHWC)
     taken, q, bounds = result
     y = _define(b, taken, q, tuple(c.writes[0].sizes), NHWC)
-    node = b.node("XNNDepthwiseConv2d" if depthwise else "XNNConv2d", "_XNNNodeConv",
-                  padding_top=padding[0], padding_right=padding[1], padding_bottom=padding[0], padding_left=padding[1],
-                  kernel_height=kh, kernel_width=kw, subsampling_height=stride[0], subsampling_width=stride[1],
-                  dilation_height=dilation[0], dilation_width=dilation[1], group_input_channels=gic,
-                  group_output_channels=oc // groups, groups=groups, adjustment_height=0, adjustment_width=0,
-                  input1_id=xin.id, filter_id=filt.id, bias_id=INVALID_ID if bias_v is None else bias_v.id,
-                  output_id=y.id, flags=0)
-    node.output_min_max = bounds
+    conv_node(b, (oc, gic, kh, kw), groups, (stride, padding, dilation), xin, filt, bias_v, y, bounds)
     return True
 
 
