@@ -1,6 +1,5 @@
 """The adapter on ExecuTorch ``.pte`` files, where ``import torch`` fails: pt2x's own (portable
-kernels, a dynamic batch) and exir's (an XNNPACK-delegated file, one node per delegate call, was
-checked by hand: lowering one takes 18 s here, too long for CI). Each instruction is a node
+kernels, a dynamic batch; and XNNPACK-delegated, one node per delegate call) and exir's. Each instruction is a node
 labeled by its operator, in chain order; edges follow the values (a kernel's operands, its last
 argument what it writes, a view read from what was last written at its offset); constants show
 dtype, sizes and bytes, never their data. A malformed file is refused with the reader's error."""
@@ -23,7 +22,10 @@ def files(tmp_path_factory) -> dict[str, str]:
     for name in ("cnn", "mlp_dynamic", "block"):
         out[name] = str(d / f"{name}.pte")
         with open(out[name], "wb") as f:
-            f.write(pte_zoo.converted(name))
+            f.write(pte_zoo.converted(name, **pte_zoo.PORTABLE))
+    out["cnn_xnnpack"] = str(d / "cnn_xnnpack.pte")
+    with open(out["cnn_xnnpack"], "wb") as f:
+        f.write(pte_zoo.converted("cnn"))  # delegated: XNNPACK is to_pte's default
     broken = str(d / "broken.pte")
     with open(out["cnn"], "rb") as f, open(broken, "wb") as g:
         data = bytearray(f.read())
@@ -72,6 +74,19 @@ def test_kernels_in_order_with_their_operands(graphs, files, name):
     weight = nodes[_sources(conv)[1]]
     attrs = {kv["key"]: kv["value"] for kv in weight["attrs"]}
     assert attrs == {"kind": "constant tensor", "dtype": "float32", "sizes": "[8, 3, 3, 3]", "size": "864 bytes"}
+    assert _sources(nodes["output"]) == [kernels[-1]["id"]]
+
+
+def test_delegate_calls_are_nodes(graphs, files):
+    """The CNN delegated: two XNNPACK partitions around the portable adaptive pool XNNPACK has no
+    node for (test_pte_xnnpack.EXPECTED), each one node reading what the one before wrote."""
+    nodes = _nodes(graphs, files, "cnn_xnnpack")
+    kernels = [n for n in nodes.values() if re.fullmatch(r"i\d+", n["id"])]
+    assert [n["label"] for n in kernels] == ["delegate XnnpackBackend", "aten._adaptive_avg_pool2d",
+                                             "delegate XnnpackBackend"]
+    assert _sources(kernels[0])[0] == "input0"
+    for k in (1, 2):
+        assert kernels[k - 1]["id"] in _sources(kernels[k])
     assert _sources(nodes["output"]) == [kernels[-1]["id"]]
 
 

@@ -72,7 +72,7 @@ def view(b, c, a):
     b.bind(out, b.reshape(xin, new_shape, out.sizes), STD)
 
 
-def _check_clone(ix, c, a):
+def _check_clone(ix, a):
     if literal_or_none(ix, a["memory_format"]) not in (None, 0, 1):  # preserve_format, contiguous_format
         return "a clone to another memory format"
     return tensor_problem(a["self"], "the input")
@@ -90,7 +90,7 @@ def _check_same_dtype_copy(ix, c, a):
 
 def _check_copy(ix, c, a):
     if kernel_key(c) == "clone.out":
-        return _check_clone(ix, c, a)
+        return _check_clone(ix, a)
     return _check_same_dtype_copy(ix, c, a)
 
 
