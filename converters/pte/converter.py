@@ -91,7 +91,7 @@ def to_pte(src, dst=None, *, model: str = "model", max_dims: dict[str, int] | No
             initial_arrays, initial_of = state.initial_buffers(plan, view.weights)
             initial = constant_layout(initial_arrays) if initial_arrays else None
             in_spec, out_spec = _specs(view)
-            segs = Segments.of(plan, constants, initial)
+            segs = Segments.of(plan, constants, initial, named_elsewhere=data is not None)
             program = flatbuffer(plan, memory, segs, buffer_of, in_spec, out_spec, data.refs() if data else None,
                                  initial_of)
             if dst is None:

@@ -90,12 +90,13 @@ class DataFile:
 
 def external_weights(plan: Plan, weights: dict) -> DataFile | None:
     """The weights ``plan`` reads that go to the ``.ptd``, and its named blobs (the delegates'
-    constants, taken out of the plan: the ``.pte`` keeps none); None when there are neither.
+    constants: the ``.pte`` then holds none, ``writer.Segments.of(..., named_elsewhere=True)``);
+    None when there are neither.
     ``weights``: the program's (``ProgramView.weights``)."""
     used = used_weights(plan)
     viewed = {v.storage().weight for v in plan.values if isinstance(v, TensorValue) and v.alias_of is not None}
     names = [n for n in used if LIFTED_TENSOR not in n and n not in viewed]
-    blobs, plan.named_data = list(plan.named_data), []
+    blobs = list(plan.named_data)
     if not names and not blobs:
         return None
     arrays, buffer_of = constant_buffers(plan, weights, leave_out=frozenset(used) - set(names))

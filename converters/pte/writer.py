@@ -77,8 +77,10 @@ class Segments:
     named: list = field(default_factory=list)  # NamedData
 
     @classmethod
-    def of(cls, plan: Plan, constants: ConstantLayout, initial: ConstantLayout | None = None) -> Segments:
-        return cls(constants, initial, [d.payload for d in plan.delegates], list(plan.named_data))
+    def of(cls, plan: Plan, constants: ConstantLayout, initial: ConstantLayout | None = None,
+           named_elsewhere: bool = False) -> Segments:
+        """``named_elsewhere``: the plan's named blobs are written to the ``.ptd``, not here."""
+        return cls(constants, initial, [d.payload for d in plan.delegates], [] if named_elsewhere else list(plan.named_data))
 
     @property
     def first_delegate(self) -> int:
@@ -304,10 +306,11 @@ def _delegates(b: flatbuffers.Builder, plan: Plan, first: int) -> int:
     return _tables(b, tables)
 
 
-def _named_data(b: flatbuffers.Builder, plan: Plan, first: int) -> int:
-    """``NamedData``: blob i is segment ``first + i``."""
+def _named_data(b: flatbuffers.Builder, segs: Segments) -> int:
+    """``NamedData``: the named blobs the ``.pte`` holds, blob i in segment ``segs.first_named + i``."""
     tables = []
-    for i, blob in enumerate(plan.named_data):
+    first = segs.first_named
+    for i, blob in enumerate(segs.named):
         key = b.CreateString(blob.key)
         fb.NamedDataStart(b)
         fb.NamedDataAddKey(b, key)
@@ -361,7 +364,7 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, segs: Segments, buffer_of: dict,
         fb.DataSegmentAddSize(b, size)
         segment_tables.append(fb.DataSegmentEnd(b))
     segments = _tables(b, segment_tables)
-    named_data = _named_data(b, plan, segs.first_named)
+    named_data = _named_data(b, segs)
     empty_buffers = _tables(b, [])
     empty_inline = _tables(b, [])
     fb.ProgramStart(b)
@@ -373,7 +376,7 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, segs: Segments, buffer_of: dict,
     fb.ProgramAddConstantSegment(b, constant_segment)
     if mutable_segments is not None:
         fb.ProgramAddMutableDataSegments(b, mutable_segments)
-    if plan.named_data:
+    if segs.named:
         fb.ProgramAddNamedData(b, named_data)
     b.Finish(fb.ProgramEnd(b), file_identifier=FILE_IDENTIFIER)
     out = bytes(b.Output())
