@@ -18,26 +18,27 @@ import flatbuffers
 
 from .flatbuffer_checks import Checked, fail
 
-__all__ = ["BACKEND_ID", "payload_keys", "external_blobs"]
+__all__ = ["BACKEND_ID", "HEADER_MAGIC", "FILE_IDENTIFIER", "payload_keys", "external_blobs"]
 
+# the payload's format, read here and written by xnnpack/payload.py (one table of these facts)
 BACKEND_ID = "XnnpackBackend"
 MAX_PAYLOAD = 1 << 28  # bytes of one payload read to list its keys (the graph; its constants are named data)
-_HEADER_MAGIC = b"XH00"
-_FILE_IDENTIFIER = b"XN01"
+HEADER_MAGIC = b"XH00"
+FILE_IDENTIFIER = b"XN01"
 _GRAPH_CONSTANT_DATA = 4 + 2 * 8  # XNNGraph field 8: constant_data
 _CONSTANT_NAMED_KEY = 4 + 2 * 2  # ConstantDataOffset field 2: named_key
 
 
 def payload_keys(payload: bytes, path: str) -> list[str]:
     """The named keys of one XNNPACK payload, in order (``path``: the delegate, for errors)."""
-    if len(payload) < 18 or payload[4:8] != _HEADER_MAGIC:
-        fail(f"{path}.processed", f"not an XNNPACK payload (no {_HEADER_MAGIC.decode()} header)")
+    if len(payload) < 18 or payload[4:8] != HEADER_MAGIC:
+        fail(f"{path}.processed", f"not an XNNPACK payload (no {HEADER_MAGIC.decode()} header)")
     start, size = struct.unpack_from("<II", payload, 10)
     if start + size > len(payload) or size < 8:
         fail(f"{path}.processed", f"its flatbuffer ({size} bytes at {start}) runs past the payload ({len(payload)} bytes)")
     buf = payload[start:start + size]
-    if buf[4:8] != _FILE_IDENTIFIER:
-        fail(f"{path}.processed", f"the graph's identifier {bytes(buf[4:8])!r} is not {_FILE_IDENTIFIER!r}")
+    if buf[4:8] != FILE_IDENTIFIER:
+        fail(f"{path}.processed", f"the graph's identifier {bytes(buf[4:8])!r} is not {FILE_IDENTIFIER!r}")
     c = Checked(buf, len(buf))
     graph = c.table(flatbuffers.table.Table(buf, c.u32(0, f"{path}.processed")), f"{path}.processed")
     n = c.vector(graph, _GRAPH_CONSTANT_DATA, 4, f"{path}.processed.constant_data", 1 << 20)

@@ -11,10 +11,11 @@ import struct
 
 from ...serde.errors import Pt2FormatError
 
-__all__ = ["Checked", "fail", "MAX_ITEMS", "MAX_STRING"]
+__all__ = ["Checked", "fail", "MAX_ITEMS", "MAX_STRING", "MAX_FLATBUFFER"]
 
 MAX_ITEMS = 20_000_000  # vector elements read in all, over one buffer
 MAX_STRING = 1 << 20
+MAX_FLATBUFFER = 2**31 - 1  # the most bytes a flatbuffer can address (32-bit offsets)
 
 
 def fail(path: str, message: str):

@@ -48,6 +48,7 @@ import numpy as np
 from ..errors import ConversionError
 from . import flat_tensor_generated as ft
 from .constants import constant_buffers, used_weights
+from .flatbuffer_build import finished, table_vector
 from .program import Plan, TensorValue
 from .segments import Packing, align, pack, stream, stream_blob
 
@@ -61,7 +62,6 @@ HEADER_ROOM = 48  # the header padded to 16 bytes: what is inserted after the id
 SEGMENT_ALIGNMENT = 128  # exir's FlatTensorConfig.segment_alignment
 VERSION = 0  # FlatTensor.version (the runtime's kMaxSupportedSchemaVersion)
 LIFTED_TENSOR = "_lifted_tensor"  # exir keeps these placeholders' constants in the .pte
-_MAX_FLATBUFFER = 2**31 - 1
 
 
 @dataclass
@@ -146,23 +146,12 @@ def _flat_tensor(data: DataFile) -> bytes:
         ft.DataSegmentAddOffset(b, off)
         ft.DataSegmentAddSize(b, size)
         segments.append(ft.DataSegmentEnd(b))
-    segments_vec, named_vec = _tables(b, segments), _tables(b, named)
+    segments_vec, named_vec = table_vector(b, segments), table_vector(b, named)
     ft.FlatTensorStart(b)
     ft.FlatTensorAddVersion(b, VERSION)
     ft.FlatTensorAddSegments(b, segments_vec)
     ft.FlatTensorAddNamedData(b, named_vec)
-    b.Finish(ft.FlatTensorEnd(b), file_identifier=FILE_IDENTIFIER)
-    out = bytes(b.Output())
-    if len(out) > _MAX_FLATBUFFER:
-        raise ConversionError("the .ptd's flatbuffer passes flatbuffers' 2 GiB limit")
-    return out
-
-
-def _tables(b: flatbuffers.Builder, offsets: list) -> int:
-    b.StartVector(4, len(offsets), 4)
-    for o in reversed(offsets):
-        b.PrependUOffsetTRelative(o)
-    return b.EndVector()
+    return finished(b, ft.FlatTensorEnd(b), FILE_IDENTIFIER, "the .ptd's")
 
 
 def _head(data: DataFile) -> tuple[bytes, int]:

@@ -24,7 +24,7 @@ import struct
 
 from ...serde.errors import Pt2FormatError, Pt2UsageError, extra_required
 from ...serde.findings import Finding
-from .flatbuffer_checks import Checked, fail
+from .flatbuffer_checks import MAX_FLATBUFFER, Checked, fail
 from .reader import _ELEMENT_BYTES, MAX_RANK, _dtype_names, is_flatbuffer_file
 
 __all__ = ["read_ptd", "is_ptd", "check_data", "reads_data", "MIN_ALIGNMENT", "MAX_ENTRIES"]
@@ -35,7 +35,6 @@ _HEADER_MIN = 40  # magic, length, flatbuffer offset and size, segment base offs
 _HEAD_BYTES = 64  # the runtime's FlatTensorHeader::kNumHeadBytes
 MIN_ALIGNMENT = 16  # a segment's start in the file, and the flatbuffer offset (a flatbuffer's alignment)
 MAX_ENTRIES = 2_000_000  # segments or named data entries read
-_MAX_FLATBUFFER = 2**31 - 1
 _SLOT = {"version": 4, "segments": 6, "named_data": 8}
 _SEGMENT_SLOT = {"offset": 4, "size": 6}
 _NAMED_SLOT = {"key": 4, "segment_index": 6, "tensor_layout": 8}
@@ -63,7 +62,7 @@ def _header(data: bytes, size: int) -> dict:
     end = fb_offset + fb_size
     if fb_size < 8 or end > size:
         fail("header.flatbuffer_size", f"{fb_size} bytes from offset {fb_offset} do not fit the file ({size} bytes)")
-    if end > _MAX_FLATBUFFER:
+    if end > MAX_FLATBUFFER:
         fail("header.flatbuffer_size", f"a {end}-byte flatbuffer, past flatbuffers' 2 GiB limit")
     if base < end or base > size:
         fail("header.segment_base_offset", f"{base} is not between the flatbuffer's end ({end}) and the file's ({size})")

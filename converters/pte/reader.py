@@ -19,7 +19,7 @@ import struct
 
 from ...serde.errors import Pt2FormatError, extra_required
 from .delegate_reader import external_blobs
-from .flatbuffer_checks import MAX_ITEMS, Checked, fail
+from .flatbuffer_checks import MAX_FLATBUFFER, MAX_ITEMS, Checked, fail
 
 __all__ = ["read_pte", "is_pte", "MAX_PLANS", "MAX_VALUES", "MAX_INSTRUCTIONS", "MAX_ITEMS"]
 
@@ -30,7 +30,6 @@ MAX_PLANS = 1_000
 MAX_VALUES = 2_000_000
 MAX_INSTRUCTIONS = 2_000_000
 MAX_RANK = 64
-_MAX_FLATBUFFER = 2**31 - 1
 _HEAD_BYTES = 64  # exir's NUM_HEAD_BYTES: enough for the identifier and the extended header
 
 _ELEMENT_BYTES = {0: 1, 1: 1, 2: 2, 3: 4, 4: 8, 5: 2, 6: 4, 7: 8, 11: 1, 12: 1, 13: 1, 14: 4, 15: 2,
@@ -124,7 +123,7 @@ def read_pte(source, name: str | None = None, *, detail: bool = False) -> dict:
             size = os.fstat(f.fileno()).st_size
             header = _header(f.read(_HEAD_BYTES), size)
             end = header["program_size"] if header else size
-            if end > _MAX_FLATBUFFER:
+            if end > MAX_FLATBUFFER:
                 fail("file", f"a {end}-byte flatbuffer, past flatbuffers' 2 GiB limit")
             f.seek(0)
             data = f.read(end)

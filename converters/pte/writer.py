@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import ConversionError
 from . import schema_generated as fb
+from .flatbuffer_build import finished, table_vector
 from .memory_plan import MEMORY_ID, MemoryPlan
 from .program import Call, JumpFalse, ListValue, Move, NamedData, Plan, ScalarValue, TensorValue
 from .segments import Packing, align, pack, stream, stream_blob
@@ -45,7 +46,6 @@ HEADER_MAGIC = b"eh00"
 HEADER_LENGTH = 32
 SEGMENT_ALIGNMENT = 128  # exir's default segment alignment
 CONSTANT_ALIGNMENT = 16  # exir's default constant tensor alignment
-_MAX_FLATBUFFER = 2**31 - 1
 
 
 @dataclass
@@ -117,13 +117,6 @@ def _size(source) -> int:
 
 def _ints(b: flatbuffers.Builder, values, dtype) -> int:
     return b.CreateNumpyVector(np.asarray(list(values), dtype=dtype))
-
-
-def _tables(b: flatbuffers.Builder, offsets: list) -> int:
-    b.StartVector(4, len(offsets), 4)
-    for o in reversed(offsets):
-        b.PrependUOffsetTRelative(o)
-    return b.EndVector()
 
 
 def _external_info(b: flatbuffers.Builder, key: str) -> int:
@@ -268,7 +261,7 @@ def _chain(b: flatbuffers.Builder, plan: Plan, op_index: dict) -> int:
         fb.InstructionAddInstrArgsType(b, kind)
         fb.InstructionAddInstrArgs(b, table)
         instructions.append(fb.InstructionEnd(b))
-    vec = _tables(b, instructions)
+    vec = table_vector(b, instructions)
     empty_in, empty_out = _ints(b, [], np.int32), _ints(b, [], np.int32)
     fb.ChainStart(b)
     fb.ChainAddInputs(b, empty_in)
@@ -285,7 +278,7 @@ def _operators(b: flatbuffers.Builder, ops: list) -> int:
         fb.OperatorAddName(b, n)
         fb.OperatorAddOverload(b, o)
         tables.append(fb.OperatorEnd(b))
-    return _tables(b, tables)
+    return table_vector(b, tables)
 
 
 def _delegates(b: flatbuffers.Builder, plan: Plan, first: int) -> int:
@@ -297,13 +290,13 @@ def _delegates(b: flatbuffers.Builder, plan: Plan, first: int) -> int:
         fb.BackendDelegateDataReferenceAddLocation(b, fb.DataLocation.SEGMENT)
         fb.BackendDelegateDataReferenceAddIndex(b, first + i)
         processed = fb.BackendDelegateDataReferenceEnd(b)
-        specs = _tables(b, [])
+        specs = table_vector(b, [])
         fb.BackendDelegateStart(b)
         fb.BackendDelegateAddId(b, backend)
         fb.BackendDelegateAddProcessed(b, processed)
         fb.BackendDelegateAddCompileSpecs(b, specs)
         tables.append(fb.BackendDelegateEnd(b))
-    return _tables(b, tables)
+    return table_vector(b, tables)
 
 
 def _named_data(b: flatbuffers.Builder, segs: Segments) -> int:
@@ -316,7 +309,7 @@ def _named_data(b: flatbuffers.Builder, segs: Segments) -> int:
         fb.NamedDataAddKey(b, key)
         fb.NamedDataAddSegmentIndex(b, first + i)
         tables.append(fb.NamedDataEnd(b))
-    return _tables(b, tables)
+    return table_vector(b, tables)
 
 
 def flatbuffer(plan: Plan, memory: MemoryPlan, segs: Segments, buffer_of: dict,
@@ -329,9 +322,9 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, segs: Segments, buffer_of: dict,
     ops = plan.operators()
     op_index = {op: i for i, op in enumerate(ops)}
     values = [_evalue(b, v, memory, buffer_of, external or {}, initial_of or {}) for v in plan.values]
-    values_vec = _tables(b, values)
+    values_vec = table_vector(b, values)
     chain = _chain(b, plan, op_index)
-    chains = _tables(b, [chain])
+    chains = table_vector(b, [chain])
     operators = _operators(b, ops)
     inputs = _ints(b, (v.index for v in plan.inputs), np.int32)
     outputs = _ints(b, (v.index for v in plan.outputs), np.int32)
@@ -354,19 +347,19 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, segs: Segments, buffer_of: dict,
     fb.ExecutionPlanAddDelegates(b, delegates)
     fb.ExecutionPlanAddNonConstBufferSizes(b, sizes)
     plan_table = fb.ExecutionPlanEnd(b)
-    plans = _tables(b, [plan_table])
+    plans = table_vector(b, [plan_table])
     constant_segment = _subsegments(b, 0, segs.constants)
-    mutable_segments = _tables(b, [_subsegments(b, 1, segs.initial)]) if segs.initial is not None else None
+    mutable_segments = table_vector(b, [_subsegments(b, 1, segs.initial)]) if segs.initial is not None else None
     segment_tables = []
     for offset, size in segs.placement()[0]:
         fb.DataSegmentStart(b)
         fb.DataSegmentAddOffset(b, offset)
         fb.DataSegmentAddSize(b, size)
         segment_tables.append(fb.DataSegmentEnd(b))
-    segments = _tables(b, segment_tables)
+    segments = table_vector(b, segment_tables)
     named_data = _named_data(b, segs)
-    empty_buffers = _tables(b, [])
-    empty_inline = _tables(b, [])
+    empty_buffers = table_vector(b, [])
+    empty_inline = table_vector(b, [])
     fb.ProgramStart(b)
     fb.ProgramAddVersion(b, 0)
     fb.ProgramAddExecutionPlan(b, plans)
@@ -378,11 +371,7 @@ def flatbuffer(plan: Plan, memory: MemoryPlan, segs: Segments, buffer_of: dict,
         fb.ProgramAddMutableDataSegments(b, mutable_segments)
     if segs.named:
         fb.ProgramAddNamedData(b, named_data)
-    b.Finish(fb.ProgramEnd(b), file_identifier=FILE_IDENTIFIER)
-    out = bytes(b.Output())
-    if len(out) > _MAX_FLATBUFFER:
-        raise ConversionError("the program's flatbuffer passes flatbuffers' 2 GiB limit")
-    return out
+    return finished(b, fb.ProgramEnd(b), FILE_IDENTIFIER, "the program's")
 
 
 def _subsegments(b: flatbuffers.Builder, segment_index: int, layout: ConstantLayout) -> int:

@@ -23,6 +23,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from ...errors import ConversionError
+from ..delegate_reader import BACKEND_ID
 from ..program import Call, Delegate, DelegateCall, Plan, QuantOp, TensorValue
 from . import int8, ops_conv, ops_elementwise, ops_int8, ops_nn, ops_shape  # noqa: F401  (they fill the table)
 from .builder import Builder
@@ -34,7 +35,6 @@ from .table import OPS
 
 __all__ = ["BACKEND_ID", "DelegationReport", "delegate_to_xnnpack"]
 
-BACKEND_ID = "XnnpackBackend"
 MAX_EXTERNS = 4096  # the XNNPACK backend refuses a payload with more external values
 # groups of only these move no arithmetic: they stay portable rather than cost a delegate call
 _LAYOUT_ONLY = {"permute_copy.out", "transpose_copy.int_out", "view_copy.out", "clone.out", "slice_copy.Tensor_out",

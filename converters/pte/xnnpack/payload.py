@@ -20,13 +20,13 @@ import struct
 import flatbuffers
 
 from ...errors import ConversionError
+from ..delegate_reader import FILE_IDENTIFIER, HEADER_MAGIC
+from ..flatbuffer_build import table_vector
 from . import schema_generated as xfb
 from .graph import PerTensor, XGraph, XNode, XValue
 
 __all__ = ["payload", "HEADER_MAGIC", "FILE_IDENTIFIER"]
 
-HEADER_MAGIC = b"XH00"
-FILE_IDENTIFIER = b"XN01"
 _HEADER_LENGTH = 30
 _ALIGNMENT = 16
 _NO_OFFSET = 2**64 - 1  # UINT64_MAX: the data is found by its key
@@ -45,13 +45,6 @@ def _vector(b: flatbuffers.Builder, items, prepend: str, size: int) -> int:
     b.StartVector(size, len(items), size)
     for x in reversed(list(items)):
         getattr(b, prepend)(x)
-    return b.EndVector()
-
-
-def _tables(b: flatbuffers.Builder, offsets: list) -> int:
-    b.StartVector(4, len(offsets), 4)
-    for o in reversed(offsets):
-        b.PrependUOffsetTRelative(o)
     return b.EndVector()
 
 
@@ -139,14 +132,14 @@ def _constant_data(b: flatbuffers.Builder, g: XGraph) -> int:
         xfb.ConstantDataOffsetAddSize(b, nbytes)
         xfb.ConstantDataOffsetAddNamedKey(b, k)
         entries.append(xfb.ConstantDataOffsetEnd(b))
-    return _tables(b, entries)
+    return table_vector(b, entries)
 
 
 def _flatbuffer(g: XGraph) -> bytes:
     b = flatbuffers.Builder(1024)
     b.ForceDefaults(True)  # every field written, as flatc writes exir's JSON (ids of 0 included)
-    values = _tables(b, [_value(b, v) for v in g.values])
-    nodes = _tables(b, [_node(b, n) for n in g.nodes])
+    values = table_vector(b, [_value(b, v) for v in g.values])
+    nodes = table_vector(b, [_node(b, n) for n in g.nodes])
     constant_data = _constant_data(b, g)
     inputs = _vector(b, [v.id for v in g.inputs], "PrependUint32", 4)
     outputs = _vector(b, [v.id for v in g.outputs], "PrependUint32", 4)
