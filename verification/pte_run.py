@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 
 from ..serde.errors import MissingExtraError, Pt2Error
 from .errors import VerificationError
-from .runners import RunResult
+from .runners import RunResult, child_meta
 
 __all__ = ["run_pte", "data_file", "EXECUTORCH_TIMEOUT_S", "RUNTIME"]
 
@@ -133,15 +132,7 @@ def _run_child(d: str, input_sets: list[list[np.ndarray]], data: str | None, lab
         proc = subprocess.run(argv, capture_output=True, timeout=EXECUTORCH_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired:
         raise VerificationError(f"{label}: ExecuTorch took longer than {EXECUTORCH_TIMEOUT_S:g} s") from None
-    meta_path = os.path.join(d, "result.json")
-    if not os.path.exists(meta_path):
-        tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
-        raise VerificationError(f"{label}: ExecuTorch ended with {how} before answering ({tail[0][:300]})")
-    with open(meta_path, encoding="utf-8") as f:
-        meta = json.load(f)
-    if meta.get("error"):
-        raise VerificationError(f"{label}: ExecuTorch {meta['error']}")
+    meta = child_meta(d, proc, "ExecuTorch", label)
     outs = []
     for i in range(len(input_sets)):
         with np.load(os.path.join(d, f"out{i}.npz"), allow_pickle=False) as z:

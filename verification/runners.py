@@ -26,7 +26,7 @@ import numpy as np
 from ..serde.errors import MissingExtraError
 from .errors import VerificationError
 
-__all__ = ["RunResult", "OnnxRun", "run_litert", "load_onnx", "LITERT_TIMEOUT_S"]
+__all__ = ["RunResult", "OnnxRun", "run_litert", "load_onnx", "child_meta", "LITERT_TIMEOUT_S"]
 
 LITERT_TIMEOUT_S = 600.0
 """Seconds the LiteRT child may take for all input sets."""
@@ -189,16 +189,24 @@ def run_litert(model_bytes: bytes, input_sets: list[list[np.ndarray]], label: st
         return _child_result(d, proc, len(input_sets), label)
 
 
-def _child_result(d: str, proc: subprocess.CompletedProcess, n_sets: int, label: str) -> RunResult:
+def child_meta(d: str, proc: subprocess.CompletedProcess, runtime: str, label: str) -> dict:
+    """The ``result.json`` a runtime's child process (``litert_child``, ``executorch_child``) wrote
+    in ``d``; ``VerificationError`` when it ended without one (a crash: the signal or exit status
+    and its last line of stderr) or with its ``error``."""
     meta_path = os.path.join(d, "result.json")
     if not os.path.exists(meta_path):
         tail = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit status {proc.returncode}"
-        raise VerificationError(f"{label}: LiteRT ended with {how} before answering ({tail[0][:300]})")
+        raise VerificationError(f"{label}: {runtime} ended with {how} before answering ({tail[0][:300]})")
     with open(meta_path, encoding="utf-8") as f:
         meta = json.load(f)
     if meta.get("error"):
-        raise VerificationError(f"{label}: LiteRT {meta['error']}")
+        raise VerificationError(f"{label}: {runtime} {meta['error']}")
+    return meta
+
+
+def _child_result(d: str, proc: subprocess.CompletedProcess, n_sets: int, label: str) -> RunResult:
+    meta = child_meta(d, proc, "LiteRT", label)
     outputs, values = [], []
     for i in range(n_sets):
         with np.load(os.path.join(d, f"out{i}.npz"), allow_pickle=False) as z:
