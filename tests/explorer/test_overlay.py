@@ -18,21 +18,7 @@ import planted_faults as pf
 from pt2x.explorer.overlay import BANDS, FIRST
 from pt2x.tools.cli import main
 from torchfree import run_torch_free
-
-
-class Block(torch.nn.Module):
-    """Two convolutions under named modules, a residual that skips the second, a linear head."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(8, 3, 3, padding=1)
-        self.head = torch.nn.Linear(3, 5)
-
-    def forward(self, x):
-        h = torch.relu(self.conv1(x))
-        y = self.conv2(h) + x * 0.5
-        return self.head(y.mean(dim=(2, 3)))
+from verify_block import Block
 
 
 FAULTED = "conv2d_1"  # conv2's node in the program, the one whose weight the faults scale

@@ -18,21 +18,7 @@ import planted_faults as pf
 import zoo
 from pt2x.tools.cli import main
 from torchfree import run_torch_free
-
-
-class Block(torch.nn.Module):
-    """Two convolutions, a residual Add and a linear head, under named modules."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(8, 3, 3, padding=1)
-        self.head = torch.nn.Linear(3, 5)
-
-    def forward(self, x):
-        h = torch.relu(self.conv1(x))
-        y = self.conv2(h) + x * 0.5
-        return self.head(y.mean(dim=(2, 3)))
+from verify_block import Block
 
 
 @pytest.fixture(scope="module")

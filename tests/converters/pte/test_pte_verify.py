@@ -19,21 +19,7 @@ pytest.importorskip("executorch.runtime", reason="executorch is not installed (p
 import planted_faults as pf  # noqa: E402
 from pt2x.tools.cli import main  # noqa: E402
 from torchfree import convert_torch_free, run_torch_free  # noqa: E402
-
-
-class Block(torch.nn.Module):
-    """Two convolutions, a residual Add and a linear head, under named modules (test_verify.py's)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.conv2 = torch.nn.Conv2d(8, 3, 3, padding=1)
-        self.head = torch.nn.Linear(3, 5)
-
-    def forward(self, x):
-        h = torch.relu(self.conv1(x))
-        y = self.conv2(h) + x * 0.5
-        return self.head(y.mean(dim=(2, 3)))
+from verify_block import Block  # noqa: E402
 
 
 @pytest.fixture(scope="module")
