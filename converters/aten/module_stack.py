@@ -11,31 +11,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ...schema import definitions as d
+from ...serde.codec.stack_text import ENTRY_SEPARATOR, split_fields
 
 __all__ = ["ModuleCall", "module_stack", "module_path"]
-
-ENTRY_SEPARATOR = ";"
-
 
 class ModuleCall(NamedTuple):
     key: str  # torch's key for the call (L__self___conv1)
     path: str  # the module's attribute path from the root ("" for the root, "layer1.0.conv1")
     type: str  # its class, qualified (torch.nn.modules.conv.Conv2d)
-
-
-def _split_top(entry: str) -> list[str]:
-    """``entry`` split at the commas outside brackets."""
-    out, start, depth = [], 0, 0
-    for i, c in enumerate(entry):
-        if c in "[(":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(entry[start:i])
-            start = i + 1
-    out.append(entry[start:])
-    return out
 
 
 def module_stack(node: d.Node) -> list[ModuleCall]:
@@ -46,7 +29,7 @@ def module_stack(node: d.Node) -> list[ModuleCall]:
         return []
     calls = []
     for entry in text.split(ENTRY_SEPARATOR):
-        parts = _split_top(entry)
+        parts = split_fields(entry)
         if len(parts) == 3:
             calls.append(ModuleCall(*parts))
     return calls

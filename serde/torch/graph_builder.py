@@ -27,31 +27,16 @@ from .ops import DTYPES, LAYOUTS, MEMORY_FORMATS, SYM_OPS, resolve_meta_func, re
 from .shape_env import SymbolicContext
 from ..errors import Pt2FormatError
 from ..codec.json_codec import parse_json
+from ..codec.stack_text import ENTRY_SEPARATOR, split_fields
 
 __all__ = ["GraphBuilder", "deserialize_metadata"]
 
-ST_DELIMITER = ";"
 _POSITIONAL = d.ArgumentKind.POSITIONAL
 _KEYWORD = d.ArgumentKind.KEYWORD
 _SYM_ARG_TYPES = ("as_sym_int", "as_sym_bool", "as_sym_float")
 # Higher-order operators whose tensor-list operands torch traces as tuples (lists elsewhere).
 _HOP_TUPLE_OPERANDS = frozenset({"cond", "while_loop", "while_loop_stack_output"})
 _LIST_OUTPUTS = ("as_tensors", "as_sym_ints", "as_sym_floats", "as_ints", "as_floats", "as_strings", "as_bools", "as_sym_bools")
-
-
-def _split_top(s: str) -> list[str]:
-    """Split at commas outside ()/[] (nn_module_stack entries hold types like ``Seq[int, int]``)."""
-    out, start, depth = [], 0, 0
-    for i, c in enumerate(s):
-        if c in "[(":
-            depth += 1
-        elif c in ")]":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(s[start:i])
-            start = i + 1
-    out.append(s[start:])
-    return out
 
 
 def _returns_one_list(target) -> bool:
@@ -68,8 +53,8 @@ def deserialize_metadata(md: dict[str, str], *, member: str | None, path: str) -
         ret["stack_trace"] = st
     if nms := md.get("nn_module_stack"):
         stack = {}
-        for item in nms.split(ST_DELIMITER):
-            parts = _split_top(item)
+        for item in nms.split(ENTRY_SEPARATOR):
+            parts = split_fields(item)
             if len(parts) != 3:
                 raise Pt2FormatError(
                     f"nn_module_stack entry {item!r} is not 'key,path,type'", member=member, path=f"{path}.metadata"
@@ -78,7 +63,7 @@ def deserialize_metadata(md: dict[str, str], *, member: str | None, path: str) -
         ret["nn_module_stack"] = stack
     if sfs := md.get("source_fn_stack"):
         fns = []
-        for item in sfs.split(ST_DELIMITER):
+        for item in sfs.split(ENTRY_SEPARATOR):
             parts = item.split(",")
             if len(parts) != 2:
                 raise Pt2FormatError(
@@ -87,7 +72,7 @@ def deserialize_metadata(md: dict[str, str], *, member: str | None, path: str) -
             fns.append((parts[0], resolve_meta_func(parts[1])))
         ret["source_fn_stack"] = fns
     if tf := md.get("torch_fn"):
-        ret["torch_fn"] = tuple(tf.split(ST_DELIMITER))
+        ret["torch_fn"] = tuple(tf.split(ENTRY_SEPARATOR))
     if custom := md.get("custom"):
         ret["custom"] = parse_json(custom, member=member)
     if fn := md.get("from_node"):

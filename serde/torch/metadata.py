@@ -19,9 +19,9 @@ from ...schema import definitions as d
 from ...schema.kinds import type_hints
 from ...schema.walk import INPUT_KINDS, OUTPUT_KINDS
 from ...schema.version import TREESPEC_VERSION
+from ..codec.stack_text import ENTRY_SEPARATOR
 from . import values as ba
 
-ST_DELIMITER = ";"
 
 
 def qualified_name(target) -> str:
@@ -51,9 +51,9 @@ def _from_node(sources) -> str:
 # meta key -> how to write it (only truthy values are written, except from_node)
 NODE_META = [
     ("stack_trace", lambda v: v),
-    ("nn_module_stack", lambda v: ST_DELIMITER.join(_nn_module_entry(k, x) for k, x in v.items())),
-    ("source_fn_stack", lambda v: ST_DELIMITER.join(f"{s[0]},{qualified_name(s[1])}" for s in v)),
-    ("torch_fn", lambda v: ST_DELIMITER.join(list(v))),
+    ("nn_module_stack", lambda v: ENTRY_SEPARATOR.join(_nn_module_entry(k, x) for k, x in v.items())),
+    ("source_fn_stack", lambda v: ENTRY_SEPARATOR.join(f"{s[0]},{qualified_name(s[1])}" for s in v)),
+    ("torch_fn", lambda v: ENTRY_SEPARATOR.join(list(v))),
     ("custom", json.dumps),
 ]
 
