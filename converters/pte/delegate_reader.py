@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import struct
 
-import flatbuffers
-
 from .flatbuffer_checks import Checked, fail
 
 __all__ = ["BACKEND_ID", "HEADER_MAGIC", "FILE_IDENTIFIER", "payload_keys", "external_blobs"]
@@ -39,8 +37,10 @@ def payload_keys(payload: bytes, path: str) -> list[str]:
     buf = payload[start:start + size]
     if buf[4:8] != FILE_IDENTIFIER:
         fail(f"{path}.processed", f"the graph's identifier {bytes(buf[4:8])!r} is not {FILE_IDENTIFIER!r}")
+    from flatbuffers.table import Table  # the pte extra's; read_pte has checked it is there
+
     c = Checked(buf, len(buf))
-    graph = c.table(flatbuffers.table.Table(buf, c.u32(0, f"{path}.processed")), f"{path}.processed")
+    graph = c.table(Table(buf, c.u32(0, f"{path}.processed")), f"{path}.processed")
     n = c.vector(graph, _GRAPH_CONSTANT_DATA, 4, f"{path}.processed.constant_data", 1 << 20)
     if not n:
         return []
@@ -49,7 +49,7 @@ def payload_keys(payload: bytes, path: str) -> list[str]:
     for i in range(n):
         at = first + 4 * i
         p = f"{path}.processed.constant_data[{i}]"
-        entry = c.table(flatbuffers.table.Table(buf, at + c.u32(at, p)), p)
+        entry = c.table(Table(buf, at + c.u32(at, p)), p)
         key = c.string(entry, _CONSTANT_NAMED_KEY, f"{p}.named_key")
         if key:
             keys.append(key)
